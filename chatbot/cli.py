@@ -1,0 +1,252 @@
+"""The `keem` command line: terminal sessions and memory inspection."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from chatbot.settings import Settings
+from models.errors import InputError, KeemError
+
+EPILOG_SESSION = """examples:
+  keem session --user minsu --model demo                 # chat in the terminal; /end or Ctrl-D ends
+  keem session --user minsu --model demo --script s1.txt # one user message per line
+  OPENAI_BASE_URL=http://127.0.0.1:8000/v1 keem session --user minsu --update-model openai:gpt-4o"""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help="SQLite file (KEEM_DB; default: the per-user data directory)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _sub(subs: Any, name: str, help_text: str, example: str) -> argparse.ArgumentParser:
+    p = subs.add_parser(name, help=help_text, description=help_text, epilog=f"example:\n  {example}",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(p)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="keem", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="KEEM chat: a Korean chatbot whose memory of each user an LLM rewrites after every session.",
+        epilog="examples:\n  keem session --user minsu --model demo\n  keem memory show --user minsu")
+    subs = parser.add_subparsers(dest="command", required=True)
+
+    s = subs.add_parser("session", help="hold one chat session in the terminal, then update the memory",
+                        description="Hold one session (interactive, or scripted with one message per line), end it, "
+                                    "run the memory update and print the new memory.",
+                        epilog=EPILOG_SESSION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(s)
+    s.add_argument("--user", required=True, help="user name or participant code")
+    s.add_argument("--model", help="chat model spec: hf:<id|path>, openai:<model>, demo, auto (KEEM_MODEL)")
+    s.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL; default: --model)")
+    s.add_argument("--embedder", help="use-multilingual (default), minilm, ngram, st:<id|path> (KEEM_EMBEDDER)")
+    s.add_argument("--strategy", help="memory update strategy: keem (default) or accumulate (KEEM_STRATEGY)")
+    s.add_argument("--script", type=Path, help="file with one user message per line (UTF-8)")
+
+    m = subs.add_parser("memory", help="show, search, import or forget a user's memory",
+                        description="Inspect and manage one user's memory.")
+    msubs = m.add_subparsers(dest="memory_command", required=True)
+    p = _sub(msubs, "show", "print a user's memory (latest version, or --version N)",
+             "keem memory show --user minsu --json")
+    p.add_argument("--user", required=True)
+    p.add_argument("--version", type=int, help="version number (default: latest)")
+    p = _sub(msubs, "history", "list a user's memory versions with what each kept, added and removed",
+             "keem memory history --user minsu")
+    p.add_argument("--user", required=True)
+    p = _sub(msubs, "search", "find the memory sentences most relevant to a query",
+             'keem memory search --user u1 --k 3 --json "손목 보호대는 이제 안 차도 돼?"')
+    p.add_argument("--user", required=True)
+    p.add_argument("--k", type=int, default=5, help="how many sentences (default 5)")
+    p.add_argument("--embedder", help="embedder spec (KEEM_EMBEDDER)")
+    p.add_argument("query")
+    p = _sub(msubs, "import", "add sentences to a user's memory as a new version (creates the user if needed)",
+             "keem memory import --user u1 mem.txt   # one sentence per line, or JSONL with a 'text' field")
+    p.add_argument("--user", required=True)
+    p.add_argument("--embedder", help="embedder spec (KEEM_EMBEDDER)")
+    p.add_argument("file", type=Path)
+    p = _sub(msubs, "forget", "delete everything stored about a user (sessions, turns, every memory version)",
+             "keem memory forget --user minsu --yes")
+    p.add_argument("--user", required=True)
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.load(db=args.db, model=getattr(args, "model", None),
+                                 update_model=getattr(args, "update_model", None),
+                                 embedder=getattr(args, "embedder", None), strategy=getattr(args, "strategy", None))
+        if args.command == "session":
+            from chatbot.terminal import run_session
+
+            return run_session(settings, args)
+        return MEMORY_COMMANDS[args.memory_command](settings, args)
+    except KeemError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted; every turn so far is saved", file=sys.stderr)
+        return 130
+
+
+# -- memory commands (no chat model needed) ---------------------------------------------------
+def _store(settings: Settings):
+    from memory.store import Store
+
+    return Store(settings.db_path)
+
+
+def _engine(settings: Settings):
+    from memory.engine import MemoryEngine
+    from models.spec import load_embedder
+
+    return MemoryEngine(_store(settings), load_embedder(settings.embedder))
+
+
+def _print(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
+    store = _store(settings)
+    user_id = store.require_user(args.user)
+    version = store.version(user_id, args.version) if args.version else store.latest_version(user_id)
+    if version is None:
+        raise InputError(f"user '{args.user}' has no memory yet; end a session or run: keem memory import")
+    if args.json:
+        _print(version.as_json())
+    else:
+        print(f"# {args.user}: memory v{version.number} ({version.strategy}, {version.status}, {version.created_at})")
+        for s in version.sentences:
+            print(f"- {s.text}")
+    return 0
+
+
+def diff(old: list[str], new: list[str]) -> dict[str, list[str]]:
+    return {"kept": [t for t in new if t in old], "added": [t for t in new if t not in old],
+            "removed": [t for t in old if t not in new]}
+
+
+def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
+    store = _store(settings)
+    user_id = store.require_user(args.user)
+    rows, previous = [], []
+    for v in store.versions(user_id):
+        rows.append({**{k: v.as_json()[k] for k in ("version", "created_at", "strategy", "status", "author",
+                                                     "session_id", "model", "note")},
+                     "size": len(v.sentences), **diff(previous, v.texts)})
+        previous = v.texts
+    if args.json:
+        _print(rows)
+        return 0
+    if not rows:
+        print(f"user '{args.user}' has no memory versions yet")
+    for r in rows:
+        print(f"v{r['version']}  {r['created_at']}  {r['strategy']}/{r['status']}  by {r['author']}  "
+              f"{r['size']} sentences: kept {len(r['kept'])}, added {len(r['added'])}, removed {len(r['removed'])}")
+        for t in r["added"]:
+            print(f"    + {t}")
+        for t in r["removed"]:
+            print(f"    - {t}")
+        if r["note"]:
+            print(f"    note: {r['note']}")
+    return 0
+
+
+def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
+    if args.k < 1:
+        raise InputError("--k must be at least 1")
+    if not args.query.strip():
+        raise InputError("empty query: give the text to search for")
+    engine = _engine(settings)
+    user_id = engine.store.require_user(args.user)
+    hits = engine.search(user_id, args.query, k=args.k)
+    if args.json:
+        _print([{"text": h.text, "score": round(h.score, 4), "sentence_id": h.sentence_id} for h in hits])
+    else:
+        for h in hits:
+            print(f"{h.score:.3f}  {h.text}")
+    return 0
+
+
+def read_import_file(path: Path) -> list[str]:
+    """Plain text (one sentence per line) or JSONL with a 'text' field; every bad line is reported."""
+    from memory.updaters.base import MAX_SENTENCE_CHARS
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise InputError(f"no such file: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    jsonl = path.suffix == ".jsonl" or next((ln.lstrip().startswith("{") for ln in lines if ln.strip()), False)
+    texts, problems = [], []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        text: Any = line.strip()
+        if jsonl:
+            try:
+                text = json.loads(line).get("text")
+            except (json.JSONDecodeError, AttributeError):
+                problems.append(f"line {number}: not a JSON object")
+                continue
+            if not isinstance(text, str) or not text.strip():
+                problems.append(f"line {number}: no non-empty 'text' string")
+                continue
+        if len(text.strip()) > MAX_SENTENCE_CHARS:
+            problems.append(f"line {number}: longer than {MAX_SENTENCE_CHARS} characters")
+            continue
+        texts.append(text.strip())
+    if problems:
+        shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
+        raise InputError(f"{path}: nothing imported, fix these lines: {shown}")
+    if not texts:
+        raise InputError(f"{path} has no sentences; put one sentence per line")
+    return texts
+
+
+def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
+    from chatbot.session import check_user_name
+    from memory.store import Sentence
+
+    texts = read_import_file(args.file)
+    name = check_user_name(args.user)
+    engine = _engine(settings)
+    user_id = engine.store.get_or_create_user(name)
+    previous = engine.current(user_id)
+    old = [Sentence(s.text, "kept", s.id) for s in previous.sentences] if previous else []
+    seen = {s.text for s in old}
+    new = [Sentence(t, "imported") for t in dict.fromkeys(texts) if t not in seen]
+    version = engine.commit(user_id, old + new, strategy="import", status="ok", author="import",
+                            note=f"imported {len(new)} sentences from {args.file.name}")
+    result = {"user": name, "version": version.number, "imported": len(new), "size": len(version.sentences)}
+    _print(result) if args.json else print(
+        f"imported {len(new)} sentences into {name}'s memory v{version.number} ({len(version.sentences)} in all)")
+    return 0
+
+
+def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
+    store = _store(settings)
+    user_id = store.require_user(args.user)
+    if not args.yes and sys.stdin.isatty():
+        answer = input(f"delete every session, turn and memory version of '{args.user}'? type the name to confirm: ")
+        if answer.strip() != args.user:
+            print("nothing deleted")
+            return 1
+    store.delete_user(user_id)
+    _print({"forgotten": args.user}) if args.json else print(f"forgot everything about '{args.user}'")
+    return 0
+
+
+MEMORY_COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
+    "show": cmd_show, "history": cmd_history, "search": cmd_search, "import": cmd_import, "forget": cmd_forget}
+
+if __name__ == "__main__":
+    sys.exit(main())

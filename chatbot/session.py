@@ -1,0 +1,155 @@
+"""The session lifecycle: start (load memory), turn (retrieve, prompt, stream, persist), end (enqueue + update)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Callable, Iterator
+
+from chatbot.settings import Settings
+from memory.engine import Hit, MemoryEngine
+from memory.jobs import JobRunner
+from memory.prompts import render
+from memory.store import Store, Version
+from memory.updaters import STRATEGIES, make_updater
+from memory.updaters.base import elapsed_text, to_date
+from models.base import ChatModel, GenerationOptions, Message
+from models.embedders import Embedder
+from models.errors import InputError
+
+USER_NAME = re.compile(r"^[\w][\w .@-]{0,63}$")
+
+
+def check_user_name(name: str) -> str:
+    """A name or participant code: letters (Hangul too), digits, space, . @ _ -; at most 64 characters."""
+    name = unicodedata.normalize("NFC", (name or "").strip())
+    if not USER_NAME.fullmatch(name):
+        raise InputError("a user name needs 1-64 letters, digits, spaces or . @ _ - (no markup or quotes); "
+                         f"got {name[:40]!r}")
+    return name
+
+
+def clean_message(text: str, max_chars: int) -> str:
+    """Strip control characters and outer whitespace; refuse empty or over-long messages with a fix."""
+    text = "".join(ch for ch in (text or "") if ch in "\n\t" or unicodedata.category(ch)[0] != "C").strip()
+    if not text:
+        raise InputError("empty message: type something to say (control characters and spaces alone don't count)")
+    if len(text) > max_chars:
+        raise InputError(f"message is {len(text):,} characters, the limit is {max_chars:,}; "
+                         "split it into shorter messages (or raise KEEM_MAX_MESSAGE_CHARS)")
+    return text
+
+
+@dataclass
+class ChatSession:
+    """One conversation of one user; every turn is written to SQLite as it happens."""
+
+    bot: "Chatbot"
+    user_id: int
+    user_name: str
+    session_id: int
+    strategy: str
+    previous_date: date | None
+    history: list[Message] = field(default_factory=list)
+    last_hits: list[Hit] = field(default_factory=list)
+    ended: bool = False
+
+    def system_prompt(self, hits: list[Hit]) -> str:
+        today = date.today()
+        return render("chat_system", today=today.isoformat(), memory=[h.text for h in hits],
+                      previous_date=self.previous_date.isoformat() if self.previous_date else None,
+                      elapsed=elapsed_text(self.previous_date, today))
+
+    def prepare(self, text: str) -> list[Message]:
+        """Validate and persist the user's message, retrieve memory, and build the prompt (everything but generation)."""
+        if self.ended:
+            raise InputError("this session has ended; start a new one")
+        settings, model = self.bot.settings, self.bot.chat_model
+        text = clean_message(text, settings.max_message_chars)
+        need, window = model.count_tokens(text), model.context_window
+        if need > window // 2:
+            raise InputError(f"message is {need:,} tokens, more than this model's context allows ({window:,} in all); "
+                             "shorten it or use a model with a longer context")
+        self.bot.store.add_turn(self.session_id, self.user_id, "user", text)
+        room = window - settings.reply_max_tokens - model.count_tokens(self.system_prompt([])) - need - 32
+        hits = self.bot.engine.search(self.user_id, text, k=settings.k, token_budget=settings.token_budget)
+        self.last_hits = []
+        for hit in hits:  # as many of the most relevant sentences as the model's context holds
+            room -= model.count_tokens(hit.text) + 4
+            if room < 0:
+                break
+            self.last_hits.append(hit)
+        self.history.append({"role": "user", "content": text})
+        return [{"role": "system", "content": self.system_prompt(self.last_hits)}, *self.history]
+
+    def send(self, text: str) -> Iterator[str]:
+        """Stream the reply to `text`; what was streamed is persisted even if generation fails half-way."""
+        messages = self.prepare(text)
+        pieces: list[str] = []
+        try:
+            for piece in self.bot.chat_model.stream(
+                    messages, GenerationOptions(max_new_tokens=self.bot.settings.reply_max_tokens, temperature=0.7,
+                                                top_p=0.9)):
+                pieces.append(piece)
+                yield piece
+        finally:
+            reply = "".join(pieces).replace("\ufffd", "").strip()
+            if reply:
+                self.bot.store.add_turn(self.session_id, self.user_id, "assistant", reply)
+                self.history.append({"role": "assistant", "content": reply})
+
+    def end(self, reason: str = "user") -> int | None:
+        """End the session and enqueue its memory update; returns the job id (None when nothing was said)."""
+        if self.ended:
+            return None
+        self.ended = True
+        self.bot.store.end_session(self.session_id, reason)
+        if not any(m["role"] == "user" for m in self.history):
+            return None
+        return self.bot.store.enqueue_job(self.user_id, self.session_id, self.strategy)
+
+
+class Chatbot:
+    """Wires the store, memory engine, chat model, update model and job runner; models come in built."""
+
+    def __init__(self, settings: Settings, *, chat_model: ChatModel, embedder: Embedder,
+                 update_model: ChatModel | None = None, store: Store | None = None):
+        self.settings = settings
+        self.store = store or Store(settings.db_path)
+        self.chat_model = chat_model
+        self.update_model = update_model or chat_model
+        self.engine = MemoryEngine(self.store, embedder, count_tokens=chat_model.count_tokens)
+        self.runner = JobRunner(self.engine, lambda strategy: make_updater(
+            strategy, self.update_model, embedder, max_new_tokens=settings.update_max_tokens))
+
+    def start(self, user_name: str, strategy: str | None = None) -> ChatSession:
+        strategy = strategy or self.settings.strategy
+        if strategy not in STRATEGIES:
+            raise InputError(f"unknown strategy '{strategy}'; choose one of: {', '.join(STRATEGIES)}")
+        user_name = check_user_name(user_name)
+        user_id = self.store.get_or_create_user(user_name)
+        session_id = self.store.start_session(user_id, strategy, self.chat_model.spec)
+        before = self.store.previous_session(user_id, session_id)
+        previous_date = to_date(before["started_at"]) if before else None
+        version = self.engine.current(user_id)
+        if version is not None:
+            self.engine.index.get(version)  # warm the user's index
+        return ChatSession(self, user_id, user_name, session_id, strategy, previous_date)
+
+    def run_update(self, job_id: int, on_stage: Callable[[str], None] | None = None) -> Version | None:
+        return self.runner.run(job_id, on_stage)
+
+    def resume_jobs(self, on_stage: Callable[[str], None] | None = None) -> list[Version]:
+        """Finish jobs a crash or shutdown left behind (each job at most once per call)."""
+        self.runner.resume()
+        done = []
+        for job in self.store.jobs(statuses=("pending",)):
+            try:
+                version = self.runner.run(job["id"], on_stage)
+            except Exception:  # recorded on the job; the next start retries it
+                continue
+            if version is not None:
+                done.append(version)
+        return done

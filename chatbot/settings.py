@@ -1,0 +1,66 @@
+"""Settings: defaults < KEEM_* environment variables < command-line flags."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from models.errors import InputError
+
+
+def default_db() -> str:
+    from platformdirs import user_data_dir
+
+    return str(Path(user_data_dir("keem-chat", appauthor=False)) / "keem.db")
+
+
+@dataclass(frozen=True)
+class Settings:
+    db: str = ""                      # KEEM_DB; empty means the per-user data directory
+    model: str = "auto"               # KEEM_MODEL: hf:<id|path>, openai:<model>, demo, auto
+    update_model: str = ""            # KEEM_UPDATE_MODEL; empty means the chat model
+    embedder: str = "use-multilingual"  # KEEM_EMBEDDER
+    strategy: str = "keem"            # KEEM_STRATEGY
+    k: int = 5                        # KEEM_K: memory sentences retrieved per turn
+    token_budget: int = 600           # KEEM_TOKEN_BUDGET: whole memory goes in when it fits this
+    max_message_chars: int = 4000     # KEEM_MAX_MESSAGE_CHARS
+    reply_max_tokens: int = 256       # KEEM_REPLY_MAX_TOKENS
+    update_max_tokens: int = 512      # KEEM_UPDATE_MAX_TOKENS
+    load_in_4bit: bool = False        # KEEM_LOAD_IN_4BIT (CUDA only)
+    host: str = "127.0.0.1"           # KEEM_HOST
+    port: int = 7860                  # KEEM_PORT
+    idle_timeout_min: float = 30.0    # KEEM_IDLE_TIMEOUT_MIN
+
+    @property
+    def db_path(self) -> str:
+        return self.db or default_db()
+
+    @property
+    def update_model_spec(self) -> str:
+        return self.update_model or self.model
+
+    @classmethod
+    def load(cls, env: Mapping[str, str] | None = None, **flags: Any) -> "Settings":
+        """Defaults, then KEEM_<FIELD> from `env` (os.environ), then flags that are not None."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(f"KEEM_{f.name.upper()}")
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _convert(f.name, raw, type(getattr(cls(), f.name)))
+        values.update({k: v for k, v in flags.items() if v is not None and k in {f.name for f in fields(cls)}})
+        return replace(cls(), **values)
+
+
+def _convert(name: str, raw: str, kind: type) -> Any:
+    try:
+        if kind is bool:
+            if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError(raw)
+            return raw.lower() in ("1", "true", "yes")
+        return kind(raw)
+    except ValueError:
+        raise InputError(f"KEEM_{name.upper()}={raw!r} is not a valid {kind.__name__}; fix or unset it") from None

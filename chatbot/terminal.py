@@ -1,0 +1,100 @@
+"""`keem session`: one session in the terminal (interactive or scripted), then the memory update."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from chatbot.session import Chatbot, ChatSession, check_user_name, clean_message
+from chatbot.settings import Settings
+from models.errors import InputError, KeemError
+
+END_COMMANDS = ("/end", "/quit", "/끝")
+
+
+def read_script(path: Path, max_chars: int) -> list[str]:
+    """All messages of a script, checked before anything is written; blank lines are skipped."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise InputError(f"no such script: {path}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text; save it as UTF-8") from None
+    messages, problems = [], []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            messages.append(clean_message(line, max_chars))
+        except InputError as exc:
+            problems.append(f"line {number}: {exc}")
+    if problems:
+        raise InputError(f"{path}: nothing sent, fix these lines: " + "; ".join(problems[:5]))
+    if not messages:
+        raise InputError(f"{path} has no messages; put one user message per line")
+    return messages
+
+
+def load_bot(settings: Settings) -> Chatbot:
+    from models.demo import DEMO_NOTICE
+    from models.spec import load_chat_model, load_embedder, resolve_auto
+
+    chat_spec, update_spec = resolve_auto(settings.model), resolve_auto(settings.update_model_spec)
+    print(f"loading chat model {chat_spec} ...", file=sys.stderr)
+    chat = load_chat_model(chat_spec, load_in_4bit=settings.load_in_4bit)
+    update = chat if update_spec == chat_spec else load_chat_model(update_spec, load_in_4bit=settings.load_in_4bit)
+    embedder = load_embedder(settings.embedder)
+    print(f"chat: {chat.description} | update: {update.description} | embedder: {embedder.name}", file=sys.stderr)
+    if "demo" in (chat_spec, update_spec):
+        print(DEMO_NOTICE, file=sys.stderr)
+    return Chatbot(settings, chat_model=chat, update_model=update, embedder=embedder)
+
+
+def _say(session: ChatSession, text: str) -> None:
+    print(f"사용자> {text}")
+    print("keem> ", end="", flush=True)
+    for piece in session.send(text):
+        print(piece, end="", flush=True)
+    print()
+
+
+def run_session(settings: Settings, args: argparse.Namespace) -> int:
+    name = check_user_name(args.user)
+    script = read_script(args.script, settings.max_message_chars) if args.script else None
+    bot = load_bot(settings)
+    stage = lambda s: print(f"[memory update: {s}]", file=sys.stderr)  # noqa: E731
+    if bot.store.jobs(statuses=("pending", "running")):
+        print("finishing memory updates left from an earlier run ...", file=sys.stderr)
+        bot.resume_jobs(stage)
+    session = bot.start(name)
+    if script is not None:
+        for text in script:
+            _say(session, text)
+    else:
+        print(f"{name} 님, 안녕하세요. 끝내려면 {END_COMMANDS[0]} 또는 Ctrl-D.", file=sys.stderr)
+        while True:
+            try:
+                text = input("> ")
+            except EOFError:
+                break
+            if text.strip() in END_COMMANDS:
+                break
+            try:
+                _say(session, text)
+            except InputError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+    job_id = session.end("user")
+    if job_id is None:
+        print("nothing was said, so the memory stays as it was", file=sys.stderr)
+        return 0
+    try:
+        version = bot.run_update(job_id, stage)
+    except KeemError as exc:
+        raise KeemError(f"the memory update failed and will be retried at the next start; "
+                        f"the previous memory is intact ({exc})") from exc
+    if version is not None:
+        print(f"\n# {name}: memory v{version.number} ({version.strategy}, {version.status})")
+        for s in version.sentences:
+            print(f"- {s.text}")
+    return 0

@@ -1,0 +1,75 @@
+"""Runs memory-update jobs from the durable queue: one job in, one committed version (or an error) out."""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from memory.engine import MemoryEngine
+from memory.store import Version
+from memory.updaters import Updater, UpdateInput
+from memory.updaters.base import to_date
+
+log = logging.getLogger(__name__)
+MAX_ATTEMPTS = 3
+
+
+class JobRunner:
+    """Claims a job, runs its strategy, commits the result in one transaction; a failure leaves memory as it was."""
+
+    def __init__(self, engine: MemoryEngine, updater_for: Callable[[str], Updater], max_attempts: int = MAX_ATTEMPTS):
+        self.engine = engine
+        self.store = engine.store
+        self.updater_for = updater_for
+        self.max_attempts = max_attempts
+
+    def build_input(self, job: dict) -> UpdateInput:
+        session = self.store.session(job["session_id"])
+        previous = self.engine.current(job["user_id"])
+        before = self.store.previous_session(job["user_id"], job["session_id"])
+        return UpdateInput(
+            previous=list(previous.sentences) if previous else [],
+            dialogue=[{"role": t["role"], "text": t["text"]} for t in self.store.turns(job["session_id"])],
+            session_date=to_date(session["started_at"]),  # type: ignore[arg-type]
+            previous_date=to_date(before["started_at"]) if before else None)
+
+    def run(self, job_id: int | None = None, on_stage: Callable[[str], None] | None = None) -> Version | None:
+        """Run one pending job (the given one, else the oldest). Returns the new version, or None.
+
+        Exceptions are recorded on the job (retried at the next start up to `max_attempts`) and re-raised.
+        """
+        job = self.store.claim_job(job_id)
+        if job is None:
+            return None
+
+        def stage(name: str) -> None:
+            self.store.set_job_stage(job["id"], name)
+            if on_stage:
+                on_stage(name)
+
+        try:
+            inp = self.build_input(job)
+            if not any(t["role"] == "user" for t in inp.dialogue):
+                self.store.finish_job_without_version(job["id"], "skipped")
+                return None
+            result = self.updater_for(job["strategy"]).update(inp, stage)
+            version = self.engine.commit(
+                job["user_id"], result.sentences, strategy=job["strategy"], status=result.status,
+                author="updater", session_id=job["session_id"], model_spec=result.model_spec,
+                prompt_hash=result.prompt_hash, note=result.note, details=result.details, job_id=job["id"])
+        except Exception as exc:
+            retry = job["attempts"] < self.max_attempts
+            self.store.fail_job(job["id"], f"{type(exc).__name__}: {exc}"[:500], retry=retry)
+            if on_stage:
+                on_stage("failed")
+            log.warning("update job %s failed (attempt %s, %s): %s", job["id"], job["attempts"],
+                        "will retry" if retry else "giving up", exc)
+            raise
+        if on_stage:
+            on_stage(version.status)
+        return version
+
+    def resume(self) -> int:
+        """After a crash: jobs left running go back to pending. Returns how many are waiting now."""
+        self.store.requeue_running()
+        return len(self.store.jobs(statuses=("pending",)))

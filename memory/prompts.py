@@ -1,0 +1,32 @@
+"""Prompt files rendered strictly: a missing variable is an error, never an empty hole."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+PROMPT_DIR = Path(__file__).parent / "prompts"
+
+
+@functools.lru_cache(maxsize=1)
+def _env() -> Environment:
+    return Environment(loader=FileSystemLoader(PROMPT_DIR), undefined=StrictUndefined,
+                       keep_trailing_newline=False, autoescape=False)
+
+
+def render(name: str, **variables: Any) -> str:
+    """Render memory/prompts/<name>.txt; raises jinja2.UndefinedError if a variable is missing."""
+    return _env().get_template(f"{name}.txt").render(**variables).strip()
+
+
+def prompt_hash(*names: str) -> str:
+    """A short hash of the prompt files' text: recorded on every memory version for reproducibility."""
+    digest = hashlib.sha256()
+    for name in sorted(names):
+        digest.update(name.encode())
+        digest.update((PROMPT_DIR / f"{name}.txt").read_bytes())
+    return digest.hexdigest()[:12]

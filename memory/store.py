@@ -1,0 +1,275 @@
+"""The SQLite store (the source of truth): users, sessions, turns, memory versions with sentences, update jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlite_utils import Database
+
+from memory.migrations import migrations
+from models.errors import InputError, MigrationError, UnknownUserError, UpdateError
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    text: str
+    provenance: str = "added"          # kept | added | rewritten | restored | imported | user | fallback
+    origin_id: int | None = None       # the sentence of the previous version it continues, if any
+    id: int | None = None
+    embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
+    embedder: str | None = None
+
+
+@dataclass(frozen=True)
+class Version:
+    id: int
+    user_id: int
+    number: int
+    session_id: int | None
+    strategy: str
+    status: str                        # ok | fallback | failed
+    model_spec: str | None
+    prompt_hash: str | None
+    author: str                        # updater | user | import
+    note: str | None
+    created_at: str
+    sentences: tuple[Sentence, ...]
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def texts(self) -> list[str]:
+        return [s.text for s in self.sentences]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"version": self.number, "created_at": self.created_at, "strategy": self.strategy,
+                "status": self.status, "author": self.author, "session_id": self.session_id,
+                "model": self.model_spec, "prompt_hash": self.prompt_hash, "note": self.note,
+                "sentences": [{"id": s.id, "text": s.text, "provenance": s.provenance} for s in self.sentences]}
+
+
+JOB_STATUSES = ("pending", "running", "done", "failed")
+
+
+class Store:
+    """One SQLite file in WAL mode; safe to share between threads (one connection, one lock)."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self.db = Database(conn)
+        self.lock = threading.RLock()
+        if self.path != ":memory:":
+            self.db.enable_wal()
+        self.db.execute("PRAGMA foreign_keys=ON")
+        known = {m.name for m in migrations._migrations}
+        applied = {m.name for m in migrations.applied(self.db)}
+        if applied - known:
+            raise MigrationError(
+                f"database {self.path} was written by a newer keem (migrations {sorted(applied - known)}); "
+                "upgrade keem-chat or point --db at another file")
+        try:
+            migrations.apply(self.db)
+        except sqlite3.Error as exc:
+            raise MigrationError(f"migrating {self.path} failed ({exc}); restore a backup or use a new --db") from exc
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    def _rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+        with self.lock:
+            return [dict(r) for r in self.db.query(sql, params)]
+
+    def _one(self, sql: str, params: Any = ()) -> dict[str, Any] | None:
+        rows = self._rows(sql, params)
+        return rows[0] if rows else None
+
+    # -- users ---------------------------------------------------------------------------------
+    def find_user(self, name: str) -> int | None:
+        row = self._one("select id from users where name = ?", [name])
+        return row["id"] if row else None
+
+    def require_user(self, name: str) -> int:
+        user_id = self.find_user(name)
+        if user_id is None:
+            raise UnknownUserError(f"no user '{name}' in this database; start one with: keem session --user {name}")
+        return user_id
+
+    def get_or_create_user(self, name: str) -> int:
+        with self.lock, self.db.atomic():
+            user_id = self.find_user(name)
+            if user_id is None:
+                user_id = self.db["users"].insert({"name": name, "created_at": now_iso()}).last_pk
+            return int(user_id)
+
+    def delete_user(self, user_id: int) -> None:
+        """Forget a user: every turn, session, memory version, sentence and job, in one transaction."""
+        with self.lock, self.db.atomic():
+            for table in ("memory_sentences", "memory_versions", "update_jobs", "turns", "sessions"):
+                self.db.execute(f"delete from {table} where user_id = ?", [user_id])
+            self.db.execute("delete from users where id = ?", [user_id])
+
+    # -- sessions and turns ---------------------------------------------------------------------
+    def start_session(self, user_id: int, strategy: str, chat_model: str) -> int:
+        with self.lock, self.db.atomic():
+            return int(self.db["sessions"].insert(
+                {"user_id": user_id, "started_at": now_iso(), "strategy": strategy,
+                 "chat_model": chat_model, "status": "open"}).last_pk)
+
+    def end_session(self, session_id: int, reason: str = "user") -> None:
+        with self.lock, self.db.atomic():
+            self.db.execute("update sessions set status = 'ended', ended_at = ?, end_reason = ? "
+                            "where id = ? and status = 'open'", [now_iso(), reason, session_id])
+
+    def session(self, session_id: int) -> dict[str, Any]:
+        row = self._one("select * from sessions where id = ?", [session_id])
+        if row is None:
+            raise InputError(f"no session {session_id}")
+        return row
+
+    def previous_session(self, user_id: int, session_id: int) -> dict[str, Any] | None:
+        """The user's last session before this one that had turns."""
+        return self._one("select * from sessions s where user_id = ? and id < ? and exists "
+                         "(select 1 from turns t where t.session_id = s.id) order by id desc limit 1",
+                         [user_id, session_id])
+
+    def open_sessions(self) -> list[dict[str, Any]]:
+        return self._rows("select * from sessions where status = 'open' order by id")
+
+    def add_turn(self, session_id: int, user_id: int, role: str, text: str) -> int:
+        with self.lock, self.db.atomic():
+            return int(self.db["turns"].insert({"session_id": session_id, "user_id": user_id, "role": role,
+                                                 "text": text, "created_at": now_iso()}).last_pk)
+
+    def turns(self, session_id: int) -> list[dict[str, Any]]:
+        return self._rows("select * from turns where session_id = ? order by id", [session_id])
+
+    # -- memory versions ------------------------------------------------------------------------
+    def _version(self, row: dict[str, Any] | None) -> Version | None:
+        if row is None:
+            return None
+        sentences = tuple(
+            Sentence(text=s["text"], provenance=s["provenance"], origin_id=s["origin_id"], id=s["id"],
+                     embedder=s["embedder"],
+                     embedding=np.frombuffer(s["embedding"], dtype=np.float32) if s["embedding"] else None)
+            for s in self._rows("select * from memory_sentences where version_id = ? order by position",
+                                [row["id"]]))
+        details = json.loads(row["details"]) if row.get("details") else {}
+        return Version(id=row["id"], user_id=row["user_id"], number=row["number"], session_id=row["session_id"],
+                       strategy=row["strategy"], status=row["status"], model_spec=row["model_spec"],
+                       prompt_hash=row["prompt_hash"], author=row["author"], note=row["note"],
+                       created_at=row["created_at"], sentences=sentences, details=details)
+
+    def latest_version(self, user_id: int) -> Version | None:
+        return self._version(self._one(
+            "select * from memory_versions where user_id = ? order by number desc limit 1", [user_id]))
+
+    def version(self, user_id: int, number: int) -> Version:
+        found = self._version(self._one(
+            "select * from memory_versions where user_id = ? and number = ?", [user_id, number]))
+        if found is None:
+            raise InputError(f"this user has no memory version {number}; see: keem memory history")
+        return found
+
+    def versions(self, user_id: int) -> list[Version]:
+        rows = self._rows("select * from memory_versions where user_id = ? order by number", [user_id])
+        return [v for v in (self._version(r) for r in rows) if v is not None]
+
+    def commit_version(self, user_id: int, sentences: list[Sentence], *, strategy: str, status: str,
+                       author: str, session_id: int | None = None, model_spec: str | None = None,
+                       prompt_hash: str | None = None, note: str | None = None,
+                       details: dict[str, Any] | None = None, job_id: int | None = None) -> Version:
+        """Write a new version with all its sentences in one transaction (and finish its job, if any).
+
+        Refuses an empty memory: a version is never empty.
+        """
+        if not sentences or not all(s.text.strip() for s in sentences):
+            raise UpdateError("refusing to commit an empty memory or an empty sentence; the previous version stays")
+        with self.lock, self.db.atomic():
+            last = self._one("select max(number) as n from memory_versions where user_id = ?", [user_id])
+            number = int((last or {}).get("n") or 0) + 1
+            version_id = int(self.db["memory_versions"].insert(
+                {"user_id": user_id, "number": number, "session_id": session_id, "strategy": strategy,
+                 "status": status, "model_spec": model_spec, "prompt_hash": prompt_hash, "author": author,
+                 "note": note, "details": json.dumps(details or {}, ensure_ascii=False),
+                 "created_at": now_iso()}).last_pk)
+            self.db["memory_sentences"].insert_all(
+                {"version_id": version_id, "user_id": user_id, "position": i, "text": s.text.strip(),
+                 "embedding": None if s.embedding is None else np.asarray(s.embedding, np.float32).tobytes(),
+                 "embedder": s.embedder, "provenance": s.provenance, "origin_id": s.origin_id}
+                for i, s in enumerate(sentences))
+            if job_id is not None:
+                self.db.execute("update update_jobs set status = 'done', stage = ?, version_id = ?, "
+                                "updated_at = ? where id = ?", [status, version_id, now_iso(), job_id])
+        committed = self._version(self._one("select * from memory_versions where id = ?", [version_id]))
+        assert committed is not None
+        return committed
+
+    # -- update jobs (a durable queue) ----------------------------------------------------------
+    def enqueue_job(self, user_id: int, session_id: int, strategy: str) -> int:
+        with self.lock, self.db.atomic():
+            existing = self._one("select id from update_jobs where session_id = ?", [session_id])
+            if existing:
+                return int(existing["id"])
+            return int(self.db["update_jobs"].insert(
+                {"user_id": user_id, "session_id": session_id, "strategy": strategy, "status": "pending",
+                 "stage": "queued", "attempts": 0, "created_at": now_iso(), "updated_at": now_iso()}).last_pk)
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        row = self._one("select * from update_jobs where id = ?", [job_id])
+        if row is None:
+            raise InputError(f"no update job {job_id}")
+        return row
+
+    def claim_job(self, job_id: int | None = None) -> dict[str, Any] | None:
+        """Mark a pending job running (the given one, else the oldest) and return it; None when none waits."""
+        with self.lock, self.db.atomic():
+            where, params = ("id = ? and status = 'pending'", [job_id]) if job_id else ("status = 'pending'", [])
+            row = self._one(f"select * from update_jobs where {where} order by id limit 1", params)
+            if row is None:
+                return None
+            self.db.execute("update update_jobs set status = 'running', attempts = attempts + 1, "
+                            "updated_at = ? where id = ?", [now_iso(), row["id"]])
+        return self.job(row["id"])
+
+    def set_job_stage(self, job_id: int, stage: str) -> None:
+        with self.lock, self.db.atomic():
+            self.db.execute("update update_jobs set stage = ?, updated_at = ? where id = ?",
+                            [stage, now_iso(), job_id])
+
+    def finish_job_without_version(self, job_id: int, stage: str) -> None:
+        with self.lock, self.db.atomic():
+            self.db.execute("update update_jobs set status = 'done', stage = ?, updated_at = ? where id = ?",
+                            [stage, now_iso(), job_id])
+
+    def fail_job(self, job_id: int, error: str, *, retry: bool) -> None:
+        with self.lock, self.db.atomic():
+            self.db.execute("update update_jobs set status = ?, stage = ?, last_error = ?, updated_at = ? "
+                            "where id = ?", ["pending" if retry else "failed", "failed", error, now_iso(), job_id])
+
+    def jobs(self, user_id: int | None = None, statuses: tuple[str, ...] = JOB_STATUSES) -> list[dict[str, Any]]:
+        marks = ",".join("?" * len(statuses))
+        if user_id is None:
+            return self._rows(f"select * from update_jobs where status in ({marks}) order by id", list(statuses))
+        return self._rows(f"select * from update_jobs where user_id = ? and status in ({marks}) order by id",
+                          [user_id, *statuses])
+
+    def requeue_running(self) -> int:
+        """Jobs left 'running' by a crash go back to 'pending'; returns how many."""
+        with self.lock, self.db.atomic():
+            cursor = self.db.execute("update update_jobs set status = 'pending', stage = 'queued', "
+                                     "updated_at = ? where status = 'running'", [now_iso()])
+            return int(cursor.rowcount)

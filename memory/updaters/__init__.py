@@ -1,0 +1,24 @@
+"""Memory-update strategies behind one interface: `make_updater(name, model, embedder)`."""
+
+from __future__ import annotations
+
+from memory.updaters.accumulate import AccumulateUpdater
+from memory.updaters.base import UpdateInput, UpdateResult, Updater
+from memory.updaters.keem import KeemUpdater
+from models.base import ChatModel
+from models.embedders import Embedder
+from models.errors import InputError
+
+STRATEGIES = ("keem", "accumulate")
+
+
+def make_updater(strategy: str, model: ChatModel, embedder: Embedder | None = None,
+                 max_new_tokens: int = 512) -> Updater:
+    if strategy == "keem":
+        return KeemUpdater(model, embedder, max_new_tokens=max_new_tokens)
+    if strategy == "accumulate":
+        return AccumulateUpdater(model, embedder, max_new_tokens=max_new_tokens)
+    raise InputError(f"unknown strategy '{strategy}'; choose one of: {', '.join(STRATEGIES)}")
+
+
+__all__ = ["make_updater", "STRATEGIES", "UpdateInput", "UpdateResult", "Updater"]

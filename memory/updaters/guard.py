@@ -1,0 +1,91 @@
+"""The deletion guard: a previous memory sentence may vanish only when the new session justifies it.
+
+How it decides, for each sentence of the previous memory:
+1. Counterpart: the new memory keeps it if some new sentence is identical, holds at least
+   `CONTAINMENT` of its Korean content words (Kiwi lemmas), or has cosine >= `COUNTERPART_COSINE`
+   with it. Such new sentences are marked `kept` or `rewritten` with the old sentence as origin.
+2. Otherwise it was dropped. A drop is justified only if the session is about the same thing
+   (the sentence shares a content word with the session's user turns, its summary, or a sentence the
+   new memory added) AND the update model, asked with guard.txt, answers "예" (the session replaced
+   or contradicted it). Everything else is restored verbatim, marked `restored`.
+So a finished episode or an unrelated fact can never silently disappear, whatever the model writes.
+Relatedness is lexical on purpose: sentence-embedding cosines between "사용자는 ..." sentences are
+high for unrelated facts too (they share the template), so they cannot tell "about the same thing".
+The price is conservative: a fact replaced without any shared word ("서울에 산다" after "부산으로
+이사했어") is restored; the updater's rewrite usually names both and is then a counterpart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from typing import Callable
+
+from memory.korean import content_words
+from memory.store import Sentence
+from models.embedders import Embedder
+
+CONTAINMENT = 0.6
+COUNTERPART_COSINE = 0.85
+
+
+@dataclass
+class GuardDecision:
+    sentence: str
+    action: str                      # kept | rewritten | dropped | restored
+    counterpart: str | None = None
+    related: bool = False
+    judge: str | None = None
+
+
+def _containment(old: frozenset[str], new: frozenset[str]) -> float:
+    return len(old & new) / len(old) if old else 0.0
+
+
+def _cosines(embedder: Embedder | None, left: list[str], right: list[str]) -> np.ndarray:
+    if embedder is None or not left or not right:
+        return np.zeros((len(left), len(right)), dtype=np.float32)
+    return embedder.embed(left) @ embedder.embed(right).T
+
+
+def guard(previous: list[Sentence], new_texts: list[str], *, session_texts: list[str],
+          judge: Callable[[str], str], embedder: Embedder | None) -> tuple[list[Sentence], list[GuardDecision]]:
+    """Attribute each new sentence to its origin and restore unjustified drops; returns (sentences, decisions).
+
+    `judge(sentence)` asks the update model whether this session replaced or contradicted the sentence.
+    """
+    cos_new = _cosines(embedder, [s.text for s in previous], new_texts)
+    new_words = [content_words(t) for t in new_texts]
+    origin: dict[int, Sentence] = {}
+    decisions: dict[int, GuardDecision] = {}
+    for i, old in enumerate(previous):  # pass 1: counterparts
+        old_words = content_words(old.text)
+        scores = [1.0 if text == old.text else max(_containment(old_words, new_words[j]),
+                                                   float(cos_new[i, j]) / COUNTERPART_COSINE * CONTAINMENT)
+                  for j, text in enumerate(new_texts)]
+        best = max(range(len(scores)), key=scores.__getitem__, default=None)
+        if best is not None and scores[best] >= CONTAINMENT:
+            action = "kept" if new_texts[best] == old.text else "rewritten"
+            origin.setdefault(best, Sentence(new_texts[best], action, old.id))
+            decisions[i] = GuardDecision(old.text, action, new_texts[best])
+    added_words = [new_words[j] for j in range(len(new_texts)) if j not in origin]
+    topic = frozenset().union(*(content_words(t) for t in session_texts), *added_words)
+    restored: list[Sentence] = []
+    for i, old in enumerate(previous):  # pass 2: every drop must be justified
+        if i in decisions:
+            continue
+        related = bool(content_words(old.text) & topic)
+        answer = judge(old.text).strip()[:40] if related else None
+        if answer is not None and answer.startswith("예"):
+            decisions[i] = GuardDecision(old.text, "dropped", related=True, judge=answer)
+        else:
+            restored.append(Sentence(old.text, "restored", old.id))
+            decisions[i] = GuardDecision(old.text, "restored", related=related, judge=answer)
+    sentences = [origin.get(j, Sentence(text, "added")) for j, text in enumerate(new_texts)]
+    return sentences + restored, [decisions[i] for i in range(len(previous))]
+
+
+def decisions_json(decisions: list[GuardDecision]) -> list[dict[str, object]]:
+    return [asdict(d) for d in decisions]

@@ -1,0 +1,40 @@
+"""Named errors for the whole project; every message says how to fix the problem.
+
+This module sits at the bottom of the import graph (chatbot -> memory -> models), so every layer raises these.
+"""
+
+
+class KeemError(Exception):
+    """Base class: an error whose message is meant for the user, one line, with a fix."""
+
+
+class InputError(KeemError):
+    """The user gave input the system refuses (empty, too long, malformed)."""
+
+
+class UnknownUserError(KeemError):
+    """No such user in the database."""
+
+
+class ModelSpecError(KeemError):
+    """A model or embedder spec string that does not name a usable backend."""
+
+
+class ModelUnavailableError(KeemError):
+    """A backend could not be reached or loaded (server down, package missing, weights missing)."""
+
+
+class GenerationError(KeemError):
+    """A model call failed after retries, or timed out."""
+
+
+class NotSupportedError(KeemError):
+    """The backend cannot do what was asked (for example log-probability scoring over an API without it)."""
+
+
+class UpdateError(KeemError):
+    """A memory update could not run; the previous memory is untouched."""
+
+
+class MigrationError(KeemError):
+    """The database schema is newer than this program, or a migration failed."""

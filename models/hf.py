@@ -1,0 +1,152 @@
+"""Transformers backend: a hub id or local folder (or a .gguf file), chat template, streaming via a thread."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from typing import Any, Iterator
+
+from models.base import ChatModel, ContinuationScore, GenerationOptions, Message
+from models.errors import GenerationError, InputError, ModelUnavailableError
+
+# Used when a tokenizer ships without a chat template (rare; our tiny test models and GGUF files may).
+FALLBACK_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def split_gguf(source: str) -> tuple[str, str | None]:
+    """'dir/model.Q4.gguf' or 'owner/repo/model.gguf' -> (folder or repo, gguf file name)."""
+    if source.endswith(".gguf"):
+        folder, name = os.path.split(source)
+        return folder or ".", name
+    return source, None
+
+
+class TransformersChatModel(ChatModel):
+    """bf16 on CUDA (optionally 4-bit), float32 on CPU; the tokenizer's chat template; streaming."""
+
+    def __init__(self, source: str, *, spec: str | None = None, load_in_4bit: bool = False,
+                 device: str | None = None, max_context: int = 8192):
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as exc:  # pragma: no cover - the base install has them
+            raise ModelUnavailableError(f"transformers/torch missing ({exc}); run `make install`") from exc
+        folder, gguf_file = split_gguf(source)
+        self.spec = spec or f"hf:{source}"
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        kwargs: dict[str, Any] = {}
+        if gguf_file:
+            kwargs["gguf_file"] = gguf_file
+        if self.device == "cuda":
+            kwargs["dtype"] = torch.bfloat16
+            if load_in_4bit:
+                try:
+                    from transformers import BitsAndBytesConfig
+                    import bitsandbytes  # noqa: F401
+                except ImportError as exc:
+                    raise ModelUnavailableError(
+                        "4-bit loading needs bitsandbytes: pip install -e '.[gpu]'") from exc
+                kwargs["quantization_config"] = BitsAndBytesConfig(
+                    load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16)
+                kwargs["device_map"] = "auto"
+        else:
+            kwargs["dtype"] = torch.float32
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(folder, **({"gguf_file": gguf_file} if gguf_file else {}))
+            self.model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+        except (OSError, ValueError) as exc:
+            raise ModelUnavailableError(
+                f"cannot load '{source}' with transformers ({str(exc).splitlines()[0]}); "
+                "check the hub id or path, or that the hub is reachable (HF_TOKEN for gated models)") from exc
+        if "device_map" not in kwargs:
+            self.model.to(self.device)
+        self.model.eval()
+        if not self.tokenizer.chat_template:
+            self.tokenizer.chat_template = FALLBACK_TEMPLATE
+        positions = getattr(self.model.config, "max_position_embeddings", None) or max_context
+        self.context_window = min(int(positions), max_context)
+        self.description = f"{source} on {self.device}" + (" (4-bit)" if load_in_4bit else "")
+        self._torch = torch
+
+    # -- token helpers -------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _prompt_ids(self, messages: list[Message], room: int) -> "Any":
+        """Token ids of the chat prompt, dropping the oldest non-system turns until it fits `room` tokens."""
+        msgs = list(messages)
+        while True:
+            text = self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+            ids = self.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+            if ids.shape[1] <= room:
+                return ids.to(self.model.device)
+            droppable = [i for i, m in enumerate(msgs[:-1]) if m["role"] != "system"]
+            if not droppable:
+                raise InputError(
+                    f"the prompt needs {ids.shape[1]} tokens but model '{self.spec}' has room for {room}; "
+                    "shorten the message or the memory budget (--token-budget)")
+            del msgs[droppable[0]]
+
+    # -- protocol ------------------------------------------------------------------------------
+    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Iterator[str]:
+        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
+
+        room = max(self.context_window - options.max_new_tokens, 16)
+        input_ids = self._prompt_ids(messages, room)
+        streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True,
+                                        timeout=options.timeout_s)
+        stop = threading.Event()
+
+        class _Stop(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs) -> bool:  # type: ignore[override]
+                return stop.is_set()
+
+        gen_kwargs: dict[str, Any] = dict(
+            input_ids=input_ids, attention_mask=self._torch.ones_like(input_ids), streamer=streamer,
+            max_new_tokens=options.max_new_tokens, stopping_criteria=StoppingCriteriaList([_Stop()]),
+            pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+        )
+        if options.temperature > 0:
+            gen_kwargs.update(do_sample=True, temperature=options.temperature, top_p=options.top_p)
+        else:
+            gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                with self._torch.inference_mode():
+                    self.model.generate(**gen_kwargs)
+            except BaseException as exc:  # surfaced to the consumer below
+                errors.append(exc)
+                streamer.end()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        try:
+            for piece in streamer:
+                if piece:
+                    yield piece
+        except queue.Empty as exc:
+            raise GenerationError(
+                f"model '{self.spec}' produced nothing for {options.timeout_s:.0f} s; "
+                "raise the timeout or use a smaller model") from exc
+        finally:
+            stop.set()
+        thread.join(timeout=5)
+        if errors:
+            raise GenerationError(f"generation with '{self.spec}' failed: {errors[0]}") from errors[0]
+
+    def score(self, context: list[Message], continuation: str) -> ContinuationScore:
+        torch = self._torch
+        cont = self.tokenizer(continuation, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        cont = cont.to(self.model.device)
+        prompt = self._prompt_ids(context, max(self.context_window - cont.shape[1], 1))
+        ids = torch.cat([prompt, cont], dim=1)
+        with torch.inference_mode():
+            logits = self.model(input_ids=ids).logits[0, prompt.shape[1] - 1:-1].float()
+        logprobs = torch.log_softmax(logits, dim=-1).gather(1, cont[0].unsqueeze(1)).squeeze(1)
+        return ContinuationScore(logprob=float(logprobs.sum()), n_tokens=int(cont.shape[1]))

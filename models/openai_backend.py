@@ -1,0 +1,64 @@
+"""OpenAI-compatible backend (OpenAI, vLLM, Ollama, llama.cpp server) via OPENAI_BASE_URL / OPENAI_API_KEY."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from models.base import ChatModel, GenerationOptions, Message
+from models.errors import GenerationError, ModelUnavailableError
+
+
+class OpenAIChatModel(ChatModel):
+    """Streams chat completions; the client retries 429/5xx and timeouts with exponential backoff."""
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 timeout_s: float = 60.0, max_retries: int = 3, context_window: int | None = None,
+                 check: bool = True):
+        try:
+            import openai
+        except ImportError as exc:  # pragma: no cover - in the base install
+            raise ModelUnavailableError("the openai package is missing; run `make install`") from exc
+        self._openai = openai
+        self.model = model
+        self.spec = f"openai:{model}"
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key and "api.openai.com" in self.base_url:
+            raise ModelUnavailableError(
+                "OPENAI_API_KEY is not set; export it, or set OPENAI_BASE_URL to your own server")
+        self.client = openai.OpenAI(base_url=self.base_url, api_key=key or "not-needed",
+                                    timeout=timeout_s, max_retries=max_retries)
+        self.context_window = context_window or int(os.environ.get("KEEM_OPENAI_CONTEXT", "8192"))
+        self.description = f"{model} at {self.base_url}"
+        if check:
+            self.check()
+
+    def check(self) -> None:
+        """Fail early, in one line, when the server cannot be reached (before anything is written)."""
+        try:
+            self.client.with_options(max_retries=0, timeout=10).models.list()
+        except self._openai.APIConnectionError as exc:
+            raise ModelUnavailableError(
+                f"cannot reach the OpenAI-compatible server at {self.base_url}; "
+                "start it or fix OPENAI_BASE_URL") from exc
+        except self._openai.AuthenticationError as exc:
+            raise ModelUnavailableError(
+                f"the server at {self.base_url} rejected the API key; check OPENAI_API_KEY") from exc
+        except self._openai.APIStatusError:
+            pass  # some servers lack /models; the first real call will tell
+
+    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Iterator[str]:
+        try:
+            chunks = self.client.with_options(timeout=options.timeout_s).chat.completions.create(
+                model=self.model, messages=list(messages), stream=True,  # type: ignore[arg-type]
+                max_tokens=options.max_new_tokens, temperature=options.temperature, top_p=options.top_p)
+            for chunk in chunks:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    yield chunk.choices[0].delta.content
+        except self._openai.APIConnectionError as exc:
+            raise GenerationError(
+                f"lost the OpenAI-compatible server at {self.base_url} ({exc}); check that it is running") from exc
+        except self._openai.APIStatusError as exc:
+            raise GenerationError(
+                f"the server at {self.base_url} answered {exc.status_code} after retries: {exc.message}") from exc

@@ -1,0 +1,73 @@
+"""A loopback OpenAI-compatible server for tests: scripted replies, latency and failure injection."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+
+class FakeOpenAIServer:
+    """Serves /v1/models and /v1/chat/completions (streaming or not) on 127.0.0.1."""
+
+    def __init__(self, reply: Callable[[dict], str] = lambda body: "안녕하세요", latency_s: float = 0.0,
+                 fail_first: int = 0, fail_status: int = 429):
+        self.reply, self.latency_s = reply, latency_s
+        self.fail_first, self.fail_status = fail_first, fail_status
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _json(self, status: int, data: dict) -> None:
+                body = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.requests.append(body)
+                    failing = server.fail_first > 0
+                    server.fail_first -= 1 if failing else 0
+                time.sleep(server.latency_s)
+                if failing:
+                    self._json(server.fail_status, {"error": {"message": "injected failure"}})
+                    return
+                text = server.reply(body)
+                if not body.get("stream"):
+                    self._json(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
+                                     "choices": [{"index": 0, "finish_reason": "stop",
+                                                  "message": {"role": "assistant", "content": text}}]})
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for i in range(0, len(text), 3):
+                    chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "fake",
+                             "choices": [{"index": 0, "delta": {"content": text[i:i + 3]}, "finish_reason": None}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

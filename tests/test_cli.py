@@ -1,0 +1,121 @@
+"""The `keem` CLI as a user runs it: sessions, memory show/history/search/import/forget, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chatbot.cli import main
+
+MEMORY = ["사용자는 테니스를 치다가 손목을 다쳐서 속상해했다", "사용자는 작년에 둘째 딸을 낳았다",
+          "사용자는 주말마다 조카를 돌봐 준다", "사용자는 회계사 시험을 준비하고 있다", "사용자는 고양이 두 마리를 키운다",
+          "사용자는 매운 음식을 좋아한다", "사용자는 부산으로 이사했다"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = str(tmp_path / "cli.db")
+    monkeypatch.setenv("KEEM_DB", path)
+    return path
+
+
+@pytest.fixture
+def imported(db, tmp_path, capsys):
+    mem = tmp_path / "mem.txt"
+    mem.write_text("\n".join(MEMORY) + "\n\n", encoding="utf-8")
+    assert run(capsys, "memory", "import", "--user", "u1", str(mem))[0] == 0
+    return mem
+
+
+def test_import_then_search_finds_the_wrist_injury_in_the_top_3(imported, capsys):
+    code, out, _ = run(capsys, "memory", "search", "--user", "u1", "--k", "3", "--json", "손목 보호대는 이제 안 차도 돼?")
+    hits = json.loads(out)
+    assert code == 0 and len(hits) == 3 and {"text", "score"} <= set(hits[0])
+    assert "사용자는 테니스를 치다가 손목을 다쳐서 속상해했다" in [h["text"] for h in hits]
+
+
+def test_show_and_history_after_import(imported, capsys):
+    code, out, _ = run(capsys, "memory", "show", "--user", "u1", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["version"] == 1 and [s["text"] for s in data["sentences"]] == MEMORY
+    assert run(capsys, "memory", "import", "--user", "u1", str(imported))[0] == 0  # nothing new
+    code, out, _ = run(capsys, "memory", "history", "--user", "u1", "--json")
+    rows = json.loads(out)
+    assert [r["version"] for r in rows] == [1, 2] and rows[1]["added"] == [] and len(rows[1]["kept"]) == len(MEMORY)
+
+
+def test_malformed_import_lines_are_reported_and_nothing_is_written(db, tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "사용자는 학생이다"}\nnot json\n{"txt": "x"}\n{"text": ""}\n', encoding="utf-8")
+    code, _, err = run(capsys, "memory", "import", "--user", "u2", str(bad))
+    assert code == 2 and err.count("\n") == 1 and "line 2" in err and "line 3" in err and "line 4" in err
+    assert run(capsys, "memory", "show", "--user", "u2")[0] == 2
+
+
+def test_unknown_user_gets_a_one_line_error_with_a_fix(db, capsys):
+    code, out, err = run(capsys, "memory", "show", "--user", "nobody")
+    assert code == 2 and out == "" and err.strip().count("\n") == 0 and "keem session --user nobody" in err
+
+
+def test_users_never_see_each_other(imported, tmp_path, capsys):
+    other = tmp_path / "b.txt"
+    other.write_text("사용자는 바이올린을 배운다\n", encoding="utf-8")
+    run(capsys, "memory", "import", "--user", "u2", str(other))
+    for argv in (("show", "--json"), ("history", "--json"), ("search", "--json", "--k", "10", "손목 테니스 딸")):
+        _, out, _ = run(capsys, "memory", argv[0], "--user", "u2", *argv[1:])
+        assert "바이올린" in out and not any(t in out for t in MEMORY)
+
+
+def test_forget_removes_the_user(imported, capsys):
+    assert run(capsys, "memory", "forget", "--user", "u1", "--yes")[0] == 0
+    assert run(capsys, "memory", "show", "--user", "u1")[0] == 2
+
+
+def test_scripted_sessions_make_versions_with_a_real_transformers_model(db, tmp_path, tiny_llama_dir, capsys,
+                                                                       monkeypatch):
+    monkeypatch.setenv("KEEM_UPDATE_MAX_TOKENS", "16")
+    monkeypatch.setenv("KEEM_REPLY_MAX_TOKENS", "8")
+    monkeypatch.setenv("KEEM_EMBEDDER", "ngram")
+    script = tmp_path / "s1.txt"
+    script.write_text("안녕! 나 테니스 치다가 손목을 다쳤어.\n\n한 달은 보호대를 차래.\n", encoding="utf-8")
+    for expected in (1, 2):
+        code, out, err = run(capsys, "session", "--user", "minsu", "--model", f"hf:{tiny_llama_dir}", "--script", str(script))
+        assert code == 0 and f"memory v{expected}" in out, err
+    code, out, _ = run(capsys, "memory", "show", "--user", "minsu", "--json")
+    sentences = json.loads(out)["sentences"]
+    assert sentences and all(s["text"] for s in sentences)
+    assert any("손목" in s["text"] for s in sentences)  # the tiny model writes garbage: the user's words are kept
+    code, out, _ = run(capsys, "memory", "history", "--user", "minsu", "--json")
+    assert [r["version"] for r in json.loads(out)] == [1, 2] and all(r["size"] for r in json.loads(out))
+
+
+def test_a_bad_script_line_stops_before_anything_is_written(db, tmp_path, capsys):
+    script = tmp_path / "s.txt"
+    script.write_text("안녕\n" + "가" * 100_000 + "\n", encoding="utf-8")
+    code, _, err = run(capsys, "session", "--user", "minsu", "--model", "demo", "--script", str(script))
+    assert code == 2 and "line 2" in err and "100,000" in err
+    assert run(capsys, "memory", "show", "--user", "minsu")[0] == 2
+
+
+def test_unreachable_openai_server_is_one_line_and_writes_nothing(db, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    script = tmp_path / "s.txt"
+    script.write_text("안녕\n", encoding="utf-8")
+    code, _, err = run(capsys, "session", "--user", "minsu", "--model", "openai:gpt-4o", "--script", str(script))
+    assert code == 2 and "OPENAI_BASE_URL" in err.splitlines()[-1]
+    assert run(capsys, "memory", "history", "--user", "minsu")[0] == 2  # no user was even created
+
+
+def test_every_command_has_help_with_an_example(capsys):
+    for argv in (["--help"], ["session", "--help"], ["memory", "show", "--help"], ["memory", "history", "--help"],
+                 ["memory", "search", "--help"], ["memory", "import", "--help"], ["memory", "forget", "--help"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 0 and "keem " in capsys.readouterr().out.split("example")[-1]

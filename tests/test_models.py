@@ -1,0 +1,97 @@
+"""Model backends through their public protocol: fake, tiny transformers Llama, OpenAI-compatible, specs."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from models import GenerationOptions, load_chat_model, load_embedder
+from models.errors import GenerationError, InputError, ModelSpecError, ModelUnavailableError
+from models.fake import ScriptedChatModel
+from models.openai_backend import OpenAIChatModel
+from tests.fake_openai import FakeOpenAIServer
+
+HELLO = [{"role": "user", "content": "안녕"}]
+
+
+def test_scripted_model_streams_queue_then_responder_and_raises_queued_errors():
+    model = ScriptedChatModel(["첫 답"], responder=lambda msgs: "함수 답")
+    assert model.complete(HELLO) == "첫 답" and model.complete(HELLO) == "함수 답"
+    model = ScriptedChatModel(["첫 답", RuntimeError("boom")])
+    assert model.complete(HELLO) == "첫 답"
+    with pytest.raises(RuntimeError):
+        model.complete(HELLO)
+    with pytest.raises(GenerationError, match="enqueue"):
+        model.complete(HELLO)
+    assert len(model.calls) == 3
+
+
+def test_tiny_llama_through_the_real_loading_path(tiny_llama_dir):
+    model = load_chat_model(f"hf:{tiny_llama_dir}")
+    assert model.spec == f"hf:{tiny_llama_dir}" and model.context_window == 2048
+    pieces = list(model.stream(HELLO, GenerationOptions(max_new_tokens=8)))
+    assert all(isinstance(p, str) for p in pieces)
+    score = model.score(HELLO, "사용자는 테니스를 쳤다")
+    assert score.n_tokens == model.count_tokens("사용자는 테니스를 쳤다") and score.logprob < 0
+    assert score.perplexity > 1
+    # Deterministic at temperature 0: the same prompt gives the same text.
+    options = GenerationOptions(max_new_tokens=6, temperature=0.0)
+    assert model.complete(HELLO, options) == model.complete(HELLO, options)
+
+
+def test_tiny_llama_drops_old_turns_to_fit_and_refuses_what_cannot_fit(tiny_llama_dir):
+    model = load_chat_model(f"hf:{tiny_llama_dir}")
+    long_history = [{"role": "user" if i % 2 == 0 else "assistant", "content": "안녕하세요 " * 60} for i in range(9)]
+    assert isinstance(model.complete(long_history, GenerationOptions(max_new_tokens=4)), str)
+    with pytest.raises(InputError, match="shorten"):
+        model.complete([{"role": "system", "content": "햇살 " * 600}, *HELLO], GenerationOptions(max_new_tokens=4))
+
+
+def test_unknown_specs_say_what_works():
+    with pytest.raises(ModelSpecError, match="hf:<hub id or path>"):
+        load_chat_model("gpt4")
+    with pytest.raises(ModelSpecError, match="use-multilingual"):
+        load_embedder("nope")
+
+
+def test_missing_local_model_is_a_clear_error(tmp_path):
+    with pytest.raises(ModelUnavailableError, match="check the hub id or path"):
+        load_chat_model(f"hf:{tmp_path}/no-such-model")
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_openai_server_fails_early_with_a_fix(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{_closed_port()}/v1")
+    with pytest.raises(ModelUnavailableError, match="OPENAI_BASE_URL"):
+        load_chat_model("openai:gpt-4o")
+
+
+def test_openai_backend_streams_and_retries_429():
+    with FakeOpenAIServer(reply=lambda body: "반가워요, 민수 님!", fail_first=2) as server:
+        model = OpenAIChatModel("fake", base_url=server.url, api_key="k", check=False)
+        model.client = model.client.with_options(max_retries=3)
+        assert model.complete(HELLO, GenerationOptions(max_new_tokens=20)) == "반가워요, 민수 님!"
+        assert len(server.requests) == 3  # two injected 429s, then success
+        assert server.requests[-1]["temperature"] == 0.0 and server.requests[-1]["stream"] is True
+
+
+def test_openai_backend_gives_up_with_a_clear_error():
+    with FakeOpenAIServer(fail_first=10, fail_status=500) as server:
+        model = OpenAIChatModel("fake", base_url=server.url, api_key="k", max_retries=1, check=False)
+        with pytest.raises(GenerationError, match="answered 500"):
+            model.complete(HELLO)
+
+
+def test_embedders_return_normalised_rows():
+    import numpy as np
+
+    for spec in ("ngram", "use-multilingual"):
+        vectors = load_embedder(spec).embed(["사용자는 고양이를 키운다", "hello"])
+        assert vectors.dtype == np.float32 and vectors.shape[0] == 2
+        assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)

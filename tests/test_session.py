@@ -1,0 +1,83 @@
+"""The session lifecycle: input checks, turns persisted as they happen, memory in the prompt, session end."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatbot.session import Chatbot, check_user_name, clean_message
+from chatbot.settings import Settings
+from memory.store import Sentence
+from models.embedders import NgramEmbedder
+from models.errors import GenerationError, InputError
+from models.fake import ScriptedChatModel
+
+
+@pytest.fixture
+def bot(store):
+    return Chatbot(Settings(db=store.path, max_message_chars=50), chat_model=ScriptedChatModel(
+        responder=lambda msgs: "그랬구나!"), embedder=NgramEmbedder(), store=store)
+
+
+def test_a_turn_retrieves_memory_into_the_system_prompt_and_persists_both_turns(bot, store):
+    session = bot.start("minsu")
+    bot.engine.commit(session.user_id, [Sentence("사용자는 테니스를 치다가 손목을 다쳤다."), Sentence("사용자는 고양이를 키운다.")],
+                      strategy="import", status="ok", author="import")
+    assert "".join(session.send("손목은 좀 나았어")) == "그랬구나!"
+    system = bot.chat_model.calls[-1][0]["content"]
+    assert "사용자는 테니스를 치다가 손목을 다쳤다." in system and "오늘이 첫 대화" in system
+    assert session.last_hits and session.last_hits[0].text.startswith("사용자는 테니스")
+    assert [(t["role"], t["text"]) for t in store.turns(session.session_id)] == [
+        ("user", "손목은 좀 나았어"), ("assistant", "그랬구나!")]
+
+
+def test_what_the_user_typed_and_what_was_shown_survive_a_failing_model(bot, store):
+    def broken():
+        yield "반가"
+        raise GenerationError("model crashed")
+
+    bot.chat_model.stream = lambda messages, options=None: broken()
+    session = bot.start("minsu")
+    with pytest.raises(GenerationError):
+        list(session.send("안녕"))
+    assert [(t["role"], t["text"]) for t in store.turns(session.session_id)] == [("user", "안녕"), ("assistant", "반가")]
+
+
+@pytest.mark.parametrize("text, message", [("", "empty"), ("   \n\t ", "empty"), ("\x00\x07\x1b", "empty"),
+                                           ("가" * 100_000, "100,000 characters")])
+def test_bad_messages_are_refused_and_nothing_is_written(bot, store, text, message):
+    session = bot.start("minsu")
+    with pytest.raises(InputError, match=message):
+        list(session.send(text))
+    assert store.turns(session.session_id) == []
+
+
+def test_control_characters_are_stripped():
+    assert clean_message("안녕\x00하세요\x1b", 100) == "안녕하세요"
+
+
+@pytest.mark.parametrize("name", ["", "<script>alert(1)</script>", "x'; drop table users;--", "a" * 65, "\x00"])
+def test_bad_user_names_are_refused(name):
+    with pytest.raises(InputError, match="user name"):
+        check_user_name(name)
+
+
+def test_good_user_names_pass():
+    assert check_user_name(" 김민수 ") == "김민수" and check_user_name("P-017") == "P-017"
+
+
+def test_ending_enqueues_the_update_and_the_next_session_knows_the_last_date(bot, store):
+    session = bot.start("minsu")
+    list(session.send("안녕"))
+    job = session.end()
+    assert store.job(job)["status"] == "pending" and store.session(session.session_id)["status"] == "ended"
+    assert session.end() is None
+    with pytest.raises(InputError, match="ended"):
+        list(session.send("또"))
+    nxt = bot.start("minsu")
+    assert nxt.previous_date is not None
+    assert bot.start("minsu").end() is None  # nothing said: no update
+
+
+def test_unknown_strategy_is_refused(bot):
+    with pytest.raises(InputError, match="keem, accumulate"):
+        bot.start("minsu", strategy="magic")

@@ -1,0 +1,72 @@
+"""The SQLite store: migrations, versions, the job queue, forgetting."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.migrations import migrations
+from memory.store import Sentence, Store
+from models.errors import MigrationError, UnknownUserError, UpdateError
+
+
+def test_migrations_build_the_schema_from_an_empty_database_and_rerun_cleanly(tmp_path):
+    path = tmp_path / "new.db"
+    store = Store(path)
+    tables = set(store.db.table_names())
+    assert {"users", "sessions", "turns", "memory_versions", "memory_sentences", "update_jobs"} <= tables
+    assert [m.name for m in migrations.applied(store.db)] == [m.name for m in migrations._migrations]
+    assert store.db.execute("pragma journal_mode").fetchone()[0] == "wal"
+    store.close()
+    Store(path).close()  # reopening applies nothing twice
+
+
+def test_a_database_from_a_newer_keem_is_refused(tmp_path):
+    store = Store(tmp_path / "k.db")
+    store.db["_sqlite_migrations"].insert({"migration_set": "keem", "name": "m999_future", "applied_at": "x"})
+    store.close()
+    with pytest.raises(MigrationError, match="newer keem"):
+        Store(tmp_path / "k.db")
+
+
+def test_versions_number_up_and_never_commit_empty(store):
+    uid = store.get_or_create_user("minsu")
+    assert store.get_or_create_user("minsu") == uid
+    v1 = store.commit_version(uid, [Sentence("사용자는 고양이를 키운다")], strategy="import", status="ok",
+                              author="import")
+    v2 = store.commit_version(uid, [Sentence("사용자는 고양이를 키운다", "kept", v1.sentences[0].id),
+                                    Sentence("사용자는 부산에 산다")], strategy="keem", status="ok", author="updater")
+    assert (v1.number, v2.number) == (1, 2) and store.latest_version(uid).texts == v2.texts
+    with pytest.raises(UpdateError, match="empty"):
+        store.commit_version(uid, [], strategy="keem", status="ok", author="updater")
+    with pytest.raises(UpdateError):
+        store.commit_version(uid, [Sentence("  ")], strategy="keem", status="ok", author="updater")
+    assert [v.number for v in store.versions(uid)] == [1, 2]
+
+
+def test_job_queue_claims_fails_retries_and_requeues_after_a_crash(store):
+    uid = store.get_or_create_user("minsu")
+    sid = store.start_session(uid, "keem", "fake")
+    job = store.enqueue_job(uid, sid, "keem")
+    assert store.enqueue_job(uid, sid, "keem") == job  # one job per session
+    claimed = store.claim_job()
+    assert claimed["id"] == job and claimed["status"] == "running" and claimed["attempts"] == 1
+    assert store.claim_job() is None
+    assert store.requeue_running() == 1  # as after a crash
+    store.claim_job(job)
+    store.fail_job(job, "boom", retry=False)
+    assert store.job(job)["status"] == "failed" and store.job(job)["last_error"] == "boom"
+
+
+def test_forget_deletes_everything_of_one_user_only(store):
+    a, b = store.get_or_create_user("a"), store.get_or_create_user("b")
+    for uid in (a, b):
+        sid = store.start_session(uid, "keem", "fake")
+        store.add_turn(sid, uid, "user", "안녕")
+        store.enqueue_job(uid, sid, "keem")
+        store.commit_version(uid, [Sentence("사용자는 학생이다")], strategy="import", status="ok", author="import")
+    store.delete_user(a)
+    with pytest.raises(UnknownUserError, match="keem session --user a"):
+        store.require_user("a")
+    for table in ("sessions", "turns", "memory_versions", "memory_sentences", "update_jobs"):
+        assert store.db.execute(f"select count(*) from {table} where user_id = ?", [a]).fetchone()[0] == 0
+        assert store.db.execute(f"select count(*) from {table} where user_id = ?", [b]).fetchone()[0] == 1

@@ -1,0 +1,216 @@
+"""The KEEM updater, the deletion guard and the job runner, driven by a scripted model we own."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from memory.engine import MemoryEngine
+from memory.jobs import JobRunner
+from memory.store import Sentence
+from memory.updaters import make_updater
+from memory.updaters.base import UpdateInput, elapsed_text, parse_sentences
+from memory.updaters.guard import guard
+from models.embedders import NgramEmbedder
+from models.errors import GenerationError
+from models.fake import ScriptedChatModel
+
+MARKERS = {"summarize": "요약으로 정리하세요", "reflect": "감정과 그 감정의 원인", "update": "새 기억으로 통합",
+           "verify": "새 기억이 올바른지", "guard": "새 기억에서 빠졌습니다"}
+
+
+class StageModel(ScriptedChatModel):
+    """Answers by prompt stage; each stage's answers are used in order, the last one repeating."""
+
+    def __init__(self, **answers):
+        self.answers = {k: list(v) if isinstance(v, list) else [v] for k, v in answers.items()}
+        self.asked: list[str] = []
+        super().__init__(responder=self._answer)
+
+    def _answer(self, messages):
+        prompt = messages[-1]["content"]
+        stage = next(s for s, marker in MARKERS.items() if marker in prompt)
+        self.asked.append(stage)
+        queue = self.answers[stage]
+        answer = queue.pop(0) if len(queue) > 1 else queue[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+PREVIOUS = ["사용자는 서울에 산다.", "사용자는 고양이 한 마리를 키운다.", "사용자는 지난달 코로나에 걸려 고생했다."]
+DIALOGUE = [{"role": "user", "text": "나 지난주에 서울 떠나서 부산으로 이사했어! 바다가 보여서 너무 좋아."},
+            {"role": "assistant", "text": "와, 축하해!"}]
+
+
+def _input(previous=PREVIOUS):
+    return UpdateInput(previous=[Sentence(t, "kept", id=i + 1) for i, t in enumerate(previous)], dialogue=DIALOGUE,
+                       session_date=date(2024, 5, 20), previous_date=date(2024, 4, 1))
+
+
+def _run(model, inp=None):
+    stages = []
+    result = make_updater("keem", model, NgramEmbedder()).update(inp or _input(), stages.append)
+    return result, stages
+
+
+GOOD = StageModel(
+    summarize="사용자는 지난주에 부산으로 이사했다.\n사용자는 바다가 보이는 집을 좋아한다.",
+    reflect="- 사용자는 지난주에 부산으로 이사했다.\n- 사용자는 바다가 보여서 새 집에 만족하고 기뻐한다.",
+    update="1. 사용자는 서울에 살다가 2024년 5월에 부산으로 이사했다.\n2. 사용자는 고양이 한 마리를 키운다.\n"
+           "3. 사용자는 지난달 코로나에 걸려 고생했다.\n4. 사용자는 바다가 보여서 새 집에 만족하고 기뻐한다.",
+    verify="통과", guard="예")
+
+
+def test_success_runs_the_four_stages_deterministically_with_dates_in_the_prompts():
+    model = StageModel(**{k: list(v) for k, v in GOOD.answers.items()})
+    result, stages = _run(model)
+    assert stages == ["summarizing", "reflecting", "updating", "verifying"]
+    assert model.asked == ["summarize", "reflect", "update", "verify"]
+    assert result.status == "ok" and result.prompt_hash and result.model_spec == "fake"
+    assert result.sentences[0].text == "사용자는 서울에 살다가 2024년 5월에 부산으로 이사했다."
+    assert result.sentences[0].provenance == "rewritten" and result.sentences[0].origin_id == 1
+    assert [s.provenance for s in result.sentences[1:]] == ["kept", "kept", "added"]
+    update_prompt = model.calls[2][-1]["content"]
+    assert "2024-04-01" in update_prompt and "2024-05-20" in update_prompt and "7주" in update_prompt
+    assert all(o.temperature == 0.0 and o.top_p == 1.0 for o in model.options)
+    assert "후보" not in update_prompt  # no list of candidate emotions (the paper's ablation)
+
+
+def test_failed_verification_retries_once_then_falls_back_to_accumulation():
+    model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
+                       update=GOOD.answers["update"], verify="실패: 모순이 있다", guard="예")
+    result, stages = _run(model)
+    assert model.asked.count("update") == 2 and model.asked.count("verify") == 2
+    assert result.status == "fallback" and "실패: 모순이 있다" in result.note
+    texts = [s.text for s in result.sentences]
+    assert texts[:3] == PREVIOUS and "사용자는 바다가 보여서 새 집에 만족하고 기뻐한다." in texts
+    assert stages[-1] == "fallback"
+
+
+def test_garbage_output_never_shrinks_the_memory():
+    model = StageModel(summarize="Sure! Here is the summary:\nThe user moved.", reflect="x", update="...",
+                       verify="통과", guard="예")
+    result, _ = _run(model)
+    texts = [s.text for s in result.sentences]
+    assert result.status == "fallback" and texts[:3] == PREVIOUS
+    assert any("부산으로 이사했어" in t for t in texts)  # the user's own words, not lost
+    model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
+                       update="I cannot do that.", verify="통과", guard="예")
+    result, _ = _run(model)
+    assert result.status == "fallback" and [s.text for s in result.sentences][:3] == PREVIOUS
+
+
+def test_unparseable_verifier_answer_counts_as_a_failure():
+    model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
+                       update=GOOD.answers["update"], verify="Looks good to me", guard="예")
+    assert _run(model)[0].status == "fallback"
+
+
+# -- the deletion guard on fixture episodes ---------------------------------------------------------
+def _guard(new, judge="예", previous=PREVIOUS):
+    model = StageModel(guard=judge)
+    sentences, decisions = guard([Sentence(t, "kept", id=i + 1) for i, t in enumerate(previous)], new,
+                                 session_texts=[t["text"] for t in DIALOGUE if t["role"] == "user"],
+                                 judge=lambda s: model.complete([{"role": "user", "content": MARKERS["guard"] + s}]),
+                                 embedder=None)
+    return sentences, {d.sentence: d.action for d in decisions}, model
+
+
+def test_guard_restores_an_unrelated_fact_and_a_finished_episode_without_asking():
+    sentences, actions, model = _guard(["사용자는 2024년 5월에 부산으로 이사했다."])
+    assert actions["사용자는 고양이 한 마리를 키운다."] == "restored"
+    assert actions["사용자는 지난달 코로나에 걸려 고생했다."] == "restored"
+    assert model.asked == ["guard"]  # only the related sentence (서울) is judged
+    assert [s.text for s in sentences if s.provenance == "restored"] == PREVIOUS[1:]
+
+
+def test_guard_accepts_a_drop_the_session_justifies():
+    sentences, actions, model = _guard(["사용자는 2024년 5월에 부산으로 이사했다.", *PREVIOUS[1:]], judge="예")
+    assert actions["사용자는 서울에 산다."] == "dropped" and model.asked == ["guard"]
+    assert "사용자는 서울에 산다." not in [s.text for s in sentences]
+
+
+def test_guard_restores_a_related_drop_the_model_does_not_justify():
+    sentences, actions, _ = _guard(["사용자는 바다를 좋아한다.", *PREVIOUS[1:]], judge="아니오")
+    assert actions["사용자는 서울에 산다."] == "restored"
+    assert "사용자는 서울에 산다." in [s.text for s in sentences]
+
+
+def test_guard_keeps_rewrites_as_counterparts():
+    _, actions, model = _guard(["사용자는 서울에 살다가 부산으로 이사했다.", *PREVIOUS[1:]])
+    assert actions["사용자는 서울에 산다."] == "rewritten" and model.asked == []
+
+
+def test_guard_runs_inside_the_updater_when_the_model_drops_facts():
+    model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
+                       update="사용자는 부산으로 이사했다.\n사용자는 바다를 좋아한다.", verify="통과", guard="예")
+    result, _ = _run(model)
+    texts = [s.text for s in result.sentences]
+    assert "사용자는 고양이 한 마리를 키운다." in texts and "사용자는 지난달 코로나에 걸려 고생했다." in texts
+    assert result.details["attempts"][0]["guard"]
+
+
+# -- the job runner: memory is never lost ----------------------------------------------------------
+def _session(store, name="minsu"):
+    uid = store.get_or_create_user(name)
+    sid = store.start_session(uid, "keem", "fake")
+    for t in DIALOGUE:
+        store.add_turn(sid, uid, t["role"], t["text"])
+    store.end_session(sid)
+    return uid, sid, store.enqueue_job(uid, sid, "keem")
+
+
+def test_job_commits_a_version_and_records_stages(store):
+    engine = MemoryEngine(store, NgramEmbedder())
+    model = StageModel(**{k: list(v) for k, v in GOOD.answers.items()})
+    uid, sid, job = _session(store)
+    engine.commit(uid, [Sentence(t) for t in PREVIOUS], strategy="import", status="ok", author="import")
+    seen = []
+    version = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder)).run(job, seen.append)
+    assert version.number == 2 and version.session_id == sid and version.status == "ok"
+    assert store.job(job)["status"] == "done" and store.job(job)["version_id"] == version.id
+    assert seen[-1] == "ok" and version.details["reflected"]
+
+
+def test_exception_mid_update_leaves_memory_intact_and_the_job_retryable(store):
+    engine = MemoryEngine(store, NgramEmbedder())
+    uid, sid, job = _session(store)
+    engine.commit(uid, [Sentence(t) for t in PREVIOUS], strategy="import", status="ok", author="import")
+    model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
+                       update=GenerationError("server went away"), verify="통과", guard="예")
+    runner = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder))
+    with pytest.raises(GenerationError):
+        runner.run(job)
+    assert store.latest_version(uid).number == 1 and store.latest_version(uid).texts == PREVIOUS
+    assert store.job(job)["status"] == "pending" and "server went away" in store.job(job)["last_error"]
+    model.answers["update"] = GOOD.answers["update"]
+    assert runner.run(job).number == 2
+
+
+def test_job_left_running_by_a_crash_is_resumed(store):
+    engine = MemoryEngine(store, NgramEmbedder())
+    uid, sid, job = _session(store)
+    store.claim_job(job)  # the process died here, mid-job
+    model = StageModel(**{k: list(v) for k, v in GOOD.answers.items()})
+    runner = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder))
+    assert runner.run() is None  # nothing pending until resumed
+    assert runner.resume() == 1
+    version = runner.run()
+    assert version.number == 1 and version.texts and store.job(job)["status"] == "done"
+
+
+def test_accumulate_strategy_appends_the_summary():
+    model = StageModel(summarize=GOOD.answers["summarize"])
+    result = make_updater("accumulate", model).update(_input(), lambda s: None)
+    assert [s.text for s in result.sentences] == PREVIOUS + GOOD.answers["summarize"][0].split("\n")
+    assert result.status == "ok"
+
+
+def test_parse_and_elapsed_helpers():
+    assert parse_sentences("새 기억:\n- 사용자는 A다.\n2) 사용자는 B다.\n잡담\n- 사용자는 A다.\n사용자는 잘린\ufffd") == [
+        "사용자는 A다.", "사용자는 B다.", "사용자는 잘린"]
+    assert elapsed_text(date(2024, 1, 1), date(2024, 1, 4)) == "3일"
+    assert elapsed_text(date(2024, 1, 1), date(2024, 3, 1)) == "2개월"
+    assert elapsed_text(None, date(2024, 1, 1)) == "첫 대화"
