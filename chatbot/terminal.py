@@ -41,6 +41,9 @@ def load_bot(settings: Settings) -> Chatbot:
     from models.spec import load_chat_model, load_embedder, resolve_auto
 
     chat_spec, update_spec = resolve_auto(settings.model), resolve_auto(settings.update_model_spec)
+    if "auto" in (settings.model, settings.update_model_spec):
+        reason = "CUDA found" if chat_spec != "demo" else "no CUDA here, so the offline CPU demo model"
+        print(f"model auto -> {chat_spec} ({reason})", file=sys.stderr)
     print(f"loading chat model {chat_spec} ...", file=sys.stderr)
     chat = load_chat_model(chat_spec, load_in_4bit=settings.load_in_4bit)
     update = chat if update_spec == chat_spec else load_chat_model(update_spec, load_in_4bit=settings.load_in_4bit)

@@ -1,0 +1,51 @@
+"""Korean retrieval with the offline default embedder on our own benchmark (evaluation/data/ko_retrieval.json):
+later-session utterances must find the memory sentence they need, mostly without any shared content word."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memory.engine import MemoryEngine
+from memory.store import Sentence
+from models import load_embedder
+
+DATA = json.loads((Path(__file__).parents[1] / "evaluation" / "data" / "ko_retrieval.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def ranked(tmp_path_factory):
+    """For every query: (whether it shares words with its answer, rank of the first relevant sentence)."""
+    from memory.store import Store
+
+    store = Store(tmp_path_factory.mktemp("ko") / "ko.db")
+    engine = MemoryEngine(store, load_embedder("use-multilingual"))
+    results = []
+    for user in DATA["users"]:
+        uid = store.get_or_create_user(user["user"])
+        engine.commit(uid, [Sentence(m["text"]) for m in user["memory"]], strategy="import", status="ok", author="import")
+        text_of = {m["id"]: m["text"] for m in user["memory"]}
+        for q in user["queries"]:
+            hits = [h.text for h in engine.search(uid, q["text"], k=len(user["memory"]))]
+            wanted = {text_of[i] for i in q["relevant"]}
+            results.append((q["shared_words"], next(r for r, t in enumerate(hits, 1) if t in wanted)))
+    return results
+
+
+def test_paraphrases_without_shared_words_are_found_in_the_top_3(ranked):
+    no_shared = [rank for shared, rank in ranked if not shared]
+    assert len(no_shared) >= 60
+    recall_at_3 = sum(rank <= 3 for rank in no_shared) / len(no_shared)
+    assert recall_at_3 >= MIN_RECALL_AT_3, f"R@3 on paraphrases fell to {recall_at_3:.2f}"
+
+
+def test_the_right_sentence_often_beats_its_same_topic_distractors(ranked):
+    assert sum(rank == 1 for _, rank in ranked) / len(ranked) >= MIN_RECALL_AT_1
+
+
+# Measured 2026-11-29, USE-multilingual dense search: R@3 0.60 on the 95 no-shared-word queries, R@1 0.39 on all
+# 107. The embedder is deterministic, so the bounds sit just under the measurement; raise them as retrieval improves.
+MIN_RECALL_AT_3 = 0.58
+MIN_RECALL_AT_1 = 0.37
