@@ -5,11 +5,12 @@ from __future__ import annotations
 from memory.updaters.accumulate import AccumulateUpdater
 from memory.updaters.base import UpdateInput, UpdateResult, Updater
 from memory.updaters.keem import KeemUpdater
+from memory.updaters.operations import OperationsUpdater
 from models.base import ChatModel
 from models.embedders import Embedder
 from models.errors import InputError
 
-STRATEGIES = ("keem", "accumulate")
+STRATEGIES = ("keem", "accumulate", "operations")
 
 
 def make_updater(strategy: str, model: ChatModel, embedder: Embedder | None = None,
@@ -18,6 +19,8 @@ def make_updater(strategy: str, model: ChatModel, embedder: Embedder | None = No
         return KeemUpdater(model, embedder, max_new_tokens=max_new_tokens)
     if strategy == "accumulate":
         return AccumulateUpdater(model, embedder, max_new_tokens=max_new_tokens)
+    if strategy == "operations":
+        return OperationsUpdater(model, embedder, max_new_tokens=max_new_tokens)
     raise InputError(f"unknown strategy '{strategy}'; choose one of: {', '.join(STRATEGIES)}")
 
 
