@@ -44,8 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--user", required=True, help="user name or participant code")
     s.add_argument("--model", help="chat model spec: hf:<id|path>, openai:<model>, demo, auto (KEEM_MODEL)")
     s.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL; default: --model)")
-    s.add_argument("--embedder", help="use-multilingual (default), minilm, ngram, st:<id|path> (KEEM_EMBEDDER)")
-    s.add_argument("--strategy", help="memory update strategy: keem (default) or accumulate (KEEM_STRATEGY)")
+    s.add_argument("--embedder", help="auto (default: e5-small, else use-multilingual), e5, use-multilingual, "
+                                      "minilm, ngram, st:<id|path> (KEEM_EMBEDDER)")
+    s.add_argument("--strategy", help="memory update strategy: keem (default), accumulate or operations (KEEM_STRATEGY)")
     s.add_argument("--script", type=Path, help="file with one user message per line (UTF-8)")
 
     m = subs.add_parser("memory", help="show, search, import or forget a user's memory",

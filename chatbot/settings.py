@@ -21,7 +21,7 @@ class Settings:
     db: str = ""                      # KEEM_DB; empty means the per-user data directory
     model: str = "auto"               # KEEM_MODEL: hf:<id|path>, openai:<model>, demo, auto
     update_model: str = ""            # KEEM_UPDATE_MODEL; empty means the chat model
-    embedder: str = "use-multilingual"  # KEEM_EMBEDDER
+    embedder: str = "auto"            # KEEM_EMBEDDER: auto (e5-small, else use-multilingual), e5, use-multilingual, ...
     strategy: str = "keem"            # KEEM_STRATEGY
     k: int = 5                        # KEEM_K: memory sentences retrieved per turn
     token_budget: int = 600           # KEEM_TOKEN_BUDGET: whole memory goes in when it fits this

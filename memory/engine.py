@@ -57,7 +57,7 @@ class MemoryEngine:
         limit = k
         if token_budget is not None and sum(self.count_tokens(t) for t in texts.values()) <= token_budget:
             limit = len(texts)
-        query_vector = self.embedder.embed([query])[0]
+        query_vector = self.embedder.embed_query(query)
         return [Hit(texts[i], score, i) for i, score in self.index.search(version, query_vector, limit)]
 
     def forget(self, user_id: int) -> None:

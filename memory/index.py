@@ -46,7 +46,7 @@ class IndexCache:
         index = self._faiss.IndexIDMap2(self._faiss.IndexFlatIP(self.embedder.dim))
         ids = np.array([s.id for s in version.sentences], dtype=np.int64)
         if len(ids):
-            index.add_with_ids(self.vectors(version), ids)
+            index.add_with_ids(self.embedder.index_rows(self.vectors(version)), ids)
         entry = _Entry(version.id, index, {int(s.id): s.text for s in version.sentences if s.id is not None})
         with self._lock:
             self._entries[version.user_id] = entry

