@@ -24,7 +24,7 @@ def test_a_turn_retrieves_memory_into_the_system_prompt_and_persists_both_turns(
                       strategy="import", status="ok", author="import")
     assert "".join(session.send("손목은 좀 나았어")) == "그랬구나!"
     system = bot.chat_model.calls[-1][0]["content"]
-    assert "사용자는 테니스를 치다가 손목을 다쳤다." in system and "오늘이 첫 대화" in system
+    assert "사용자는 테니스를 치다가 손목을 다쳤다." in system and "오늘 날짜" in system and "지난 대화:" not in system
     assert session.last_hits and session.last_hits[0].text.startswith("사용자는 테니스")
     assert [(t["role"], t["text"]) for t in store.turns(session.session_id)] == [
         ("user", "손목은 좀 나았어"), ("assistant", "그랬구나!")]
