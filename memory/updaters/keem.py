@@ -20,6 +20,8 @@ PROMPTS = ("update_system", "summarize", "reflect", "update", "verify", "guard")
 
 
 class KeemUpdater:
+    """One instance per update job (it records the job's problems; not shared between threads)."""
+
     name = "keem"
 
     def __init__(self, model: ChatModel, embedder: Embedder | None = None, *, max_new_tokens: int = 512,
@@ -67,6 +69,7 @@ class KeemUpdater:
         return f"the verifier's answer was neither 통과 nor 실패: {answer[:80]!r}"
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
+        self.problems = []
         progress("summarizing")
         summary, generated_summary = self.summarize(inp)
         progress("reflecting")
@@ -107,5 +110,5 @@ class KeemUpdater:
                 return UpdateResult(sentences, "ok", details=details, **base)
         progress("fallback")
         return UpdateResult(accumulate(inp.previous, reflected), "fallback",
-                            note=f"verification failed twice, kept previous memory + reflected summary: {problem}",
+                            note=f"verification failed {self.attempts} times, kept previous memory + reflected summary: {problem}",
                             details=details, **base)
