@@ -133,9 +133,7 @@ class Chatbot:
         session_id = self.store.start_session(user_id, strategy, self.chat_model.spec)
         before = self.store.previous_session(user_id, session_id)
         previous_date = to_date(before["started_at"]) if before else None
-        version = self.engine.current(user_id)
-        if version is not None:
-            self.engine.index.get(version)  # warm the user's index
+        self.engine.warm(user_id)
         return ChatSession(self, user_id, user_name, session_id, strategy, previous_date)
 
     def run_update(self, job_id: int, on_stage: Callable[[str], None] | None = None) -> Version | None:

@@ -46,19 +46,25 @@ class MemoryEngine:
         return version
 
     def search(self, user_id: int, query: str, k: int = 5, token_budget: int | None = None) -> list[Hit]:
-        """Top-k sentences of the latest version by cosine score.
+        """Top-k sentences of the latest version by score (SQLite is asked only for the latest version id).
 
         When the whole memory fits `token_budget`, every sentence comes back, most relevant first.
         """
-        version = self.current(user_id)
-        if version is None or not version.sentences:
+        version_id = self.store.latest_version_id(user_id)
+        if version_id is None:
             return []
-        texts = {s.id: s.text for s in version.sentences}
+        entry = self.index.entry(user_id, version_id, lambda: self.store.latest_version(user_id))  # type: ignore[arg-type,return-value]
         limit = k
-        if token_budget is not None and sum(self.count_tokens(t) for t in texts.values()) <= token_budget:
-            limit = len(texts)
-        query_vector = self.embedder.embed_query(query)
-        return [Hit(texts[i], score, i) for i, score in self.index.search(version, query_vector, limit)]
+        if token_budget is not None and sum(self.count_tokens(t) for t in entry.texts.values()) <= token_budget:
+            limit = len(entry.texts)
+        hits = self.index.search(entry, self.embedder.embed_query(query), limit)
+        return [Hit(entry.texts[i], score, i) for i, score in hits]
+
+    def warm(self, user_id: int) -> None:
+        """Build the user's index ahead of the first turn."""
+        version = self.current(user_id)
+        if version is not None:
+            self.index.entry(user_id, version.id, lambda: version)
 
     def forget(self, user_id: int) -> None:
         self.store.delete_user(user_id)

@@ -173,6 +173,10 @@ class Store:
                        prompt_hash=row["prompt_hash"], author=row["author"], note=row["note"],
                        created_at=row["created_at"], sentences=sentences, details=details)
 
+    def latest_version_id(self, user_id: int) -> int | None:
+        row = self._one("select id from memory_versions where user_id = ? order by number desc limit 1", [user_id])
+        return row["id"] if row else None
+
     def latest_version(self, user_id: int) -> Version | None:
         return self._version(self._one(
             "select * from memory_versions where user_id = ? order by number desc limit 1", [user_id]))

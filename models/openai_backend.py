@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Iterator
 
@@ -48,14 +49,27 @@ class OpenAIChatModel(ChatModel):
         except self._openai.APIStatusError:
             pass  # some servers lack /models; the first real call will tell
 
+    def _create(self, messages: list[Message], options: GenerationOptions, stream: bool):
+        return self.client.with_options(timeout=options.timeout_s).chat.completions.create(
+            model=self.model, messages=list(messages), stream=stream,  # type: ignore[arg-type]
+            max_tokens=options.max_new_tokens, temperature=options.temperature, top_p=options.top_p)
+
     def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Iterator[str]:
-        try:
-            chunks = self.client.with_options(timeout=options.timeout_s).chat.completions.create(
-                model=self.model, messages=list(messages), stream=True,  # type: ignore[arg-type]
-                max_tokens=options.max_new_tokens, temperature=options.temperature, top_p=options.top_p)
-            for chunk in chunks:
+        with self._errors():
+            for chunk in self._create(messages, options, stream=True):
                 if chunk.choices and chunk.choices[0].delta.content:
                     yield chunk.choices[0].delta.content
+
+    def complete(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> str:
+        """One non-streaming request: no per-chunk parsing, which dominates client CPU at high concurrency."""
+        with self._errors():
+            response = self._create(messages, options, stream=False)
+        return (response.choices[0].message.content or "") if response.choices else ""
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
         except self._openai.APIConnectionError as exc:
             raise GenerationError(
                 f"lost the OpenAI-compatible server at {self.base_url} ({exc}); check that it is running") from exc

@@ -60,3 +60,17 @@ def test_index_is_rebuilt_from_sqlite_by_a_fresh_engine(engine, store):
     fresh = MemoryEngine(store, engine.embedder)
     assert fresh.search(uid, "테니스", k=1)[0].text == "사용자는 테니스를 친다"
     assert np.isclose(fresh.search(uid, "테니스", k=1)[0].score, engine.search(uid, "테니스", k=1)[0].score)
+
+
+def test_least_recently_searched_index_is_evicted_and_rebuilt_on_demand(store):
+    from memory.engine import MemoryEngine
+    from models.embedders import NgramEmbedder
+
+    engine = MemoryEngine(store, NgramEmbedder())
+    engine.index.max_users = 1
+    a, b = store.get_or_create_user("a"), store.get_or_create_user("b")
+    _commit(engine, a, ["사용자는 테니스를 친다"])
+    _commit(engine, b, ["사용자는 피아노를 친다"])
+    assert len(engine.index._entries) == 1
+    assert engine.search(a, "테니스", k=1)[0].text == "사용자는 테니스를 친다"
+    assert engine.search(b, "피아노", k=1)[0].text == "사용자는 피아노를 친다"

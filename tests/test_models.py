@@ -78,7 +78,8 @@ def test_openai_backend_streams_and_retries_429():
         model.client = model.client.with_options(max_retries=3)
         assert model.complete(HELLO, GenerationOptions(max_new_tokens=20)) == "반가워요, 민수 님!"
         assert len(server.requests) == 3  # two injected 429s, then success
-        assert server.requests[-1]["temperature"] == 0.0 and server.requests[-1]["stream"] is True
+        assert server.requests[-1]["temperature"] == 0.0 and not server.requests[-1].get("stream")
+        assert "".join(model.stream(HELLO)) == "반가워요, 민수 님!" and server.requests[-1]["stream"] is True
 
 
 def test_openai_backend_gives_up_with_a_clear_error():
