@@ -74,12 +74,20 @@ def build_parser() -> argparse.ArgumentParser:
              "keem memory forget --user minsu --yes")
     p.add_argument("--user", required=True)
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    from evaluation.build_command import add_build_parser
+
+    add_build_parser(subs)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "build-dataset":
+            from evaluation.build_command import run_build
+
+            return run_build(args)
         settings = Settings.load(db=args.db, model=getattr(args, "model", None),
                                  update_model=getattr(args, "update_model", None),
                                  embedder=getattr(args, "embedder", None), strategy=getattr(args, "strategy", None))

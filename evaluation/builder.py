@@ -1,0 +1,526 @@
+"""The KEEM-style dataset builder: reflect -> update -> verify for every session step, resumable and concurrent.
+
+For each episode, session 1's summary (the corpus's, else one the model writes) is reflected with emotions
+and causes and becomes the first memory; for each session t >= 2 the model reflects that session's summary,
+writes the updated memory from the previous memory and the reflected summary, and verifies it against all
+dialogues up to t. A passing step is a row of ``dataset.jsonl`` and its memory is the next step's previous
+memory; a failing step goes to ``rejects.jsonl`` with the reason and ends the episode (its later steps are
+rejected as skipped), as the paper excluded samples that failed verification.
+
+Resuming: every finished model call is stored in ``calls.sqlite`` keyed by a hash of (model spec, messages,
+options), and rows are keyed by ``<episode id>#<t>``; running the same command again replays finished calls
+from the cache and writes no row twice. Episodes run concurrently (``concurrency`` threads); the steps of one
+episode run in order.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import random
+import sqlite3
+import threading
+import time
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import IO, Any, Iterable
+
+from evaluation.episodes import Episode, Session
+from memory.prompts import prompt_hash, render
+from memory.store import now_iso
+from memory.updaters.base import MAX_SENTENCE_CHARS, elapsed_text, format_dialogue, parse_sentences
+from models.base import ChatModel, GenerationOptions, Message, estimate_tokens
+from models.errors import InputError, KeemError
+
+PROMPTS = ("update_system", "summarize", "reflect", "update", "verify")
+MAX_TOKENS = {"summarize": 512, "reflect": 512, "update": 1024, "verify": 96}
+UNKNOWN = "알 수 없음"
+
+
+class BuildStopped(Exception):
+    """Raised inside a worker when the build is stopping (Ctrl-C or a fatal error elsewhere)."""
+
+
+# -- the call cache --------------------------------------------------------------------------------
+@dataclass
+class CallResult:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    cached: bool
+
+
+class CallCache:
+    """Finished model calls in SQLite, keyed by a hash of (model spec, messages, options); thread-safe."""
+
+    def __init__(self, path: Path):
+        self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")  # a killed process loses no commit; only power loss could
+        self.conn.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, stage TEXT, "
+                          "response TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, seconds REAL, "
+                          "created_at TEXT)")
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def key(model: str, messages: list[Message], options: GenerationOptions) -> str:
+        payload = json.dumps([model, messages, options.max_new_tokens, options.temperature, options.top_p],
+                             ensure_ascii=False, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def get(self, key: str) -> CallResult | None:
+        with self.lock:
+            row = self.conn.execute("SELECT response, prompt_tokens, completion_tokens, seconds FROM calls "
+                                    "WHERE key = ?", (key,)).fetchone()
+        return CallResult(row[0], row[1], row[2], row[3], True) if row else None
+
+    def put(self, key: str, model: str, stage: str, result: CallResult) -> None:
+        with self.lock:
+            self.conn.execute("INSERT OR IGNORE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                              (key, model, stage, result.text, result.prompt_tokens, result.completion_tokens,
+                               result.seconds, now_iso()))
+
+    def __len__(self) -> int:
+        with self.lock:
+            return int(self.conn.execute("SELECT count(*) FROM calls").fetchone()[0])
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# -- the row journal -------------------------------------------------------------------------------
+class RowFile:
+    """An append-only JSONL file of rows keyed by 'key'; a torn last line (a killed write) is cut off on open."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.keys: set[str] = set()
+        if path.exists():
+            data = path.read_bytes()
+            if data and not data.endswith(b"\n"):
+                data = data[: data.rfind(b"\n") + 1]
+                path.write_bytes(data)
+            for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
+                try:
+                    self.keys.add(json.loads(line)["key"])
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    raise InputError(f"{path} line {number} is not a row this builder wrote; delete that line "
+                                     "(or the file) and run again") from None
+        self.handle = path.open("a", encoding="utf-8")
+        self.lock = threading.Lock()
+
+    def write(self, row: dict[str, Any]) -> bool:
+        """Append the row unless its key is already there; True when written."""
+        with self.lock:
+            if row["key"] in self.keys:
+                return False
+            self.handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            self.handle.flush()  # in the OS once flushed: a killed process loses nothing (rows replay from the cache)
+            self.keys.add(row["key"])
+            return True
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+# -- configuration and results ---------------------------------------------------------------------
+@dataclass
+class BuildConfig:
+    out_dir: Path
+    concurrency: int = 4
+    limit: int | None = None
+    price_per_1k_tokens: float = 0.0
+    progress: bool = True
+    source_format: str = ""
+    source_path: str = ""
+
+
+@dataclass
+class BuildStats:
+    episodes: int = 0
+    steps: int = 0
+    rows: int = 0
+    rejects: int = 0
+    already_done: int = 0
+    calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0          # of every call, cached ones included
+    completion_tokens: int = 0
+    new_tokens: int = 0             # of the calls made this run: what `cost` prices
+    cost: float = 0.0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+def step_key(episode_id: str, t: int) -> str:
+    return f"{episode_id}#{t}"
+
+
+def _to_date(text: str | None) -> date | None:
+    try:
+        return date.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def elapsed(previous: str | None, current: str | None) -> str:
+    """Korean duration between two session dates, or 'unknown' when either date is missing."""
+    prev, cur = _to_date(previous), _to_date(current)
+    return elapsed_text(prev, cur) if prev and cur else "알 수 없는 기간"
+
+
+def lenient_sentences(text: str) -> list[str]:
+    """Memory sentences: "사용자는 ..." lines when there are any, else every non-empty line (English corpora)."""
+    strict = parse_sentences(text)
+    if strict:
+        return strict
+    out: list[str] = []
+    for line in text.splitlines():
+        line = line.strip().lstrip("-*•·").strip()
+        if line and len(line) <= MAX_SENTENCE_CHARS and not line.endswith(":") and line not in out:
+            out.append(line)
+    return out[:60]
+
+
+def all_dialogues(sessions: list[Session]) -> str:
+    """Every session's dialogue, headed by its number and date: what the verifier checks against."""
+    return "\n\n".join(f"[세션 {n} ({s.date or UNKNOWN})]\n{format_dialogue(s.dialogue())}"
+                       for n, s in enumerate(sessions, 1))
+
+
+def _lock(out_dir: Path) -> IO[str]:
+    """Hold DIR/.lock for the whole build so two builds never write the same files (released when killed)."""
+    handle = (out_dir / ".lock").open("w")
+    try:
+        import fcntl
+
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        pass
+    except OSError:
+        handle.close()
+        raise InputError(f"another build-dataset is writing {out_dir}; wait for it to finish or use another --out") \
+            from None
+    return handle
+
+
+# -- the builder -----------------------------------------------------------------------------------
+class EpisodeRunner:
+    """Runs one episode's steps in order, every model call through the cache."""
+
+    def __init__(self, builder: "DatasetBuilder", episode: Episode):
+        self.b, self.ep = builder, episode
+        self.calls: list[dict[str, Any]] = []
+
+    def call(self, stage: str, prompt: str) -> str:
+        b = self.b
+        if b.stopping.is_set():
+            raise BuildStopped("the build is stopping")
+        messages: list[Message] = [{"role": "system", "content": b.system},
+                                   {"role": "user", "content": prompt}]
+        options = GenerationOptions(max_new_tokens=MAX_TOKENS[stage], temperature=0.0, top_p=1.0,
+                                    timeout_s=b.timeout_s)
+        key = CallCache.key(b.model.spec, messages, options)
+        result = b.cache.get(key)
+        if result is None:
+            started = time.perf_counter()
+            text = b.model.complete(messages, options)
+            result = CallResult(text, b.model.count_tokens(b.system + prompt), b.model.count_tokens(text),
+                                time.perf_counter() - started, False)
+            b.cache.put(key, b.model.spec, stage, result)
+        b.record(result)
+        self.calls.append({"stage": stage, "prompt_tokens": result.prompt_tokens,
+                           "completion_tokens": result.completion_tokens, "seconds": round(result.seconds, 3),
+                           "cached": result.cached})
+        return result.text
+
+    def summary(self, session: Session) -> tuple[list[str], str]:
+        """(summary sentences, where they came from): the corpus's, else the model's."""
+        if session.summary:
+            return session.summary, "corpus"
+        text = self.call("summarize", render("summarize", dialogue=format_dialogue(session.dialogue()),
+                                             session_date=session.date or UNKNOWN, max_sentences=10))
+        return lenient_sentences(text)[:15], "model"
+
+    def reflect(self, session: Session, summary: list[str]) -> list[str]:
+        text = self.call("reflect", render("reflect", dialogue=format_dialogue(session.dialogue()),
+                                           summary="\n".join(summary)))
+        return lenient_sentences(text)[:30] or summary
+
+    def run(self) -> None:
+        b, ep = self.b, self.ep
+        keys = [step_key(ep.id, t) for t in range(2, len(ep.sessions) + 1)]
+        if all(k in b.done for k in keys):
+            b.step_done(len(keys), already=True)
+            return
+        first = ep.sessions[0]
+        summary1, _ = self.summary(first)
+        memory = self.reflect(first, summary1) if summary1 else []
+        failed: str | None = None if memory else "session 1 gave no summary to start the memory from"
+        started = time.perf_counter()
+        for t in range(2, len(ep.sessions) + 1):
+            key = step_key(ep.id, t)
+            if failed is not None:
+                b.reject(self._base(key, t, []), f"skipped: {failed}")
+                continue
+            session, previous = ep.sessions[t - 1], ep.sessions[t - 2]
+            summary, origin = self.summary(session)
+            if not summary:
+                failed = f"session {t} has no usable summary"
+                b.reject(self._base(key, t, self.calls), failed)
+                continue
+            reflected = self.reflect(session, summary)
+            new = lenient_sentences(self.call("update", render(
+                "update", previous=memory, summary=reflected, session_date=session.date or UNKNOWN,
+                previous_date=previous.date or UNKNOWN, elapsed=elapsed(previous.date, session.date))))
+            row = {**self._base(key, t, self.calls), "previous_memory": memory, "summary": summary,
+                   "summary_source": origin, "reflected_summary": reflected, "memory": new}
+            problem, row["verdict"] = self.verify(t, memory, new)
+            row["tokens"] = self._base(key, t, self.calls)["tokens"]
+            row["calls"], row["seconds"] = list(self.calls), round(time.perf_counter() - started, 3)
+            if problem is None:
+                b.accept(row)
+                memory = new
+            else:
+                failed = f"session {t} failed verification"
+                b.reject(row, problem)
+            self.calls, started = [], time.perf_counter()
+
+    def verify(self, t: int, previous: list[str], new: list[str]) -> tuple[str | None, str | None]:
+        """(None, verdict) when the new memory passes; otherwise (the reason, verdict)."""
+        if not new:
+            return "the update produced no usable sentence", None
+        answer = self.call("verify", render("verify", previous=previous, dialogue=all_dialogues(self.ep.sessions[:t]),
+                                            memory=new, session_date=self.ep.sessions[t - 1].date or UNKNOWN)).strip()
+        if answer.startswith("통과") or answer.lower().startswith("pass"):
+            return None, answer[:300]
+        if answer.startswith("실패"):
+            return answer[:300], answer[:300]
+        return f"the verifier's answer was neither 통과 nor 실패: {answer[:80]!r}", answer[:300]
+
+    def _base(self, key: str, t: int, calls: list[dict[str, Any]]) -> dict[str, Any]:
+        b, ep = self.b, self.ep
+        return {"key": key, "episode_id": ep.id, "session_index": t,
+                "source": {"format": ep.source, "path": b.config.source_path, "episode_id": ep.id,
+                           "session_ids": [s.id for s in ep.sessions[:t]],
+                           "session_dates": [s.date for s in ep.sessions[:t]]},
+                "model": b.model.spec, "prompt_hash": b.prompt_hash,
+                "tokens": {"prompt": sum(c["prompt_tokens"] for c in calls),
+                           "completion": sum(c["completion_tokens"] for c in calls)},
+                "calls": list(calls), "created_at": now_iso()}
+
+
+class DatasetBuilder:
+    """Builds dataset.jsonl / rejects.jsonl in `config.out_dir` from episodes with one chat model."""
+
+    def __init__(self, model: ChatModel, config: BuildConfig, *, timeout_s: float = 120.0):
+        self.model, self.config, self.timeout_s = model, config, timeout_s
+        self.system = render("update_system")
+        self.prompt_hash = prompt_hash(*PROMPTS)
+        config.out_dir.mkdir(parents=True, exist_ok=True)
+        self.lock_file = _lock(config.out_dir)
+        try:
+            self.cache = CallCache(config.out_dir / "calls.sqlite")
+            self.rows = RowFile(config.out_dir / "dataset.jsonl")
+            self.rejects = RowFile(config.out_dir / "rejects.jsonl")
+        except BaseException:
+            self.lock_file.close()
+            raise
+        self.done = self.rows.keys | self.rejects.keys
+        self.stats = BuildStats()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.bar: Any = None
+
+    def record(self, result: CallResult) -> None:
+        with self.lock:
+            s = self.stats
+            s.calls += 1
+            s.cached_calls += result.cached
+            s.prompt_tokens += result.prompt_tokens
+            s.completion_tokens += result.completion_tokens
+            s.new_tokens += 0 if result.cached else result.prompt_tokens + result.completion_tokens
+            s.cost = s.new_tokens / 1000 * self.config.price_per_1k_tokens
+            if self.bar is not None:
+                self.bar.set_postfix_str(f"calls={s.calls} cached={s.cached_calls} tok={s.new_tokens:,} "
+                                         f"${s.cost:.2f}", refresh=False)
+
+    def step_done(self, n: int = 1, already: bool = False) -> None:
+        with self.lock:
+            self.stats.steps += n
+            self.stats.already_done += n if already else 0
+            if self.bar is not None:
+                self.bar.update(n)
+
+    def accept(self, row: dict[str, Any]) -> None:
+        if self.rows.write(row):
+            with self.lock:
+                self.stats.rows += 1
+        self.step_done()
+
+    def reject(self, row: dict[str, Any], reason: str) -> None:
+        if self.rejects.write({**row, "reason": reason}):
+            with self.lock:
+                self.stats.rejects += 1
+        self.step_done()
+
+    def _manifest(self, episodes: list[Episode]) -> None:
+        """Refuse to mix runs: an out dir built with another model or prompts must not be resumed."""
+        path = self.config.out_dir / "run.json"
+        current = {"model": self.model.spec, "prompt_hash": self.prompt_hash, "format": self.config.source_format,
+                   "input": self.config.source_path}
+        if path.exists():
+            old = json.loads(path.read_text(encoding="utf-8"))
+            for k in ("model", "prompt_hash"):
+                if old.get(k) != current[k]:
+                    raise InputError(f"{self.config.out_dir} holds a build with {k} {old.get(k)!r}, not "
+                                     f"{current[k]!r}; use a new --out directory, or the same {k} to resume")
+        path.write_text(json.dumps({**current, "updated_at": now_iso(), "episodes": len(episodes)},
+                                   ensure_ascii=False, indent=2), encoding="utf-8")
+
+    def _episode(self, episode: Episode) -> None:
+        """One episode; a model error (after the backend's retries) is recorded and ends only this episode."""
+        try:
+            EpisodeRunner(self, episode).run()
+        except KeemError as exc:
+            with self.lock:
+                self.stats.errors.append(f"episode {episode.id}: {exc}")
+
+    def run(self, episodes: Iterable[Episode]) -> BuildStats:
+        """Process the episodes (the first `limit`); per-episode model errors are collected, not raised."""
+        episodes = list(episodes)[: self.config.limit] if self.config.limit else list(episodes)
+        self._manifest(episodes)
+        total_steps = sum(max(len(e.sessions) - 1, 0) for e in episodes)
+        self.stats.episodes = len(episodes)
+        started = time.perf_counter()
+        if self.config.progress:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total_steps, unit="step", desc="build-dataset", dynamic_ncols=True)
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, self.config.concurrency)) as pool:
+                futures = [pool.submit(self._episode, ep) for ep in episodes]
+                try:
+                    done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+                    for future in done:  # only a fatal error (not a model error) ends the wait early
+                        if future.exception() is not None:
+                            raise future.exception()  # type: ignore[misc]
+                except BaseException:  # Ctrl-C or a fatal error: running episodes stop at their next call
+                    self.stopping.set()
+                    for future in futures:
+                        future.cancel()
+                    raise
+        finally:
+            self.stats.seconds = time.perf_counter() - started
+            if self.bar is not None:
+                self.bar.close()
+            self.cache.close()
+            self.rows.close()
+            self.rejects.close()
+            self.lock_file.close()
+        return self.stats
+
+
+def build_dataset(episodes: Iterable[Episode], model: ChatModel, config: BuildConfig,
+                  timeout_s: float = 120.0) -> BuildStats:
+    """Build (or resume) a KEEM-style dataset in config.out_dir; see the module docstring."""
+    return DatasetBuilder(model, config, timeout_s=timeout_s).run(episodes)
+
+
+# -- dry run ---------------------------------------------------------------------------------------
+@dataclass
+class Estimate:
+    episodes: int
+    steps: int
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+    def cost(self, price_per_1k_tokens: float) -> float:
+        return (self.prompt_tokens + self.completion_tokens) / 1000 * price_per_1k_tokens
+
+
+def estimate(episodes: Iterable[Episode], limit: int | None = None) -> Estimate:
+    """Calls and tokens a build would use (before any cache), from the real prompts; no model is called.
+
+    Model outputs are approximated by the corpus summaries: a reflected summary ~1.3x the summary, the
+    memory ~ the accumulated reflected summaries; a summary the model must write ~ 10 short sentences.
+    """
+    episodes = list(episodes)[:limit] if limit else list(episodes)
+    system = estimate_tokens(render("update_system"))
+    est = Estimate(len(episodes), 0, 0, 0, 0)
+
+    def add(prompt: str, output_tokens: int) -> None:
+        est.calls += 1
+        est.prompt_tokens += system + estimate_tokens(prompt)
+        est.completion_tokens += output_tokens
+
+    for ep in episodes:
+        memory: list[str] = []
+        for t, session in enumerate(ep.sessions, 1):
+            dialogue = format_dialogue(session.dialogue())
+            summary = session.summary
+            if not summary:
+                summary = ["사용자는 " + "가" * 30 + "."] * 10
+                add(render("summarize", dialogue=dialogue, session_date=session.date or UNKNOWN, max_sentences=10),
+                    estimate_tokens("\n".join(summary)))
+            add(render("reflect", dialogue=dialogue, summary="\n".join(summary)),
+                int(estimate_tokens("\n".join(summary)) * 1.3))
+            if t == 1:
+                memory = list(summary)
+                continue
+            est.steps += 1
+            new = memory + list(summary)
+            add(render("update", previous=memory, summary=summary, session_date=UNKNOWN, previous_date=UNKNOWN,
+                       elapsed=UNKNOWN), int(estimate_tokens("\n".join(new)) * 1.3))
+            add(render("verify", previous=memory, dialogue=all_dialogues(ep.sessions[:t]), memory=new,
+                       session_date=UNKNOWN), 8)
+            memory = new
+    return est
+
+
+# -- human review export ---------------------------------------------------------------------------
+REVIEW_COLUMNS = ["key", "episode_id", "session_index", "updated", "previous_memory", "reflected_summary",
+                  "memory", "error (0/1)", "error_type", "notes"]
+
+
+def write_review(out_dir: Path, n: int, seed: int = 0) -> Path:
+    """A CSV of `n` rows to score by hand: spread evenly over session steps, real updates first within each
+    (an update: the memory is not just previous memory + reflected summary), in a seeded random order."""
+    path = out_dir / "dataset.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+    if not rows:
+        raise InputError(f"{path} has no rows to review yet; build the dataset first")
+    rng = random.Random(seed)
+    by_step: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        row["updated"] = set(row["memory"]) != set(row["previous_memory"]) | set(row["reflected_summary"])
+        by_step.setdefault(row["session_index"], []).append(row)
+    queues = []
+    for step in sorted(by_step):
+        group = by_step[step]
+        rng.shuffle(group)
+        queues.append(sorted(group, key=lambda r: not r["updated"]))
+    sample: list[dict[str, Any]] = []
+    while len(sample) < n and any(queues):
+        for queue in queues:
+            if queue and len(sample) < n:
+                sample.append(queue.pop(0))
+    sample.sort(key=lambda r: (r["session_index"], r["episode_id"]))
+    out = out_dir / "review.csv"
+    with out.open("w", encoding="utf-8-sig", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(REVIEW_COLUMNS)
+        for r in sample:
+            writer.writerow([r["key"], r["episode_id"], r["session_index"], int(r["updated"]),
+                             "\n".join(r["previous_memory"]), "\n".join(r["reflected_summary"]),
+                             "\n".join(r["memory"]), "", "", ""])
+    return out
+
+
+def stats_json(stats: BuildStats) -> dict[str, Any]:
+    return {**asdict(stats), "seconds": round(stats.seconds, 2), "cost": round(stats.cost, 4)}
