@@ -68,7 +68,8 @@ class SentenceTransformerEmbedder(Embedder):
             raise ModelUnavailableError(
                 f"cannot load embedder '{source}' ({str(exc).splitlines()[0]}); check the id/path or hub access") from exc
         self.name = name or f"st:{source}"
-        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+        dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dim = int(dimension() or 0)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
