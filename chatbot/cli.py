@@ -76,8 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     from evaluation.build_command import add_build_parser
+    from evaluation.eval_command import add_eval_parser
 
     add_build_parser(subs)
+    add_eval_parser(subs)
     return parser
 
 
@@ -88,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
             from evaluation.build_command import run_build
 
             return run_build(args)
+        if args.command == "eval":
+            from evaluation.eval_command import run_eval
+
+            return run_eval(args)
         settings = Settings.load(db=args.db, model=getattr(args, "model", None),
                                  update_model=getattr(args, "update_model", None),
                                  embedder=getattr(args, "embedder", None), strategy=getattr(args, "strategy", None))

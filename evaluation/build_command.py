@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from models.errors import InputError, KeemError
+from models.errors import InputError
 
 EXAMPLE = """examples:
   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 keem build-dataset kmsc_labels/ --model openai:gpt-4o \\
@@ -113,19 +113,3 @@ def run_build(args: argparse.Namespace) -> int:
     for error in stats.errors:
         print(f"error: {error} (run the same command again to retry)", file=sys.stderr)
     return 1 if stats.errors else 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point (python -m evaluation.build_command ...), the same as `keem build-dataset`."""
-    parser = argparse.ArgumentParser(prog="keem")
-    add_build_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["build-dataset", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return run_build(args)
-    except KeemError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from evaluation.build_command import main as build_main
+from chatbot.cli import main as keem
 from evaluation.builder import BuildConfig, build_dataset, estimate, write_review
 from evaluation.episodes import read_episodes
 from models.errors import GenerationError, InputError
@@ -257,7 +257,7 @@ def test_killed_process_resumes_with_one_row_per_step(tmp_path: Path) -> None:
 
     with fast(FakeOpenAIServer(reply=reply, latency_s=0.05)) as server:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "test"}
-        command = [sys.executable, "-m", "evaluation.build_command", str(corpus), "--model", "openai:fake",
+        command = [sys.executable, "-m", "chatbot.cli", "build-dataset", str(corpus), "--model", "openai:fake",
                    "--out", str(out), "--concurrency", "2", "--no-progress"]
         proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20
@@ -277,14 +277,14 @@ def test_killed_process_resumes_with_one_row_per_step(tmp_path: Path) -> None:
 
 # -- the command -----------------------------------------------------------------------------------
 def test_command_dry_run_and_help(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert build_main([str(FIXTURES / "msc.jsonl"), "--out", str(tmp_path), "--dry-run", "--json"]) == 0
+    assert keem(["build-dataset", str(FIXTURES / "msc.jsonl"), "--out", str(tmp_path), "--dry-run", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["format"] == "msc" and data["calls"] == 2 + 5 * 3 and data["steps"] == 5
     assert not (tmp_path / "dataset.jsonl").exists()
-    assert build_main([str(FIXTURES / "msc.jsonl"), "--out", str(tmp_path)]) == 2
+    assert keem(["build-dataset", str(FIXTURES / "msc.jsonl"), "--out", str(tmp_path)]) == 2
     assert "--model is required" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        build_main(["--help"])
+        keem(["build-dataset", "--help"])
     assert "example" in capsys.readouterr().out
 
 
@@ -295,11 +295,11 @@ def test_command_builds_resumes_and_exports_review(tmp_path: Path, monkeypatch: 
     with fast(FakeOpenAIServer(reply=server_reply)) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         monkeypatch.setenv("OPENAI_API_KEY", "test")
-        assert build_main(args) == 0
+        assert keem(["build-dataset", *args]) == 0
         out = capsys.readouterr()
         assert "3 new rows" in out.out and "2 new rejects" in out.out and "review sheet" in out.out
         assert "build-dataset" in out.err and "calls=14" in out.err  # the progress bar
-        assert build_main(args + ["--json"]) == 0
+        assert keem(["build-dataset", *args, "--json"]) == 0
         again = json.loads(capsys.readouterr().out)
     assert again["rows"] == 0 and again["already_done"] == 5 and again["calls"] == 0 and again["cost"] == 0
     assert len(server.requests) == 14

@@ -1,0 +1,95 @@
+"""Conflict ratio: every pair of memory sentences judged entailment / neutral / contradiction by an NLI judge.
+
+The judge is any ChatModel answering memory/prompts/nli_judge.txt (fixed Korean prompt, temperature 0) with
+함의 / 중립 / 모순. Each unordered pair is asked once, earlier sentence first; identical pairs are cached
+across samples and strategies. An answer that names no label is `invalid` and left out of the ratio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Callable, Iterable, Sequence
+
+from memory.prompts import prompt_hash, render
+from models.base import ChatModel, GenerationOptions
+
+LABELS = {"함의": "entailment", "중립": "neutral", "모순": "contradiction"}
+PROMPT = "nli_judge"
+
+
+def parse_label(answer: str) -> str:
+    """The first of 함의/중립/모순 (or the English word) in the answer; `invalid` when none."""
+    text = answer.strip().lower()
+    found = [(text.find(k), v) for k, v in LABELS.items() if k in text]
+    found += [(text.find(v), v) for v in LABELS.values() if v in text]
+    return min(found)[1] if found else "invalid"
+
+
+class NLIJudge:
+    """Labels sentence pairs with a chat model; remembers every answer it got."""
+
+    def __init__(self, model: ChatModel, max_new_tokens: int = 8):
+        self.model = model
+        self.max_new_tokens = max_new_tokens
+        self.cache: dict[tuple[str, str], str] = {}
+        self.prompt_hash = prompt_hash(PROMPT)
+
+    def label(self, premise: str, hypothesis: str) -> str:
+        key = (premise, hypothesis)
+        if key not in self.cache:
+            prompt = render(PROMPT, premise=premise, hypothesis=hypothesis)
+            answer = self.model.complete([{"role": "user", "content": prompt}],
+                                         GenerationOptions(max_new_tokens=self.max_new_tokens, temperature=0.0))
+            self.cache[key] = parse_label(answer)
+        return self.cache[key]
+
+
+@dataclass
+class ConflictCounts:
+    pairs: int = 0
+    contradiction: int = 0
+    entailment: int = 0
+    neutral: int = 0
+    invalid: int = 0
+    contradicting_pairs: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, other: "ConflictCounts") -> "ConflictCounts":
+        for name in ("pairs", "contradiction", "entailment", "neutral", "invalid"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.contradicting_pairs += other.contradicting_pairs
+        return self
+
+    @property
+    def ratio(self) -> float | None:
+        """Contradictions over validly judged pairs; None when no pair was judged."""
+        valid = self.pairs - self.invalid
+        return self.contradiction / valid if valid else None
+
+    def as_json(self) -> dict:
+        return {"pairs": self.pairs, "contradiction": self.contradiction, "entailment": self.entailment,
+                "neutral": self.neutral, "invalid": self.invalid, "ratio": self.ratio}
+
+
+def sentence_pairs(memory: Sequence[str]) -> list[tuple[str, str]]:
+    """All unordered pairs of distinct sentences, in memory order."""
+    unique = list(dict.fromkeys(s for s in memory if s.strip()))
+    return list(combinations(unique, 2))
+
+
+def conflicts(memory: Sequence[str], judge: Callable[[str, str], str]) -> ConflictCounts:
+    counts = ConflictCounts()
+    for a, b in sentence_pairs(memory):
+        label = judge(a, b)
+        counts.pairs += 1
+        setattr(counts, label, getattr(counts, label) + 1)
+        if label == "contradiction":
+            counts.contradicting_pairs.append((a, b))
+    return counts
+
+
+def pooled(samples: Iterable[ConflictCounts]) -> ConflictCounts:
+    total = ConflictCounts()
+    for c in samples:
+        total.add(c)
+    return total
