@@ -72,15 +72,14 @@ MEMORY_EXAMPLE = ("keem eval memory --data evaluation/fixtures/carecall_eval.jso
 def _memory_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, required=True, help="CareCall-memory style JSON (see evaluation/memory_eval.py)")
     p.add_argument("--strategies", default="keem,accumulate,operations",
-                   help="comma-separated: keem, accumulate, operations (when installed), data (= the memory the "
+                   help="comma-separated: keem, accumulate, operations, data (= the memory the "
                         "dataset gives, e.g. CareCallmem); default keem,accumulate,operations")
     p.add_argument("--update-model", help="model spec for the memory updates (hf:, openai:, demo, auto)")
     p.add_argument("--judge", required=True, help="model spec of the NLI and voting judge")
     p.add_argument("--ppl-model", help="hf:<id|path> model for probe-session perplexity (skipped when absent)")
     p.add_argument("--chat-model", help="model spec writing the replies that are voted on "
                                         "(default: --ppl-model, else --update-model)")
-    p.add_argument("--embedder", default="ngram", help="embedder for the deletion guard (default ngram; the app "
-                                                       "uses use-multilingual)")
+    p.add_argument("--embedder", default="auto", help="embedder for the deletion guard (default auto, as in the app)")
     p.add_argument("--limit", type=int, help="only the first N episodes")
     p.add_argument("--seed", type=int, default=0, help="recorded in the report (decoding is greedy)")
     p.add_argument("--no-conflict", action="store_true", help="skip the NLI conflict analysis")
