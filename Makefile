@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo "torch>=2.4" || echo "torch==2.13.0")
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast bench clean
+.PHONY: install browser run test test-fast bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -19,10 +19,18 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
-run: $(STAMP)
-	HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False $(VENV)/bin/keem session --user $${KEEM_USER:-demo-user}
+# Browser tests use Debian's chromium and Korean fonts (apt, as root); Playwright never downloads a browser.
+browser:
+	@if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi nanum; then \
+		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-nanum >/dev/null; \
+		else echo "browser tests need chromium and fonts-nanum: sudo apt-get install chromium fonts-nanum"; fi; \
+	fi
 
-test: $(STAMP)
+run: $(STAMP)
+	HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False $(PY) app.py
+
+test: $(STAMP) browser
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest
 
 test-fast: $(STAMP)

@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="keem", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="KEEM chat: a Korean chatbot whose memory of each user an LLM rewrites after every session.",
-        epilog="examples:\n  keem session --user minsu --model demo\n  keem memory show --user minsu")
+        epilog="examples:\n  keem chat                      # the browser app on 127.0.0.1:7860\n"
+               "  keem session --user minsu --model demo\n  keem memory show --user minsu")
     subs = parser.add_subparsers(dest="command", required=True)
 
     s = subs.add_parser("session", help="hold one chat session in the terminal, then update the memory",
@@ -75,9 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", required=True)
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
+    from chatbot.chat_command import add_chat_parser
     from evaluation.build_command import add_build_parser
     from evaluation.eval_command import add_eval_parser
 
+    add_chat_parser(subs)
     add_build_parser(subs)
     add_eval_parser(subs)
     return parser
@@ -94,9 +97,11 @@ def main(argv: list[str] | None = None) -> int:
             from evaluation.eval_command import run_eval
 
             return run_eval(args)
-        settings = Settings.load(db=args.db, model=getattr(args, "model", None),
-                                 update_model=getattr(args, "update_model", None),
-                                 embedder=getattr(args, "embedder", None), strategy=getattr(args, "strategy", None))
+        if args.command == "chat":
+            from chatbot.chat_command import run_chat, settings_from_args
+
+            return run_chat(settings_from_args(args), args)
+        settings = Settings.load(**vars(args))
         if args.command == "session":
             from chatbot.terminal import run_session
 

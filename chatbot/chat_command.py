@@ -1,0 +1,118 @@
+"""`keem chat` / `python app.py`: load the models, start the job worker and serve the browser app."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+from chatbot.settings import Settings
+
+EPILOG = """examples:
+  python app.py                                    # 127.0.0.1:7860, model auto (demo on CPU)
+  keem chat --model demo --port 7861
+  keem chat --auth-file users.txt                  # one "name:password" per line; the login name is the identity
+  KEEM_MODEL=hf:yanolja/EEVE-Korean-Instruct-10.8B-v1.0 keem chat --host 0.0.0.0"""
+
+
+def add_chat_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help="SQLite file (KEEM_DB; default: the per-user data directory)")
+    p.add_argument("--model", help="chat model spec: hf:<id|path>, openai:<model>, demo, auto (KEEM_MODEL)")
+    p.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL; default: --model)")
+    p.add_argument("--embedder", help="auto (default), e5, use-multilingual, minilm, ngram, st:<id|path> (KEEM_EMBEDDER)")
+    p.add_argument("--strategy", help="memory update strategy: keem (default), accumulate or operations (KEEM_STRATEGY)")
+    p.add_argument("--host", help="address to bind (KEEM_HOST; default 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, help="port (KEEM_PORT; default 7860)")
+    p.add_argument("--idle-timeout-min", type=float, help="end a silent session after this many minutes "
+                                                          "(KEEM_IDLE_TIMEOUT_MIN; default 30)")
+    p.add_argument("--auth-file", help="require a login: a file with one name:password per line")
+    p.add_argument("--share", action="store_true", help="also open a public gradio.live link (off by default)")
+
+
+def add_chat_parser(subs: Any) -> argparse.ArgumentParser:
+    """Register the `chat` subcommand on the `keem` parser's subparsers."""
+    p = subs.add_parser("chat", help="serve the browser chat app (Gradio)",
+                        description="Serve the browser chat app: chat, end sessions, see and edit the memory.",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_chat_arguments(p)
+    return p
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Settings from KEEM_* and the flags (flags win), then where a Gradio host (HF Spaces) says to bind."""
+    settings = Settings.load(**vars(args))
+    extra: dict[str, Any] = {}
+    # a host that launches Gradio apps (Hugging Face Spaces) says where to bind through GRADIO_SERVER_*;
+    # honour it unless KEEM_HOST/KEEM_PORT or a flag chose
+    if args.host is None and not os.environ.get("KEEM_HOST") and os.environ.get("GRADIO_SERVER_NAME"):
+        extra["host"] = os.environ["GRADIO_SERVER_NAME"]
+    if args.port is None and not os.environ.get("KEEM_PORT") and os.environ.get("GRADIO_SERVER_PORT", "").isdigit():
+        extra["port"] = int(os.environ["GRADIO_SERVER_PORT"])
+    return dataclasses.replace(settings, **extra)
+
+
+def read_auth_file(path: str) -> list[tuple[str, str]]:
+    from chatbot.session import check_user_name
+    from models.errors import InputError
+
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError as exc:
+        message = f"cannot read --auth-file {path} ({exc.strerror}); give a file of name:password lines"
+        raise InputError(message) from None
+    pairs = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, sep, password = line.partition(":")
+        if not sep or not password:
+            raise InputError(f"{path} line {number}: expected name:password")
+        pairs.append((check_user_name(name), password))
+    if not pairs:
+        raise InputError(f"{path} has no name:password lines")
+    return pairs
+
+
+def run_chat(settings: Settings, args: argparse.Namespace) -> int:
+    """Load models, recover leftover jobs, serve until Ctrl-C / SIGTERM, then end open sessions."""
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    auth = read_auth_file(args.auth_file) if getattr(args, "auth_file", None) else None
+    from chatbot.terminal import load_bot
+    from chatbot.ui import CSS, Backend, build_app
+    from chatbot.worker import Worker
+
+    def load() -> tuple[Any, Worker]:
+        bot = load_bot(settings)
+        worker = Worker(bot)
+        waiting = worker.recover()
+        if waiting:
+            print(f"finishing {waiting} memory update(s) left from an earlier run, in the background",
+                  file=sys.stderr)
+        return bot, worker.start()
+
+    # the page serves at once and says the models are loading; chat opens when they are ready
+    backend = Backend.loading(load)
+    app = build_app(backend)
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        app.queue(default_concurrency_limit=4).launch(
+            server_name=settings.host, server_port=settings.port, share=bool(getattr(args, "share", False)),
+            auth=auth, show_error=False, css=CSS, footer_links=[], run_history=False, quiet=False)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        ended = backend.worker.stop() if backend.worker is not None else []
+        if ended:
+            print(f"ended {len(ended)} open session(s); their memory updates run at the next start",
+                  file=sys.stderr)
+        app.close()
+    return 0

@@ -1,0 +1,487 @@
+"""The Gradio 6 browser app: Korean chat with visible memory; identity lives only in server-side session state."""
+
+from __future__ import annotations
+
+import functools
+import html
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import gradio as gr
+
+from chatbot.session import Chatbot, ChatSession, check_user_name, clean_message
+from chatbot.worker import Worker
+from memory.engine import Hit
+from memory.store import Sentence, Version
+from models.errors import InputError, KeemError, ModelUnavailableError, UpdateError
+
+log = logging.getLogger(__name__)
+
+STAGES = {"queued": "대기 중", "summarizing": "대화 요약 중", "reflecting": "감정과 원인 정리 중",
+          "updating": "기억 통합 중", "verifying": "새 기억 검증 중", "ok": "완료",
+          "fallback": "완료 (안전 모드: 검증에 실패해 이전 기억에 요약을 덧붙였습니다)",
+          "skipped": "나눈 말이 없어 기억은 그대로입니다", "failed": "실패"}
+AUTHORS = {"updater": "기억 갱신 모델", "user": "사용자 직접 수정", "import": "가져오기"}
+EMOTION = re.compile(r"(기쁘|기뻐|기쁨|행복|즐거|신나|설레|뿌듯|만족|감사|고마|안도|편안|슬프|슬퍼|슬픔|우울|외로|"
+                     r"속상|서운|실망|후회|불안|걱정|두려|무서|긴장|초조|화가|화를|짜증|답답|억울|스트레스|힘들|"
+                     r"괴로|지쳐|지친|피곤|부끄|창피|그리워|아쉬|좋아해|싫어|happy|sad|worried|anxious|angry)")
+CAUSE = re.compile(r"(서 |서,|때문|덕분|탓에|로 인해|바람에|면서|니까|because)")
+MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+IMAGES = re.compile(r"!\[([^\]]*)\]\([^)]*\)|<\s*img\b[^>]*>?", re.I)
+
+
+@dataclass
+class UserState:
+    """One browser tab's identity and live session, held by Gradio on the server (never sent to the client)."""
+
+    user_id: int
+    name: str
+    session: ChatSession
+    job_id: int | None = None
+
+
+# -- text helpers ----------------------------------------------------------------------------------
+def md(text: str) -> str:
+    """Escape user- or model-written text for Markdown (no links, images, HTML or headings sneak in)."""
+    return MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False)).replace("\n", " ")
+
+
+def shown(message: dict[str, Any]) -> dict[str, Any]:
+    """A chat message as displayed: Markdown stays, but no image loads (a reply cannot make the browser fetch URLs)."""
+    return {**message, "content": IMAGES.sub(lambda m: f"[그림 생략{': ' + m.group(1) if m.group(1) else ''}]",
+                                             str(message["content"]))}
+
+
+def korean_error(exc: BaseException) -> str:
+    """A Korean, one-line message for an error; the core's English detail is kept where it helps."""
+    text = str(exc)
+    if text.startswith("empty message"):
+        return "빈 메시지입니다. 내용을 입력해 주세요 (공백이나 제어 문자만으로는 보낼 수 없습니다)."
+    if m := re.match(r"message is ([\d,]+) characters, the limit is ([\d,]+)", text):
+        return f"메시지가 너무 깁니다 ({m.group(1)}자, 최대 {m.group(2)}자). 나누어 보내 주세요."
+    if text.startswith("a user name"):
+        return "이름은 1~64자의 한글·영문·숫자·공백과 . @ _ - 만 쓸 수 있습니다 (마크업·따옴표 불가)."
+    if isinstance(exc, ModelUnavailableError) and text == Backend.LOADING:
+        return text
+    if isinstance(exc, UpdateError):
+        return f"기억을 바꿀 수 없습니다: {text}"
+    if isinstance(exc, KeemError):
+        return f"오류: {text}"
+    return "예상하지 못한 오류가 났습니다. 잠시 뒤 다시 시도해 주세요 (서버 로그에 기록되었습니다)."
+
+
+def is_emotion(text: str) -> bool:
+    """An emotion-and-cause sentence: names a feeling and what caused it (a heuristic for marking)."""
+    return bool(EMOTION.search(text)) and bool(CAUSE.search(text))
+
+
+def version_diff(previous: Version | None, current: Version) -> dict[str, list[Any]]:
+    """kept / added / removed / rewritten (old, new) between two versions, using each sentence's origin."""
+    old = {s.id: s.text for s in previous.sentences} if previous else {}
+    old_texts = set(old.values())
+    kept, added, rewritten, continued = [], [], [], set()
+    for s in current.sentences:
+        if s.text in old_texts:
+            kept.append(s.text)
+            continued.add(s.text)
+        elif s.origin_id in old:
+            rewritten.append((old[s.origin_id], s.text))
+            continued.add(old[s.origin_id])
+        else:
+            added.append(s.text)
+    removed = [t for t in old.values() if t not in continued]
+    return {"kept": kept, "added": added, "removed": removed, "rewritten": rewritten}
+
+
+def render_memory(version: Version | None) -> str:
+    if version is None:
+        return "아직 기억이 없습니다. 대화를 나누고 **대화 끝내기**를 누르면 첫 기억이 만들어집니다."
+    lines = [f"**현재 기억 v{version.number}** · {version.created_at[:16].replace('T', ' ')} · "
+             f"{AUTHORS.get(version.author, version.author)} · {len(version.sentences)}문장", ""]
+    for i, s in enumerate(version.sentences, 1):
+        mark = " **〔감정·원인〕**" if is_emotion(s.text) else ""
+        lines.append(f"{i}\\. {md(s.text)}{mark}")
+    return "\n\n".join(lines)
+
+
+def render_history(versions: list[Version]) -> str:
+    if not versions:
+        return "버전 기록이 없습니다."
+    blocks, previous = [], None
+    for v in versions:
+        d = version_diff(previous, v)
+        head = (f"#### v{v.number} · {v.created_at[:16].replace('T', ' ')} · {v.strategy}/{v.status} · "
+                f"{AUTHORS.get(v.author, v.author)}\n유지 {len(d['kept'])} · 추가 {len(d['added'])} · "
+                f"삭제 {len(d['removed'])} · 고쳐 씀 {len(d['rewritten'])}")
+        body = [f"- **추가** {md(t)}" for t in d["added"]]
+        body += [f"- **고쳐 씀** {md(a)} → {md(b)}" for a, b in d["rewritten"]]
+        body += [f"- **삭제** ~~{md(t)}~~" for t in d["removed"]]
+        blocks.append(head + ("\n\n" + "\n".join(body) if body else "") +
+                      (f"\n\n*메모: {md(v.note)}*" if v.note else ""))
+        previous = v
+    return "\n\n".join(reversed(blocks))
+
+
+def render_hits(hits: list[Hit]) -> str:
+    if not hits:
+        return "이번 답변에는 불러온 기억이 없습니다."
+    return "\n".join(f"- {md(h.text)} *(유사도 {h.score:.2f})*" for h in hits)
+
+
+def model_banner(bot: Chatbot) -> str:
+    """Which chat model, update model and embedder are loaded; the demo notice when the demo model runs."""
+    from models.demo import DEMO_NOTICE
+
+    chat, update = bot.chat_model, bot.update_model
+    text = (f"**채팅 모델** {md(chat.description or chat.spec)} · **기억 갱신 모델** "
+            f"{md(update.description or update.spec)} · **임베더** {md(bot.engine.embedder.name)}")
+    if "demo" in (chat.spec, update.spec):
+        text += f"\n\n**안내** {md(DEMO_NOTICE)}"
+    return text
+
+
+def stage_text(job: dict[str, Any]) -> tuple[str, bool]:
+    """(Korean progress line, whether the job is finished for now)."""
+    stage = job["stage"] or "queued"
+    if job["status"] == "done":
+        return f"기억 갱신: {STAGES.get(stage, stage)}", True
+    if stage == "failed" or job["status"] == "failed":
+        reason = md((job.get("last_error") or "")[:200])
+        retry = "다음 시작 때 다시 시도합니다. " if job["status"] == "pending" else ""
+        return f"기억 갱신: 실패 ({reason}). {retry}이전 기억은 그대로입니다.", True
+    return f"기억 갱신: {STAGES.get(stage, stage)} …", False
+
+
+def choices(version: Version | None) -> list[tuple[str, str]]:
+    """Dropdown choices; a value names the version too, so an edit of a stale list is refused."""
+    if version is None:
+        return []
+    return [(f"{i + 1}. {s.text[:70]}", f"{version.number}:{i}") for i, s in enumerate(version.sentences)]
+
+
+# -- the app -------------------------------------------------------------------------------------
+class Backend:
+    """The bot and its job worker: ready at once, or loading in a background thread while the page already serves."""
+
+    LOADING = "모델을 불러오는 중입니다. 잠시 뒤 다시 시도해 주세요 (이 줄은 준비되면 바뀝니다)."
+
+    def __init__(self, bot: Chatbot | None = None, worker: Worker | None = None):
+        self.bot, self.worker = bot, (worker or (Worker(bot) if bot is not None else None))
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        if bot is not None:
+            self.done.set()
+
+    @classmethod
+    def loading(cls, load: Callable[[], tuple[Chatbot, Worker]]) -> "Backend":
+        """Start `load` (models, then a started worker) in a thread; handlers answer "loading" until it finishes."""
+        backend = cls()
+
+        def run() -> None:
+            try:
+                backend.bot, backend.worker = load()
+            except BaseException as exc:  # shown in the banner and on every action
+                if isinstance(exc, KeemError):
+                    log.error("loading the models failed: %s", exc)
+                else:
+                    log.exception("loading the models failed")
+                backend.error = exc
+            finally:
+                backend.done.set()
+
+        threading.Thread(target=run, name="keem-load", daemon=True).start()
+        return backend
+
+    def ready(self) -> tuple[Chatbot, Worker]:
+        if self.error is not None:
+            raise ModelUnavailableError(f"모델을 불러오지 못했습니다: {self.error}")
+        if not self.done.is_set() or self.bot is None or self.worker is None:
+            raise ModelUnavailableError(self.LOADING)
+        return self.bot, self.worker
+
+    def banner(self) -> str:
+        if self.error is not None:
+            return f"**오류** 모델을 불러오지 못했습니다: {md(str(self.error))}"
+        if not self.done.is_set() or self.bot is None:
+            return self.LOADING
+        return model_banner(self.bot)
+
+
+class ChatUI:
+    """Every event handler of the app; each takes the server-side UserState, never a user id from the client."""
+
+    def __init__(self, bot: Chatbot | Backend, worker: Worker | None = None):
+        self.backend = bot if isinstance(bot, Backend) else Backend(bot, worker)
+
+    @property
+    def bot(self) -> Chatbot:
+        return self.backend.ready()[0]
+
+    @property
+    def worker(self) -> Worker:
+        return self.backend.ready()[1]
+
+    # state lifecycle
+    def on_state_deleted(self, state: UserState | None) -> None:
+        """The tab closed (Gradio dropped its state): end the session so its memory update runs."""
+        if isinstance(state, UserState) and not state.session.ended and self.backend.worker is not None:
+            self.backend.worker.end(state.session, "closed")
+
+    def banner(self) -> tuple[str, Any]:
+        """The model banner, and the banner timer: it keeps ticking only while the models load."""
+        return self.backend.banner(), gr.Timer(active=not self.backend.done.is_set())
+
+    def _fresh_session(self, state: UserState) -> None:
+        state.session = self.bot.start(state.name)
+        self.worker.track(state.session)
+
+    def memory_outputs(self, state: UserState | None) -> tuple[str, str, Any]:
+        if state is None:
+            return "", "", gr.update(choices=[], value=None)
+        versions = self.bot.store.versions(state.user_id)
+        latest = versions[-1] if versions else None
+        return render_memory(latest), render_history(versions), gr.update(choices=choices(latest), value=None)
+
+    # login
+    def login(self, name: str, request: gr.Request | None = None) -> tuple[Any, ...]:
+        """Start a session for the typed name (or the authenticated user, which wins when auth is on)."""
+        username = getattr(request, "username", None) if request is not None else None
+        name = check_user_name(username or name)
+        session = self.bot.start(name)
+        self.worker.track(session)
+        state = UserState(session.user_id, name, session)
+        return (state, gr.update(visible=False), gr.update(visible=True),
+                f"**{md(name)}** 님, 안녕하세요. 편하게 이야기해 주세요.", [], render_hits([]),
+                gr.update(interactive=True), "", gr.update(visible=False), *self.memory_outputs(state))
+
+    def logout(self, state: UserState | None) -> tuple[Any, ...]:
+        if state is not None and not state.session.ended:
+            self.worker.end(state.session, "logout")
+        return (None, gr.update(visible=True), gr.update(visible=False), "", [], "", "", "", "",
+                gr.update(choices=[], value=None))
+
+    # chat
+    def respond(self, text: str, state: UserState | None) -> Iterator[tuple[Any, ...]]:
+        """Stream the reply: (textbox, chatbot, hits); the user's message shows at once."""
+        if state is None:
+            gr.Warning("먼저 이름을 입력하고 대화를 시작하세요.")
+            yield gr.update(), gr.update(), gr.update()
+            return
+        try:
+            clean = clean_message(text, self.bot.settings.max_message_chars)
+        except InputError as exc:
+            gr.Warning(korean_error(exc))
+            yield gr.update(), gr.update(), gr.update()
+            return
+        if state.session.ended:
+            self._fresh_session(state)
+            gr.Info("이전 대화가 끝나 새 대화를 시작했습니다.")
+        session = state.session
+        self.worker.touch(session)
+        before = [shown(m) for m in session.history] + [shown({"role": "user", "content": clean})]
+        yield "", [*before, {"role": "assistant", "content": "…"}], gr.update()
+        reply = ""
+        try:
+            for piece in session.send(clean):
+                reply += piece
+                yield "", [*before, shown({"role": "assistant", "content": reply})], gr.update()
+        except Exception as exc:  # what streamed so far is already saved by the session
+            if not isinstance(exc, KeemError):
+                log.exception("chat turn failed")
+            gr.Warning(f"답변 생성 중 문제가 생겼습니다. {korean_error(exc)}")
+        finally:
+            self.worker.touch(session)
+        yield "", [shown(m) for m in session.history], render_hits(session.last_hits)
+
+    def end_session(self, state: UserState | None) -> tuple[Any, ...]:
+        """Queue the memory update and answer at once; the timer then polls its progress."""
+        if state is None or state.session.ended:
+            return state, "이미 끝난 대화입니다.", gr.Timer(active=False), gr.update(), gr.update()
+        state.job_id = self.worker.end(state.session, "user")
+        if state.job_id is None:
+            return (state, "나눈 말이 없어 기억은 그대로입니다.", gr.Timer(active=False),
+                    gr.update(interactive=False), gr.update(visible=True))
+        return (state, "기억 갱신: 대기 중 … (백그라운드에서 진행됩니다. 계속 둘러보셔도 됩니다)",
+                gr.Timer(active=True), gr.update(interactive=False), gr.update(visible=True))
+
+    def poll(self, state: UserState | None) -> tuple[Any, ...]:
+        """Progress of this tab's update job; refreshes the memory panel when it finishes."""
+        if state is None or state.job_id is None:
+            return gr.update(), gr.Timer(active=False), gr.update(), gr.update(), gr.update()
+        try:
+            job = self.bot.store.job(state.job_id)
+        except InputError:
+            state.job_id = None
+            return "", gr.Timer(active=False), gr.update(), gr.update(), gr.update()
+        if job["user_id"] != state.user_id:  # cannot happen: job ids come from this state only
+            state.job_id = None
+            return "", gr.Timer(active=False), gr.update(), gr.update(), gr.update()
+        text, finished = stage_text(job)
+        if not finished:
+            return text, gr.Timer(active=True), gr.update(), gr.update(), gr.update()
+        state.job_id = None
+        return (text, gr.Timer(active=False), *self.memory_outputs(state))
+
+    def new_session(self, state: UserState | None) -> tuple[Any, ...]:
+        if state is None:
+            return state, [], gr.update(), gr.update(), "", gr.update()
+        if not state.session.ended:
+            self.worker.end(state.session, "user")
+        self._fresh_session(state)
+        progress = gr.update() if state.job_id is not None else ""  # a running update keeps showing
+        return state, [], gr.update(interactive=True), gr.update(visible=False), render_hits([]), progress
+
+    # memory editing
+    def _pick(self, state: UserState | None, pick: str | None) -> tuple[Version, int]:
+        if state is None:
+            raise InputError("먼저 대화를 시작하세요.")
+        latest = self.bot.engine.current(state.user_id)
+        if latest is None or not pick or ":" not in pick:
+            raise InputError("고칠 문장을 먼저 고르세요.")
+        number, _, index = pick.partition(":")
+        if not (number.isdigit() and index.isdigit()):
+            raise InputError("고칠 문장을 목록에서 고르세요.")
+        if int(number) != latest.number or not 0 <= int(index) < len(latest.sentences):
+            raise InputError("그 사이 기억이 바뀌었습니다. 목록에서 다시 고르세요.")
+        return latest, int(index)
+
+    def _commit(self, state: UserState, sentences: list[Sentence], note: str) -> tuple[str, str, Any]:
+        self.bot.engine.commit(state.user_id, sentences, strategy="user", status="ok", author="user", note=note)
+        gr.Info("새 기억 버전을 저장했습니다.")
+        return self.memory_outputs(state)
+
+    def edit_sentence(self, pick: str | None, new_text: str, state: UserState | None) -> tuple[Any, ...]:
+        latest, index = self._pick(state, pick)
+        text = clean_message(new_text, 300).replace("\n", " ")
+        sentences = [Sentence(text, "user", s.id) if i == index else Sentence(s.text, "kept", s.id)
+                     for i, s in enumerate(latest.sentences)]
+        return (*self._commit(state, sentences, f"사용자가 {index + 1}번 문장을 고쳤습니다"), "")  # type: ignore[arg-type]
+
+    def delete_sentence(self, pick: str | None, state: UserState | None) -> tuple[Any, ...]:
+        latest, index = self._pick(state, pick)
+        if len(latest.sentences) == 1:
+            raise InputError("마지막 남은 문장은 지울 수 없습니다 (기억은 비워 둘 수 없습니다). "
+                             "모두 지우려면 '나를 잊기'를 쓰세요.")
+        sentences = [Sentence(s.text, "kept", s.id) for i, s in enumerate(latest.sentences) if i != index]
+        return (*self._commit(state, sentences, f"사용자가 {index + 1}번 문장을 지웠습니다"), "")  # type: ignore[arg-type]
+
+    def add_sentence(self, new_text: str, state: UserState | None) -> tuple[Any, ...]:
+        if state is None:
+            raise InputError("먼저 대화를 시작하세요.")
+        text = clean_message(new_text, 300).replace("\n", " ")
+        latest = self.bot.engine.current(state.user_id)
+        old = [Sentence(s.text, "kept", s.id) for s in latest.sentences] if latest else []
+        return (*self._commit(state, [*old, Sentence(text, "user")], "사용자가 문장을 추가했습니다"), "")
+
+    def forget(self, confirm: str, state: UserState | None) -> tuple[Any, ...]:
+        """Delete everything about this user once they type their name; the tab returns to the start screen."""
+        if state is None:
+            raise InputError("먼저 대화를 시작하세요.")
+        if (confirm or "").strip() != state.name:
+            raise InputError("확인란에 이름을 정확히 입력해야 삭제됩니다.")
+        state.session.ended = True  # no update job for a user being forgotten
+        self.worker.end(state.session, "forget")
+        self.bot.engine.forget(state.user_id)
+        gr.Info("모든 대화와 기억을 삭제했습니다.")
+        return self.logout(None) + ("",)
+
+
+def guarded(n_outputs: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Turn errors into a Korean toast and leave every output as it was: the user never sees a stack trace."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:
+                if not isinstance(exc, KeemError):
+                    log.exception("%s failed", fn.__name__)
+                gr.Warning(korean_error(exc))
+                skipped = tuple(gr.skip() for _ in range(n_outputs))
+                return skipped if n_outputs > 1 else skipped[0]
+        return inner
+    return wrap
+
+
+CSS = """
+.keem-banner {font-size: 0.9em; opacity: 0.9}
+"""
+
+
+def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: str = "KEEM 채팅") -> gr.Blocks:
+    """The Blocks app; every event is private to the page (api_visibility='private') and reads identity from state.
+
+    `bot` may be a loading `Backend`: the page serves at once and says the models are loading.
+    """
+    ui = ChatUI(bot, worker)
+    hidden: dict[str, Any] = {"api_visibility": "private"}
+    with gr.Blocks(title=title, analytics_enabled=False) as app:
+        app.keem_ui = ui  # type: ignore[attr-defined]
+        state = gr.State(None, delete_callback=ui.on_state_deleted)
+        gr.Markdown(f"# {title}\n한 사람을 오래 기억하는 한국어 대화 상대. 대화가 끝나면 기억을 통째로 다시 씁니다.")
+        banner = gr.Markdown(ui.backend.banner(), elem_classes=["keem-banner"], elem_id="model-banner")
+        banner_timer = gr.Timer(2.0, active=not ui.backend.done.is_set())
+        gr.on([app.load, banner_timer.tick], ui.banner, None, [banner, banner_timer], show_progress="hidden",
+              concurrency_limit=None, **hidden)
+        with gr.Column(visible=True, elem_id="login") as login_box:
+            name = gr.Textbox(label="이름 또는 참가자 코드", placeholder="예: 지우, P017", max_lines=1,
+                              elem_id="name-input")
+            start = gr.Button("대화 시작", variant="primary", elem_id="start-button")
+        with gr.Column(visible=False, elem_id="main") as main_box:
+            with gr.Row():
+                greeting = gr.Markdown(elem_id="greeting")
+                logout = gr.Button("나가기", size="sm", scale=0, elem_id="logout-button")
+            with gr.Tabs():
+                with gr.Tab("대화", id="chat-tab"):
+                    chat = gr.Chatbot(label="대화", height=420, elem_id="chat", sanitize_html=True,
+                                      buttons=["copy", "copy_all"],
+                                      placeholder="메시지를 입력해 대화를 시작하세요.")
+                    with gr.Row():
+                        message = gr.Textbox(show_label=False, placeholder="메시지를 입력하고 Enter", scale=5,
+                                             max_lines=6, elem_id="message-input")
+                        send = gr.Button("보내기", variant="primary", scale=1, elem_id="send-button")
+                    with gr.Accordion("이번 답변에 쓰인 기억", open=False, elem_id="hits-accordion"):
+                        hits = gr.Markdown(elem_id="hits")
+                    with gr.Row():
+                        end = gr.Button("대화 끝내기 (기억 갱신)", variant="stop", elem_id="end-button")
+                        again = gr.Button("새 대화 시작", visible=False, elem_id="new-session-button")
+                    progress = gr.Markdown(elem_id="progress")
+                with gr.Tab("기억", id="memory-tab"):
+                    memory = gr.Markdown(elem_id="memory")
+                    with gr.Accordion("문장 고치기 · 지우기 · 추가", open=False):
+                        pick = gr.Dropdown(label="문장 고르기", choices=[], elem_id="pick")
+                        edit_text = gr.Textbox(label="새 문장", max_lines=3, elem_id="edit-text")
+                        with gr.Row():
+                            edit_btn = gr.Button("고른 문장을 새 문장으로 고치기", elem_id="edit-button")
+                            add_btn = gr.Button("새 문장 추가", elem_id="add-button")
+                            delete_btn = gr.Button("고른 문장 지우기", elem_id="delete-button")
+                    gr.Markdown("### 버전 기록")
+                    history = gr.Markdown(elem_id="history")
+                    with gr.Accordion("나를 잊기 (모든 데이터 삭제)", open=False):
+                        gr.Markdown("대화, 세션, 모든 기억 버전을 지웁니다. 되돌릴 수 없습니다. "
+                                    "확인을 위해 이름을 입력하세요.")
+                        confirm = gr.Textbox(label="이름 확인", max_lines=1, elem_id="forget-confirm")
+                        forget_btn = gr.Button("모두 삭제", variant="stop", elem_id="forget-button")
+        timer = gr.Timer(1.0, active=False)
+
+        panel = [memory, history, pick]
+        after_login = [state, login_box, main_box, greeting, chat, hits, message, progress, again, *panel]
+        cleared = [state, login_box, main_box, greeting, chat, hits, progress, memory, history, pick]
+        gr.on([start.click, name.submit], guarded(len(after_login))(ui.login), [name], after_login, **hidden)
+        logout.click(guarded(len(cleared))(ui.logout), [state], cleared, **hidden)
+        gr.on([send.click, message.submit], ui.respond, [message, state], [message, chat, hits],
+              concurrency_limit=4, **hidden)
+        # no queue: the answer must not wait behind streaming replies (target: under 0.5 s)
+        end.click(guarded(5)(ui.end_session), [state], [state, progress, timer, message, again], queue=False,
+                  show_progress="hidden", **hidden)
+        timer.tick(guarded(5)(ui.poll), [state], [progress, timer, *panel], concurrency_limit=None,
+                   show_progress="hidden", **hidden)
+        again.click(guarded(6)(ui.new_session), [state], [state, chat, message, again, hits, progress], **hidden)
+        edit_btn.click(guarded(4)(ui.edit_sentence), [pick, edit_text, state], [*panel, edit_text], **hidden)
+        add_btn.click(guarded(4)(ui.add_sentence), [edit_text, state], [*panel, edit_text], **hidden)
+        delete_btn.click(guarded(4)(ui.delete_sentence), [pick, state], [*panel, edit_text], **hidden)
+        forget_btn.click(guarded(len(cleared) + 1)(ui.forget), [confirm, state], [*cleared, confirm], **hidden)
+    return app

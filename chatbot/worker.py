@@ -1,0 +1,144 @@
+"""The background job worker: runs memory updates off the durable queue; ends idle sessions, and open ones on exit."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from chatbot.session import Chatbot, ChatSession
+
+log = logging.getLogger(__name__)
+
+
+class Worker:
+    """One daemon thread: claims pending update jobs one at a time and watches live sessions for idleness.
+
+    A job that fails is retried at the next start (the core's rule), not in a hot loop here.
+    """
+
+    def __init__(self, bot: Chatbot, *, idle_timeout_s: float | None = None, poll_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.bot = bot
+        self.store = bot.store
+        self.idle_timeout_s = (bot.settings.idle_timeout_min * 60.0) if idle_timeout_s is None else idle_timeout_s
+        self.poll_s = poll_s
+        self.clock = clock
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._live: dict[int, tuple[ChatSession, float]] = {}   # session_id -> (session, last activity)
+        self._failed: set[int] = set()
+        self._thread: threading.Thread | None = None
+        self.current_job: int | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> "Worker":
+        """Recover what a crash or shutdown left (running jobs, open sessions), then start the thread."""
+        self.recover()
+        self._thread = threading.Thread(target=self._loop, name="keem-worker", daemon=True)
+        self._thread.start()
+        return self
+
+    def recover(self) -> int:
+        """Jobs left running go back to pending; sessions left open get ended and enqueued. Returns jobs waiting."""
+        self.bot.runner.resume()
+        for row in self.store.open_sessions():
+            with self._lock:
+                if row["id"] in self._live:
+                    continue
+            self.store.end_session(row["id"], "restart")
+            if any(t["role"] == "user" for t in self.store.turns(row["id"])):
+                self.store.enqueue_job(row["user_id"], row["id"], row["strategy"])
+        return len(self.store.jobs(statuses=("pending",)))
+
+    def stop(self, *, end_open: bool = True, timeout: float = 5.0) -> list[int]:
+        """End every live session (reason 'shutdown'; its job runs at the next start) and stop the thread."""
+        self._stop.set()  # first, so the jobs the shutdown enqueues wait for the next start
+        job_ids = []
+        if end_open:
+            with self._lock:
+                live = [s for s, _ in self._live.values()]
+                self._live.clear()
+            for session in live:
+                job_id = self._end(session, "shutdown")
+                if job_id is not None:
+                    job_ids.append(job_id)
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return job_ids
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- sessions ---------------------------------------------------------------------------------
+    def track(self, session: ChatSession) -> None:
+        """Watch a session for idleness (and end it at shutdown)."""
+        with self._lock:
+            self._live[session.session_id] = (session, self.clock())
+
+    def touch(self, session: ChatSession) -> None:
+        self.track(session)
+
+    def end(self, session: ChatSession, reason: str = "user") -> int | None:
+        """End a session now and queue its update; returns at once with the job id (None when nothing was said)."""
+        with self._lock:
+            self._live.pop(session.session_id, None)
+        return self._end(session, reason)
+
+    def _end(self, session: ChatSession, reason: str) -> int | None:
+        try:
+            job_id = session.end(reason)
+        except Exception:  # the database went away under us: nothing more to do here
+            log.exception("ending session %s failed", session.session_id)
+            return None
+        if job_id is not None:
+            self._wake.set()
+        return job_id
+
+    def end_idle(self) -> list[int]:
+        """End sessions idle longer than the timeout; returns their session ids."""
+        now = self.clock()
+        with self._lock:
+            idle = [s for s, seen in self._live.values() if now - seen >= self.idle_timeout_s]
+            for s in idle:
+                self._live.pop(s.session_id, None)
+        for s in idle:
+            self._end(s, "idle")
+        return [s.session_id for s in idle]
+
+    # -- jobs -------------------------------------------------------------------------------------
+    def notify(self) -> None:
+        self._wake.set()
+
+    def run_pending(self) -> int:
+        """Run every pending job not already failed in this process; returns how many ran."""
+        ran = 0
+        while not self._stop.is_set():
+            waiting = [j["id"] for j in self.store.jobs(statuses=("pending",)) if j["id"] not in self._failed]
+            if not waiting:
+                break
+            job_id = waiting[0]
+            self.current_job = job_id
+            try:
+                self.bot.run_update(job_id)
+            except Exception as exc:  # recorded on the job by the runner; retried at the next start
+                log.warning("memory update job %s failed: %s", job_id, exc)
+                self._failed.add(job_id)
+            finally:
+                self.current_job = None
+            ran += 1
+        return ran
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_pending()
+                self.end_idle()
+            except Exception:  # never let the worker die; the next tick tries again
+                log.exception("worker tick failed")
+            self._wake.wait(self.poll_s)
+            self._wake.clear()

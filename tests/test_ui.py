@@ -1,0 +1,385 @@
+"""The browser app's handlers, the job worker, and the launched app's API surface (scripted model, n-gram embedder)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import gradio as gr
+import httpx
+import pytest
+
+from chatbot.chat_command import add_chat_parser, settings_from_args
+from chatbot.session import Chatbot
+from chatbot.settings import Settings
+from chatbot.ui import (
+    Backend,
+    ChatUI,
+    UserState,
+    build_app,
+    is_emotion,
+    korean_error,
+    md,
+    model_banner,
+    render_history,
+    shown,
+    version_diff,
+)
+from chatbot.worker import Worker
+from memory.store import Sentence
+from models.embedders import NgramEmbedder
+from models.errors import GenerationError, InputError, KeemError
+from models.fake import ScriptedChatModel
+
+SECRET = "사용자는 비밀번호를 고양이 이름 나비로 정했다"
+MARKERS = {"summarize": "요약으로 정리하세요", "reflect": "감정과 그 감정의 원인", "update": "새 기억으로 통합",
+           "verify": "새 기억이 올바른지", "guard": "새 기억에서 빠졌습니다"}
+
+
+def answer(messages: list[dict[str, Any]]) -> str:
+    """A scripted model for both chat and updates: update stages answer from their prompt, chat echoes kindly."""
+    prompt = messages[-1]["content"]
+    stage = next((s for s, marker in MARKERS.items() if marker in prompt), None)
+    if stage == "summarize":
+        dialogue = prompt.rsplit("\n대화 (", 1)[-1]
+        users = [line[4:].strip() for line in dialogue.splitlines() if line.startswith("사용자:")]
+        return "\n".join(f"사용자는 '{u[:60]}'라고 말했다." for u in users) or "사용자는 인사했다."
+    if stage == "reflect":
+        return prompt.rsplit("\n요약:\n", 1)[-1].rsplit("\n답:", 1)[0]
+    if stage == "update":
+        tail = prompt.rsplit("\n이전 기억:\n", 1)[-1]
+        return "\n".join(line for line in tail.splitlines() if line.startswith("사용자는"))
+    if stage == "verify":
+        return "통과"
+    if stage == "guard":
+        return "아니오"
+    return f"네, 잘 들었어요: {prompt[:30]}"
+
+
+def make_bot(db: Path, model: ScriptedChatModel | None = None, **settings: Any) -> Chatbot:
+    model = model or ScriptedChatModel(responder=answer)
+    return Chatbot(Settings(db=str(db), **settings), chat_model=model, embedder=NgramEmbedder())
+
+
+def drain(gen: Iterator[Any]) -> list[Any]:
+    return list(gen)
+
+
+@pytest.fixture
+def ui(tmp_path: Path) -> Iterator[ChatUI]:
+    bot = make_bot(tmp_path / "keem.db")
+    worker = Worker(bot, poll_s=0.05)
+    yield ChatUI(bot, worker)
+    worker.stop()
+
+
+def login(ui: ChatUI, name: str) -> UserState:
+    return ui.login(name)[0]
+
+
+def wait_job(ui: ChatUI, state: UserState, timeout: float = 10) -> tuple[Any, ...]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = ui.poll(state)
+        if state.job_id is None:
+            return out
+        time.sleep(0.05)
+    raise AssertionError("the update job did not finish")
+
+
+# -- handlers, called directly ---------------------------------------------------------------------
+def test_chat_streams_persists_and_shows_hits(ui: ChatUI) -> None:
+    state = login(ui, "민수")
+    frames = drain(ui.respond("안녕! 나 오늘 부산에 왔어", state))
+    assert frames[0][1][-2] == {"role": "user", "content": "안녕! 나 오늘 부산에 왔어"}
+    assert frames[0][1][-1]["content"] == "…"             # the user's message shows before generation
+    assert len(frames) > 3                                 # several streamed frames
+    final = frames[-1][1]
+    assert final[-1]["role"] == "assistant" and final[-1]["content"].startswith("네, 잘 들었어요")
+    assert [t["role"] for t in ui.bot.store.turns(state.session.session_id)] == ["user", "assistant"]
+    assert "불러온 기억이 없습니다" in frames[-1][2]
+
+
+def test_bad_input_is_a_korean_warning_and_the_app_stays_usable(ui: ChatUI) -> None:
+    state = login(ui, "민수")
+    for bad in ("", "   \n\t ", "\x00\x07\x1b", "가" * 100_000):
+        frames = drain(ui.respond(bad, state))
+        assert len(frames) == 1 and ui.bot.store.turns(state.session.session_id) == []
+    assert korean_error(InputError("empty message: x")).startswith("빈 메시지")
+    assert "100,000자" in korean_error(InputError("message is 100,000 characters, the limit is 4,000; split"))
+    drain(ui.respond("이제 괜찮아", state))
+    assert len(ui.bot.store.turns(state.session.session_id)) == 2
+
+
+@pytest.mark.parametrize("name", ["<script>alert(1)</script>", "x'; drop table users; --", "", "a" * 65, "**굵게**"])
+def test_bad_user_names_are_refused(ui: ChatUI, name: str) -> None:
+    with pytest.raises(InputError):
+        ui.login(name)
+    assert ui.bot.store.find_user(name) is None
+
+
+def test_generation_failure_keeps_the_user_turn_and_warns(tmp_path: Path) -> None:
+    model = ScriptedChatModel(replies=[GenerationError("server down")], responder=answer)
+    ui = ChatUI(make_bot(tmp_path / "k.db", model), Worker(make_bot(tmp_path / "k.db", model)))
+    state = login(ui, "민수")
+    frames = drain(ui.respond("안녕", state))
+    assert frames[-1][1][-1]["role"] == "user"
+    assert [t["role"] for t in ui.bot.store.turns(state.session.session_id)] == ["user"]
+    drain(ui.respond("다시 해 볼게", state))
+    assert ui.bot.store.turns(state.session.session_id)[-1]["role"] == "assistant"
+
+
+def test_end_session_answers_at_once_and_the_worker_commits_a_version(ui: ChatUI) -> None:
+    ui.worker.start()
+    state = login(ui, "민수")
+    drain(ui.respond("나 지난주에 부산으로 이사했어. 바다가 보여서 너무 좋아", state))
+    started = time.perf_counter()
+    out = ui.end_session(state)
+    assert time.perf_counter() - started < 0.5
+    assert "대기 중" in out[1] and state.job_id is not None
+    memory_md, history_md = wait_job(ui, state)[2:4]
+    assert "현재 기억 v1" in memory_md and "부산" in memory_md
+    assert "v1" in history_md and "추가 1" in history_md
+    assert ui.bot.store.job(ui.bot.store.jobs(statuses=("done",))[0]["id"])["stage"] == "ok"
+    # the next session starts from the new memory and the hits panel shows it
+    ui.new_session(state)
+    frames = drain(ui.respond("부산 생활 어때?", state))
+    assert "부산" in frames[-1][2]
+
+
+def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
+    state = login(ui, "민수")
+    ui.bot.engine.commit(state.user_id, [Sentence("사용자는 서울에 산다."), Sentence("사용자는 고양이를 키운다.")],
+                         strategy="import", status="ok", author="import")
+    ui.edit_sentence("1:0", "사용자는 부산에 산다.", state)
+    v2 = ui.bot.engine.current(state.user_id)
+    assert v2.author == "user" and v2.texts == ["사용자는 부산에 산다.", "사용자는 고양이를 키운다."]
+    assert version_diff(ui.bot.store.version(state.user_id, 1), v2)["rewritten"] == [
+        ("사용자는 서울에 산다.", "사용자는 부산에 산다.")]
+    with pytest.raises(InputError):          # a stale pick (version 1) is refused
+        ui.delete_sentence("1:1", state)
+    for forged in ("x:y", "2:99", "2:-1", ":"):
+        with pytest.raises(InputError):
+            ui.delete_sentence(forged, state)
+    ui.delete_sentence("2:1", state)
+    ui.add_sentence("사용자는 수영을 배운다.", state)
+    assert ui.bot.engine.current(state.user_id).texts == ["사용자는 부산에 산다.", "사용자는 수영을 배운다."]
+    history = render_history(ui.bot.store.versions(state.user_id))
+    assert "사용자 직접 수정" in history and "**삭제**" in history and "**고쳐 씀**" in history
+    ui.delete_sentence("4:1", state)
+    with pytest.raises(InputError, match="마지막"):
+        ui.delete_sentence("5:0", state)
+
+
+def test_forget_needs_the_name_then_deletes_everything(ui: ChatUI) -> None:
+    state = login(ui, "민수")
+    drain(ui.respond("안녕", state))
+    with pytest.raises(InputError):
+        ui.forget("다른이름", state)
+    out = ui.forget("민수", state)
+    assert out[0] is None
+    assert ui.bot.store.find_user("민수") is None
+    assert ui.bot.store.jobs() == []
+
+
+def test_worker_ends_idle_sessions_and_recovers_after_a_crash(tmp_path: Path) -> None:
+    now = [0.0]
+    bot = make_bot(tmp_path / "k.db")
+    worker = Worker(bot, idle_timeout_s=60, clock=lambda: now[0])
+    ui = ChatUI(bot, worker)
+    state = login(ui, "민수")
+    drain(ui.respond("안녕", state))
+    now[0] = 30
+    assert worker.end_idle() == []
+    now[0] = 200
+    assert worker.end_idle() == [state.session.session_id]
+    assert bot.store.session(state.session.session_id)["end_reason"] == "idle"
+    frames = drain(ui.respond("다시 왔어", state))     # a new session starts by itself
+    assert frames[-1][1][-1]["role"] == "assistant" and not state.session.ended
+    # a "crash": the open session and a job left running are picked up by the next worker
+    bot.store.claim_job()
+    bot2 = make_bot(tmp_path / "k.db")
+    worker2 = Worker(bot2, poll_s=0.05).start()
+    try:
+        deadline = time.monotonic() + 10
+        while bot2.store.jobs(statuses=("pending", "running")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(bot2.store.jobs(statuses=("done",))) == 2, bot2.store.jobs()
+        assert bot2.store.session(state.session.session_id)["end_reason"] == "restart"
+    finally:
+        worker2.stop(end_open=False)
+
+
+def test_shutdown_ends_open_sessions_and_queues_their_updates(ui: ChatUI) -> None:
+    state = login(ui, "민수")
+    drain(ui.respond("안녕", state))
+    jobs = ui.worker.stop()
+    assert len(jobs) == 1 and ui.bot.store.session(state.session.session_id)["end_reason"] == "shutdown"
+
+
+def test_markdown_escaping_emotion_marks_and_banner(ui: ChatUI) -> None:
+    assert "![x](http://evil)" not in md("![x](http://evil)")
+    assert "<img" not in md("<img src=x onerror=alert(1)>")
+    reply = shown({"role": "assistant", "content": "보세요 ![a](http://evil/x.png) <img src=http://evil/y> **굵게**"})
+    assert "http://evil" not in reply["content"] and "**굵게**" in reply["content"]
+    assert is_emotion("사용자는 시험에 떨어져서 속상했다.") and not is_emotion("사용자는 서울에 산다.")
+    assert "임베더" in model_banner(ui.bot) and "ngram" in model_banner(ui.bot)
+
+
+def test_a_loading_backend_answers_loading_then_serves(tmp_path: Path) -> None:
+    import threading
+
+    gate = threading.Event()
+    bot = make_bot(tmp_path / "k.db")
+
+    def load() -> tuple[Chatbot, Worker]:
+        gate.wait(10)
+        return bot, Worker(bot)
+
+    ui = ChatUI(Backend.loading(load))
+    assert "불러오는 중" in ui.banner()[0]
+    with pytest.raises(KeemError, match="불러오는 중"):
+        ui.login("민수")
+    gate.set()
+    ui.backend.done.wait(5)
+    assert "임베더" in ui.banner()[0]
+    assert login(ui, "민수").name == "민수"
+    failing = ChatUI(Backend.loading(lambda: (_ for _ in ()).throw(RuntimeError("no weights"))))
+    failing.backend.done.wait(5)
+    assert "no weights" in failing.banner()[0]
+    with pytest.raises(KeemError, match="no weights"):
+        failing.login("민수")
+
+
+def test_chat_command_parses_the_same_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    for name in ("GRADIO_SERVER_NAME", "GRADIO_SERVER_PORT", "KEEM_HOST", "KEEM_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    parser = argparse.ArgumentParser()
+    add_chat_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["chat", "--db", str(tmp_path / "x.db"), "--model", "demo", "--port", "7999",
+                              "--idle-timeout-min", "5"])
+    s = settings_from_args(args)
+    assert (s.port, s.host, s.idle_timeout_min, s.model) == (7999, "127.0.0.1", 5.0, "demo")
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")  # what Hugging Face Spaces sets
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "7860")
+    spaces = settings_from_args(parser.parse_args(["chat", "--db", str(tmp_path / "x.db")]))
+    assert (spaces.host, spaces.port) == ("0.0.0.0", 7860)
+    assert settings_from_args(parser.parse_args(["chat", "--host", "127.0.0.1"])).host == "127.0.0.1"
+
+
+# -- the launched app: what an anonymous or other client can reach ---------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve(db: Path, auth: list[tuple[str, str]] | None = None,
+          model: ScriptedChatModel | None = None) -> tuple[str, gr.Blocks, Chatbot, Worker]:
+    """Launch the app in this process on a free 127.0.0.1 port; the caller closes app and worker."""
+    bot = make_bot(db, model)
+    worker = Worker(bot, poll_s=0.05).start()
+    app = build_app(bot, worker)
+    port = free_port()
+    app.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                       footer_links=[], run_history=False, auth=auth)
+    return f"http://127.0.0.1:{port}/", app, bot, worker
+
+
+def call(url: str, fn_index: int, data: list[Any], session_hash: str,
+         cookies: httpx.Cookies | None = None) -> list[dict[str, Any]]:
+    """Run one event the way the browser does (queue/join, then the SSE stream); returns the messages."""
+    with httpx.Client(base_url=url, timeout=30, cookies=cookies) as client:
+        joined = client.post("gradio_api/queue/join", json={
+            "data": data, "fn_index": fn_index, "session_hash": session_hash, "event_data": None,
+            "trigger_id": None})
+        if joined.status_code != 200:
+            return [{"msg": "refused", "status": joined.status_code, "text": joined.text}]
+        messages = []
+        with client.stream("GET", "gradio_api/queue/data", params={"session_hash": session_hash}) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data:"):
+                    msg = json.loads(line[5:])
+                    messages.append(msg)
+                    if msg.get("msg") in ("process_completed", "close_stream", "unexpected_error"):
+                        break
+        return messages
+
+
+def seed_owner(url: str, app: gr.Blocks, bot: Chatbot, cookies: httpx.Cookies | None = None) -> int:
+    """User one logs in through the app, says a secret, and gets a memory holding it."""
+    owner = uuid.uuid4().hex
+    call(url, dep_index(app, "login"), ["민수"], owner, cookies)
+    user_id = bot.store.require_user("민수")
+    call(url, dep_index(app, "respond"), [SECRET, None], owner, cookies)
+    bot.engine.commit(user_id, [Sentence(SECRET)], strategy="import", status="ok", author="import")
+    return user_id
+
+
+def dep_index(app: gr.Blocks, name: str) -> int:
+    return next(i for i, d in enumerate(app.config["dependencies"]) if d.get("api_name") == name)
+
+
+def sweep(url: str, app: gr.Blocks, session_hashes: list[str], payloads: list[Any],
+          cookies: httpx.Cookies | None = None) -> int:
+    """Call every event (public or not) with each payload in every input; no answer may hold the secret.
+
+    Returns how many calls ran to completion (so a sweep that was refused wholesale is noticed).
+    """
+    completed = 0
+    for index, dep in enumerate(app.config["dependencies"]):
+        for session_hash in session_hashes:
+            for value in payloads:
+                messages = call(url, index, [value] * len(dep["inputs"]), session_hash, cookies)
+                text = json.dumps(messages, ensure_ascii=False)
+                assert "비밀번호" not in text and "나비" not in text, (dep.get("api_name"), value)
+                completed += any(m.get("msg") == "process_completed" and m.get("success") for m in messages)
+    return completed
+
+
+def assert_owner_untouched(bot: Chatbot, user_id: int, versions: int) -> None:
+    assert bot.engine.current(user_id).texts == [SECRET]
+    assert len(bot.store.versions(user_id)) == versions
+    assert any(t["text"] == SECRET for s in bot.store.open_sessions() for t in bot.store.turns(s["id"]))
+
+
+def test_no_public_endpoint_and_strangers_reach_nothing_of_another_user(tmp_path: Path) -> None:
+    from gradio_client import Client
+
+    url, app, bot, worker = serve(tmp_path / "keem.db")
+    try:
+        user_id = seed_owner(url, app, bot)
+        assert Client(url, verbose=False).view_api(print_info=False, return_format="dict")["named_endpoints"] == {}
+        other = uuid.uuid4().hex
+        call(url, dep_index(app, "login"), ["영희"], other)
+        # without --auth-file the name is the credential, so only its holder may type it: everything else is swept
+        assert sweep(url, app, [uuid.uuid4().hex, other], ["기억", "1:0", "2:0", None, "", 1, "영희"]) > 50
+        assert_owner_untouched(bot, user_id, 1)
+        assert bot.store.versions(bot.store.require_user("영희")) == []
+    finally:
+        app.close()
+        worker.stop()
+
+
+def test_with_auth_the_login_name_cannot_be_spoofed(tmp_path: Path) -> None:
+    url, app, bot, worker = serve(tmp_path / "keem.db", auth=[("민수", "pw-1"), ("영희", "pw-2")])
+    try:
+        def cookies(name: str, password: str) -> httpx.Cookies:
+            response = httpx.post(f"{url}login", data={"username": name, "password": password})
+            assert response.status_code == 200, response.text
+            return response.cookies
+
+        user_id = seed_owner(url, app, bot, cookies("민수", "pw-1"))
+        assert call(url, dep_index(app, "login"), ["민수"], uuid.uuid4().hex)[0]["msg"] == "refused"
+        other = cookies("영희", "pw-2")
+        assert sweep(url, app, [uuid.uuid4().hex], ["민수", "1:0", "2:0", None, ""], other) > 30
+        assert_owner_untouched(bot, user_id, 1)
+    finally:
+        app.close()
+        worker.stop()
