@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+from pathlib import Path
 
 from models.errors import ModelUnavailableError
 from models.hf import TransformersChatModel
@@ -24,10 +26,49 @@ def demo_gguf_path() -> str:
     return os.path.join(folder, names[0])
 
 
+def cache_dir() -> Path:
+    """Where the de-quantized demo model is kept (KEEM_CACHE_DIR, else the per-user cache directory)."""
+    from platformdirs import user_cache_dir
+
+    return Path(os.environ.get("KEEM_CACHE_DIR") or user_cache_dir("keem-chat", appauthor=False)) / "demo-smollm2-135m"
+
+
 def load_demo() -> TransformersChatModel:
+    """Load the demo model; the first load converts the GGUF file (about a minute on 2 cores) and caches the
+    result as safetensors, so later starts take seconds."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    model = TransformersChatModel(demo_gguf_path(), spec="demo", max_context=8192)
+    cached = cache_dir()
+    model = None
+    if (cached / "config.json").exists():
+        try:
+            model = TransformersChatModel(str(cached), spec="demo", max_context=8192)
+        except ModelUnavailableError:
+            shutil.rmtree(cached, ignore_errors=True)  # a damaged cache: convert again
+    if model is None:
+        model = TransformersChatModel(demo_gguf_path(), spec="demo", max_context=8192)
+        _save(model, cached)
     model.description = "SmolLM2-135M-Instruct (offline CPU demo, English-centric)"
     return model
+
+
+def _save(model: TransformersChatModel, target: Path) -> None:
+    """Write the converted model beside the cache and move it in whole; the cache is optional."""
+    import copy
+
+    from safetensors.torch import save_model
+
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        # transformers refuses save_pretrained on a GGUF-loaded model; the de-quantized weights are plain tensors.
+        config = copy.deepcopy(model.model.config)
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        config.save_pretrained(tmp)
+        save_model(model.model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        model.tokenizer.save_pretrained(tmp)
+        os.replace(tmp, target)
+    except (OSError, ValueError, RuntimeError):
+        shutil.rmtree(tmp, ignore_errors=True)

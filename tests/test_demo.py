@@ -13,6 +13,7 @@ pytestmark = pytest.mark.slow
 
 def test_two_scripted_demo_sessions_make_two_nonempty_versions(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KEEM_DB", str(tmp_path / "demo.db"))
+    monkeypatch.setenv("KEEM_CACHE_DIR", str(tmp_path / "cache"))  # session 1 converts the GGUF, session 2 uses the cache
     monkeypatch.setenv("KEEM_REPLY_MAX_TOKENS", "24")
     monkeypatch.setenv("KEEM_UPDATE_MAX_TOKENS", "48")
     s1, s2 = tmp_path / "s1.txt", tmp_path / "s2.txt"
@@ -31,3 +32,4 @@ def test_two_scripted_demo_sessions_make_two_nonempty_versions(tmp_path, capsys,
     history = json.loads(capsys.readouterr().out)
     assert [h["version"] for h in history] == [1, 2] and all(h["size"] > 0 for h in history)
     assert history[1]["size"] >= history[0]["size"]  # nothing of session 1 was lost
+    assert (tmp_path / "cache" / "demo-smollm2-135m" / "config.json").exists()
