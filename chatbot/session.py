@@ -11,10 +11,10 @@ from typing import Callable, Iterator
 from chatbot.settings import Settings
 from memory.engine import Hit, MemoryEngine
 from memory.jobs import JobRunner
-from memory.prompts import render
+from memory.prompts import chat_system_prompt
 from memory.store import Store, Version
 from memory.updaters import STRATEGIES, make_updater
-from memory.updaters.base import elapsed_text, to_date
+from memory.updaters.base import to_date
 from models.base import ChatModel, GenerationOptions, Message
 from models.embedders import Embedder
 from models.errors import InputError
@@ -57,10 +57,7 @@ class ChatSession:
     ended: bool = False
 
     def system_prompt(self, hits: list[Hit]) -> str:
-        today = date.today()
-        return render("chat_system", today=today.isoformat(), memory=[h.text for h in hits],
-                      previous_date=self.previous_date.isoformat() if self.previous_date else None,
-                      elapsed=elapsed_text(self.previous_date, today))
+        return chat_system_prompt([h.text for h in hits], date.today(), self.previous_date)
 
     def prepare(self, text: str) -> list[Message]:
         """Validate and persist the user's message, retrieve memory, and build the prompt (everything but generation)."""

@@ -12,11 +12,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Sequence
 
-from memory.prompts import render
-from memory.updaters.base import elapsed_text
+from memory.prompts import chat_system_prompt
 from models.base import ChatModel, GenerationOptions, Message
-
-SYSTEM_PROMPT = "chat_system"
 
 
 @dataclass(frozen=True)
@@ -37,14 +34,8 @@ def probe_turns(dialogue: Sequence[dict], only_marked: bool = True) -> list[Prob
     return out
 
 
-def system_prompt(memory: Sequence[str], today: date, previous_date: date | None) -> str:
-    return render(SYSTEM_PROMPT, today=today.isoformat(), memory=list(memory),
-                  previous_date=previous_date.isoformat() if previous_date else None,
-                  elapsed=elapsed_text(previous_date, today))
-
-
 def messages_for(turn: ProbeTurn, memory: Sequence[str], today: date, previous_date: date | None) -> list[Message]:
-    msgs: list[Message] = [{"role": "system", "content": system_prompt(memory, today, previous_date)}]
+    msgs: list[Message] = [{"role": "system", "content": chat_system_prompt(list(memory), today, previous_date)}]
     msgs += [{"role": role, "content": text} for role, text in turn.history]  # type: ignore[misc]
     return msgs
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,15 @@ def _env() -> Environment:
 def render(name: str, **variables: Any) -> str:
     """Render memory/prompts/<name>.txt; raises jinja2.UndefinedError if a variable is missing."""
     return _env().get_template(f"{name}.txt").render(**variables).strip()
+
+
+def chat_system_prompt(memory: list[str], today: date, previous_date: date | None) -> str:
+    """The chat model's system prompt with the retrieved memory and the dates (the app and the evaluation share it)."""
+    from memory.updaters.base import elapsed_text
+
+    return render("chat_system", today=today.isoformat(), memory=list(memory),
+                  previous_date=previous_date.isoformat() if previous_date else None,
+                  elapsed=elapsed_text(previous_date, today))
 
 
 def prompt_hash(*names: str) -> str:
