@@ -117,7 +117,7 @@ def end_session_times(url: str, runs: int) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="demo", help="chat model spec (default demo)")
-    parser.add_argument("--embedder", default="use-multilingual", help="embedder spec (default use-multilingual)")
+    parser.add_argument("--embedder", default="auto", help="embedder spec (default auto, as the app)")
     parser.add_argument("--runs", type=int, default=3, help="end-session measurements (default 3)")
     args = parser.parse_args()
     rows: list[tuple[str, str, str]] = []
