@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -9,7 +10,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 from sqlite_utils import Database
@@ -89,6 +90,26 @@ class Store:
     def close(self) -> None:
         self.db.conn.close()
 
+    @contextlib.contextmanager
+    def write(self) -> Iterator[None]:
+        """One write transaction, taking SQLite's write lock up front (BEGIN IMMEDIATE).
+
+        A deferred transaction that reads first and then writes can fail at once with "database is locked"
+        when another process (the CLI beside the app) writes meanwhile; an immediate one waits its turn.
+        Nested calls join the outer transaction.
+        """
+        with self.lock:
+            if self.db.conn.in_transaction:
+                yield
+                return
+            self.db.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.db.conn.rollback()
+                raise
+            self.db.conn.commit()
+
     def _rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         with self.lock:
             return [dict(r) for r in self.db.query(sql, params)]
@@ -109,7 +130,7 @@ class Store:
         return user_id
 
     def get_or_create_user(self, name: str) -> int:
-        with self.lock, self.db.atomic():
+        with self.write():
             user_id = self.find_user(name)
             if user_id is None:
                 user_id = self.db["users"].insert({"name": name, "created_at": now_iso()}).last_pk
@@ -117,20 +138,20 @@ class Store:
 
     def delete_user(self, user_id: int) -> None:
         """Forget a user: every turn, session, memory version, sentence and job, in one transaction."""
-        with self.lock, self.db.atomic():
+        with self.write():
             for table in ("memory_sentences", "memory_versions", "update_jobs", "turns", "sessions"):
                 self.db.execute(f"delete from {table} where user_id = ?", [user_id])
             self.db.execute("delete from users where id = ?", [user_id])
 
     # -- sessions and turns ---------------------------------------------------------------------
     def start_session(self, user_id: int, strategy: str, chat_model: str) -> int:
-        with self.lock, self.db.atomic():
+        with self.write():
             return int(self.db["sessions"].insert(
                 {"user_id": user_id, "started_at": now_iso(), "strategy": strategy,
                  "chat_model": chat_model, "status": "open"}).last_pk)
 
     def end_session(self, session_id: int, reason: str = "user") -> None:
-        with self.lock, self.db.atomic():
+        with self.write():
             self.db.execute("update sessions set status = 'ended', ended_at = ?, end_reason = ? "
                             "where id = ? and status = 'open'", [now_iso(), reason, session_id])
 
@@ -150,7 +171,7 @@ class Store:
         return self._rows("select * from sessions where status = 'open' order by id")
 
     def add_turn(self, session_id: int, user_id: int, role: str, text: str) -> int:
-        with self.lock, self.db.atomic():
+        with self.write():
             return int(self.db["turns"].insert({"session_id": session_id, "user_id": user_id, "role": role,
                                                  "text": text, "created_at": now_iso()}).last_pk)
 
@@ -202,7 +223,7 @@ class Store:
         """
         if not sentences or not all(s.text.strip() for s in sentences):
             raise UpdateError("refusing to commit an empty memory or an empty sentence; the previous version stays")
-        with self.lock, self.db.atomic():
+        with self.write():
             last = self._one("select max(number) as n from memory_versions where user_id = ?", [user_id])
             number = int((last or {}).get("n") or 0) + 1
             version_id = int(self.db["memory_versions"].insert(
@@ -224,7 +245,7 @@ class Store:
 
     # -- update jobs (a durable queue) ----------------------------------------------------------
     def enqueue_job(self, user_id: int, session_id: int, strategy: str) -> int:
-        with self.lock, self.db.atomic():
+        with self.write():
             existing = self._one("select id from update_jobs where session_id = ?", [session_id])
             if existing:
                 return int(existing["id"])
@@ -240,7 +261,7 @@ class Store:
 
     def claim_job(self, job_id: int | None = None) -> dict[str, Any] | None:
         """Mark a pending job running (the given one, else the oldest) and return it; None when none waits."""
-        with self.lock, self.db.atomic():
+        with self.write():
             where, params = ("id = ? and status = 'pending'", [job_id]) if job_id else ("status = 'pending'", [])
             row = self._one(f"select * from update_jobs where {where} order by id limit 1", params)
             if row is None:
@@ -250,17 +271,17 @@ class Store:
         return self.job(row["id"])
 
     def set_job_stage(self, job_id: int, stage: str) -> None:
-        with self.lock, self.db.atomic():
+        with self.write():
             self.db.execute("update update_jobs set stage = ?, updated_at = ? where id = ?",
                             [stage, now_iso(), job_id])
 
     def finish_job_without_version(self, job_id: int, stage: str) -> None:
-        with self.lock, self.db.atomic():
+        with self.write():
             self.db.execute("update update_jobs set status = 'done', stage = ?, updated_at = ? where id = ?",
                             [stage, now_iso(), job_id])
 
     def fail_job(self, job_id: int, error: str, *, retry: bool) -> None:
-        with self.lock, self.db.atomic():
+        with self.write():
             self.db.execute("update update_jobs set status = ?, stage = ?, last_error = ?, updated_at = ? "
                             "where id = ?", ["pending" if retry else "failed", "failed", error, now_iso(), job_id])
 
@@ -273,7 +294,7 @@ class Store:
 
     def requeue_running(self) -> int:
         """Jobs left 'running' by a crash go back to 'pending'; returns how many."""
-        with self.lock, self.db.atomic():
+        with self.write():
             cursor = self.db.execute("update update_jobs set status = 'pending', stage = 'queued', "
                                      "updated_at = ? where status = 'running'", [now_iso()])
             return int(cursor.rowcount)

@@ -70,3 +70,37 @@ def test_forget_deletes_everything_of_one_user_only(store):
     for table in ("sessions", "turns", "memory_versions", "memory_sentences", "update_jobs"):
         assert store.db.execute(f"select count(*) from {table} where user_id = ?", [a]).fetchone()[0] == 0
         assert store.db.execute(f"select count(*) from {table} where user_id = ?", [b]).fetchone()[0] == 1
+
+
+def test_two_processes_writing_one_database_wait_for_each_other(tmp_path):
+    """The app and the CLI share a file: concurrent writers must queue, never fail with 'database is locked'."""
+    import threading
+
+    path = tmp_path / "shared.db"
+    Store(path).close()
+    errors: list[Exception] = []
+
+    def writer(name: str) -> None:
+        store = Store(path)  # its own connection, as another process would have
+        try:
+            uid = store.get_or_create_user(name)
+            for i in range(25):
+                sid = store.start_session(uid, "keem", "fake")
+                store.add_turn(sid, uid, "user", f"{name} {i}")
+                store.enqueue_job(uid, sid, "keem")
+                store.claim_job()
+                store.commit_version(uid, [Sentence(f"사용자는 {i}번째로 말했다")], strategy="import", status="ok",
+                                     author="import")
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=writer, args=(f"u{n}",)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    store = Store(path)
+    assert [len(store.versions(store.require_user(f"u{n}"))) for n in range(4)] == [25] * 4
