@@ -150,7 +150,7 @@ def stage_text(job: dict[str, Any]) -> tuple[str, bool]:
         return f"기억 갱신: {STAGES.get(stage, stage)}", True
     if stage == "failed" or job["status"] == "failed":
         reason = md((job.get("last_error") or "")[:200])
-        retry = "다음 시작 때 다시 시도합니다. " if job["status"] == "pending" else ""
+        retry = "잠시 뒤 다시 시도합니다. " if job["status"] == "pending" else ""
         return f"기억 갱신: 실패 ({reason}). {retry}이전 기억은 그대로입니다.", True
     return f"기억 갱신: {STAGES.get(stage, stage)} …", False
 

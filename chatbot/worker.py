@@ -12,10 +12,14 @@ from chatbot.session import Chatbot, ChatSession
 log = logging.getLogger(__name__)
 
 
+RETRY_BASE_S = 30.0
+
+
 class Worker:
     """One daemon thread: claims pending update jobs one at a time and watches live sessions for idleness.
 
-    A job that fails is retried at the next start (the core's rule), not in a hot loop here.
+    A job that fails goes back to pending (up to the runner's attempt limit) and is retried here after a
+    backoff of RETRY_BASE_S, doubling with each attempt, not in a hot loop.
     """
 
     def __init__(self, bot: Chatbot, *, idle_timeout_s: float | None = None, poll_s: float = 1.0,
@@ -29,7 +33,7 @@ class Worker:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._live: dict[int, tuple[ChatSession, float]] = {}   # session_id -> (session, last activity)
-        self._failed: set[int] = set()
+        self._retry_at: dict[int, float] = {}                   # job id -> clock time it may run again
         self._thread: threading.Thread | None = None
         self.current_job: int | None = None
 
@@ -115,19 +119,21 @@ class Worker:
         self._wake.set()
 
     def run_pending(self) -> int:
-        """Run every pending job not already failed in this process; returns how many ran."""
+        """Run every pending job whose retry backoff has passed; returns how many ran."""
         ran = 0
         while not self._stop.is_set():
-            waiting = [j["id"] for j in self.store.jobs(statuses=("pending",)) if j["id"] not in self._failed]
+            now = self.clock()
+            waiting = [j["id"] for j in self.store.jobs(statuses=("pending",)) if self._retry_at.get(j["id"], 0) <= now]
             if not waiting:
                 break
             job_id = waiting[0]
             self.current_job = job_id
             try:
                 self.bot.run_update(job_id)
-            except Exception as exc:  # recorded on the job by the runner; retried at the next start
-                log.warning("memory update job %s failed: %s", job_id, exc)
-                self._failed.add(job_id)
+            except Exception as exc:  # recorded on the job by the runner (pending again unless out of attempts)
+                attempts = self.store.job(job_id)["attempts"]
+                self._retry_at[job_id] = self.clock() + RETRY_BASE_S * 2 ** max(attempts - 1, 0)
+                log.warning("memory update job %s failed (attempt %s): %s", job_id, attempts, exc)
             finally:
                 self.current_job = None
             ran += 1

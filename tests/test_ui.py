@@ -383,3 +383,21 @@ def test_with_auth_the_login_name_cannot_be_spoofed(tmp_path: Path) -> None:
     finally:
         app.close()
         worker.stop()
+
+
+def test_a_failed_update_is_retried_after_a_backoff_until_it_succeeds(tmp_path: Path) -> None:
+    from chatbot import worker as worker_module
+    from models.errors import GenerationError
+
+    now = [0.0]
+    model = ScriptedChatModel(responder=lambda msgs: "사용자는 바다를 좋아한다.")
+    bot = make_bot(tmp_path / "keem.db", model)
+    worker = Worker(bot, clock=lambda: now[0])
+    session = bot.start("민수")
+    list(session.send("바다 보러 갔어"))
+    job_id = worker.end(session)
+    model.queue.appendleft(GenerationError("server went away"))  # the first update call fails
+    assert worker.run_pending() == 1 and bot.store.job(job_id)["status"] == "pending"
+    assert worker.run_pending() == 0  # still backing off
+    now[0] += worker_module.RETRY_BASE_S
+    assert worker.run_pending() == 1 and bot.store.job(job_id)["status"] == "done"
