@@ -55,8 +55,11 @@ class MemoryEngine:
             return []
         entry = self.index.entry(user_id, version_id, lambda: self.store.latest_version(user_id))  # type: ignore[arg-type,return-value]
         limit = k
-        if token_budget is not None and sum(self.count_tokens(t) for t in entry.texts.values()) <= token_budget:
-            limit = len(entry.texts)
+        if token_budget is not None:
+            if entry.tokens is None:  # once per version, not on every turn
+                entry.tokens = sum(self.count_tokens(t) for t in entry.texts.values())
+            if entry.tokens <= token_budget:
+                limit = len(entry.texts)
         hits = self.index.search(entry, self.embedder.embed_query(query), limit)
         return [Hit(entry.texts[i], score, i) for i, score in hits]
 

@@ -20,6 +20,7 @@ class Entry:
     version_id: int
     index: "object"                 # faiss.IndexIDMap2
     texts: dict[int, str]           # sentence id -> text
+    tokens: int | None = None       # the whole memory's token count, filled in by the first search that needs it
 
 
 class IndexCache:
