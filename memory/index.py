@@ -54,7 +54,8 @@ class IndexCache:
         index = self._faiss.IndexIDMap2(self._faiss.IndexFlatIP(self.embedder.dim))
         ids = np.array([s.id for s in version.sentences], dtype=np.int64)
         if len(ids):
-            index.add_with_ids(self.embedder.index_rows(self.vectors(version)), ids)
+            texts = [s.text for s in version.sentences]
+            index.add_with_ids(self.embedder.index_rows(self.vectors(version), texts), ids)
         entry = Entry(version.id, index, {int(s.id): s.text for s in version.sentences if s.id is not None})
         with self._lock:
             self._entries[version.user_id] = entry

@@ -19,8 +19,8 @@ class Embedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
 
-    def index_rows(self, rows: np.ndarray) -> np.ndarray:
-        """One user's stored sentence vectors as they go into the search index (identity by default)."""
+    def index_rows(self, rows: np.ndarray, texts: list[str]) -> np.ndarray:
+        """One user's stored sentence vectors (of `texts`) as they go into the search index (identity by default)."""
         return rows
 
     def embed_query(self, text: str) -> np.ndarray:

