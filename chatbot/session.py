@@ -9,6 +9,7 @@ from datetime import date
 from typing import Callable, Iterator
 
 from chatbot.settings import Settings
+from memory.cues import CueWriter
 from memory.engine import Hit, MemoryEngine
 from memory.jobs import JobRunner
 from memory.prompts import chat_system_prompt
@@ -119,7 +120,8 @@ class Chatbot:
         self.update_model = update_model or chat_model
         self.engine = MemoryEngine(self.store, embedder, count_tokens=chat_model.count_tokens)
         self.runner = JobRunner(self.engine, lambda strategy: make_updater(
-            strategy, self.update_model, embedder, max_new_tokens=settings.update_max_tokens))
+            strategy, self.update_model, embedder, max_new_tokens=settings.update_max_tokens),
+            cue_writer=CueWriter(self.update_model) if settings.memory_cues else None)
 
     def start(self, user_name: str, strategy: str | None = None) -> ChatSession:
         strategy = strategy or self.settings.strategy

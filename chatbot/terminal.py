@@ -8,6 +8,7 @@ from pathlib import Path
 
 from chatbot.session import Chatbot, ChatSession, check_user_name, clean_message
 from chatbot.settings import Settings
+from memory.store import Version
 from models.errors import InputError, KeemError
 
 END_COMMANDS = ("/end", "/quit", "/끝")
@@ -98,6 +99,11 @@ def run_session(settings: Settings, args: argparse.Namespace) -> int:
                         f"the previous memory is intact ({exc})") from exc
     if version is not None:
         print(f"\n# {name}: memory v{version.number} ({version.strategy}, {version.status})")
-        for s in version.sentences:
-            print(f"- {s.text}")
+        print_sentences(version)
     return 0
+
+
+def print_sentences(version: Version) -> None:
+    """One '- text' line per memory sentence, with its cue words when it has any."""
+    for s in version.sentences:
+        print(f"- {s.text}" + (f"  [cues: {s.cues}]" if s.cues else ""))

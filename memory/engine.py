@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from memory.index import IndexCache
 from memory.store import Sentence, Store, Version
@@ -30,17 +30,26 @@ class MemoryEngine:
     def current(self, user_id: int) -> Version | None:
         return self.store.latest_version(user_id)
 
-    def commit(self, user_id: int, sentences: list[Sentence], **meta: Any) -> Version:
-        """Embed the sentences that need it (reusing vectors of unchanged text) and commit one new version."""
+    def commit(self, user_id: int, sentences: list[Sentence], cues: Mapping[str, str] | None = None,
+               **meta: Any) -> Version:
+        """Embed the sentences that need it and commit one new version.
+
+        Vectors and cue words of unchanged text are reused from the previous version; `cues` ({text: cue words},
+        memory/cues.py) adds or replaces cue words, which are embedded as the sentence's second search view.
+        """
         previous = self.current(user_id)
-        known = {}
-        if previous:
-            known = {s.text: s.embedding for s in previous.sentences
-                     if s.embedding is not None and s.embedder == self.embedder.name}
+        mine = [s for s in (previous.sentences if previous else ()) if s.embedder == self.embedder.name]
+        known = {s.text: s.embedding for s in mine if s.embedding is not None}
+        known_cues = {s.text: s.cues for s in previous.sentences if s.cues} if previous else {}
+        known_cue_vectors = {s.cues: s.cue_embedding for s in mine if s.cues and s.cue_embedding is not None}
         sentences = [replace(s, text=s.text.strip()) for s in sentences]
-        todo = list(dict.fromkeys(s.text for s in sentences if s.text not in known))
-        known.update(zip(todo, self.embedder.embed(todo)))
-        ready = [replace(s, embedder=self.embedder.name, embedding=known[s.text]) for s in sentences]
+        words = {s.text: (cues or {}).get(s.text) or s.cues or known_cues.get(s.text) for s in sentences}
+        for vectors, texts in ((known, [s.text for s in sentences]), (known_cue_vectors, list(words.values()))):
+            todo = list(dict.fromkeys(t for t in texts if t and t not in vectors))
+            if todo:
+                vectors.update(zip(todo, self.embedder.embed(todo)))
+        ready = [replace(s, embedder=self.embedder.name, embedding=known[s.text], cues=words[s.text],
+                         cue_embedding=known_cue_vectors.get(words[s.text] or "")) for s in sentences]
         version = self.store.commit_version(user_id, ready, **meta)
         self.index.build(version)
         return version

@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from memory.store import Version
+from memory.store import Sentence, Version
 from models.embedders import Embedder
 
 MAX_USERS = 2048  # indexes kept in memory; the least recently searched user's is rebuilt on demand (~3 ms)
@@ -20,6 +20,7 @@ class Entry:
     version_id: int
     index: "object"                 # faiss.IndexIDMap2
     texts: dict[int, str]           # sentence id -> text
+    cue_index: "object | None" = None  # the same ids over their cue words (memory/cues.py), when any have them
     tokens: int | None = None       # the whole memory's token count, filled in by the first search that needs it
 
 
@@ -37,26 +38,37 @@ class IndexCache:
         self._entries: OrderedDict[int, Entry] = OrderedDict()
         self._lock = threading.Lock()
 
-    def vectors(self, version: Version) -> np.ndarray:
-        """The version's sentence vectors: stored blobs where they came from this embedder, else re-embedded."""
-        rows = np.zeros((len(version.sentences), self.embedder.dim), dtype=np.float32)
+    def _rows(self, items: list[tuple[str, np.ndarray | None]]) -> np.ndarray:
+        """(text, stored vector or None) -> vectors, embedding only the texts whose stored vector is unusable."""
+        rows = np.zeros((len(items), self.embedder.dim), dtype=np.float32)
         missing = []
-        for i, s in enumerate(version.sentences):
-            if s.embedding is not None and s.embedder == self.embedder.name and s.embedding.size == self.embedder.dim:
-                rows[i] = s.embedding
+        for i, (_, vector) in enumerate(items):
+            if vector is not None and vector.size == self.embedder.dim:
+                rows[i] = vector
             else:
                 missing.append(i)
         if missing:
-            rows[missing] = self.embedder.embed([version.sentences[i].text for i in missing])
+            rows[missing] = self.embedder.embed([items[i][0] for i in missing])
         return rows
 
-    def build(self, version: Version) -> Entry:
+    def _index(self, ids: list[int], items: list[tuple[str, np.ndarray | None]]) -> "object":
         index = self._faiss.IndexIDMap2(self._faiss.IndexFlatIP(self.embedder.dim))
-        ids = np.array([s.id for s in version.sentences], dtype=np.int64)
-        if len(ids):
-            texts = [s.text for s in version.sentences]
-            index.add_with_ids(self.embedder.index_rows(self.vectors(version), texts), ids)
-        entry = Entry(version.id, index, {int(s.id): s.text for s in version.sentences if s.id is not None})
+        if ids:
+            rows = self.embedder.index_rows(self._rows(items), [text for text, _ in items])
+            index.add_with_ids(rows, np.array(ids, dtype=np.int64))
+        return index
+
+    def build(self, version: Version) -> Entry:
+        def stored(vector: np.ndarray | None, s: Sentence) -> np.ndarray | None:
+            return vector if s.embedder == self.embedder.name else None   # another embedder's vectors are re-made
+
+        sentences = version.sentences
+        index = self._index([int(s.id) for s in sentences],  # type: ignore[arg-type]
+                            [(s.text, stored(s.embedding, s)) for s in sentences])
+        cued = [s for s in sentences if s.cues]
+        cue_index = self._index([int(s.id) for s in cued],  # type: ignore[arg-type]
+                                [(s.cues, stored(s.cue_embedding, s)) for s in cued]) if cued else None  # type: ignore[misc]
+        entry = Entry(version.id, index, {int(s.id): s.text for s in sentences if s.id is not None}, cue_index=cue_index)
         with self._lock:
             self._entries[version.user_id] = entry
             self._entries.move_to_end(version.user_id)
@@ -78,9 +90,15 @@ class IndexCache:
             self._entries.pop(user_id, None)
 
     def search(self, entry: Entry, query_vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """(sentence id, score) best first."""
-        k = min(k, entry.index.ntotal)
-        if k <= 0:
-            return []
-        scores, ids = entry.index.search(query_vector.reshape(1, -1).astype(np.float32), k)
-        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i != -1]
+        """(sentence id, score) best first; a sentence with cue words scores by the better of its two views."""
+        best: dict[int, float] = {}
+        query = query_vector.reshape(1, -1).astype(np.float32)
+        for index in (entry.index, entry.cue_index):
+            n = min(k, index.ntotal) if index is not None else 0
+            if n <= 0:
+                continue
+            scores, ids = index.search(query, n)
+            for i, score in zip(ids[0], scores[0]):
+                if i != -1 and score > best.get(int(i), -np.inf):
+                    best[int(i)] = float(score)
+        return sorted(best.items(), key=lambda item: -item[1])[:k]

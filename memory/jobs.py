@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from memory.cues import CueWriter
 from memory.engine import MemoryEngine
-from memory.store import Version
+from memory.store import Sentence, Version
 from memory.updaters import Updater, UpdateInput
 from memory.updaters.base import to_date
 
@@ -17,11 +18,27 @@ MAX_ATTEMPTS = 3
 class JobRunner:
     """Claims a job, runs its strategy, commits the result in one transaction; a failure leaves memory as it was."""
 
-    def __init__(self, engine: MemoryEngine, updater_for: Callable[[str], Updater], max_attempts: int = MAX_ATTEMPTS):
+    def __init__(self, engine: MemoryEngine, updater_for: Callable[[str], Updater], max_attempts: int = MAX_ATTEMPTS,
+                 cue_writer: CueWriter | None = None):
         self.engine = engine
         self.store = engine.store
         self.updater_for = updater_for
         self.max_attempts = max_attempts
+        self.cue_writer = cue_writer
+
+    def write_cues(self, user_id: int, sentences: list[Sentence]) -> tuple[dict[str, str], dict]:
+        """Cue words for the sentences the previous version had none for; a failure costs the cues, never the update."""
+        previous = self.engine.current(user_id)
+        have = {s.text for s in previous.sentences if s.cues} if previous else set()
+        todo = list(dict.fromkeys(s.text.strip() for s in sentences if s.text.strip() not in have))
+        if self.cue_writer is None or not todo:
+            return {}, {}
+        try:
+            cues = self.cue_writer.write(todo)
+        except Exception as exc:  # an optional extra: log it and commit the memory without new cues
+            log.warning("memory cues for user %s failed: %s", user_id, exc)
+            return {}, {"cues": {"asked": len(todo), "written": 0, "error": f"{type(exc).__name__}: {exc}"[:300]}}
+        return cues, {"cues": {"asked": len(todo), "written": len(cues)}}
 
     def build_input(self, job: dict) -> UpdateInput:
         session = self.store.session(job["session_id"])
@@ -53,10 +70,16 @@ class JobRunner:
                 self.store.finish_job_without_version(job["id"], "skipped")
                 return None
             result = self.updater_for(job["strategy"]).update(inp, stage)
+            cues: dict[str, str] = {}
+            details = result.details
+            if self.cue_writer is not None:
+                stage("cues")
+                cues, extra = self.write_cues(job["user_id"], result.sentences)
+                details = {**details, **extra}
             version = self.engine.commit(
-                job["user_id"], result.sentences, strategy=job["strategy"], status=result.status,
+                job["user_id"], result.sentences, cues, strategy=job["strategy"], status=result.status,
                 author="updater", session_id=job["session_id"], model_spec=result.model_spec,
-                prompt_hash=result.prompt_hash, note=result.note, details=result.details, job_id=job["id"])
+                prompt_hash=result.prompt_hash, note=result.note, details=details, job_id=job["id"])
         except Exception as exc:
             retry = job["attempts"] < self.max_attempts
             self.store.fail_job(job["id"], f"{type(exc).__name__}: {exc}"[:500], retry=retry)

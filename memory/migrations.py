@@ -42,3 +42,10 @@ def m001_initial(db: Database) -> None:
         defaults={"attempts": 0})
     db["update_jobs"].create_index(["status", "id"])
     db["update_jobs"].create_index(["session_id"], unique=True)
+
+
+@migrations(name="m002_memory_cues")
+def m002_memory_cues(db: Database) -> None:
+    """Cue words the update model wrote for a sentence (memory/cues.py) and their vector, both optional."""
+    db["memory_sentences"].add_column("cues", str)
+    db["memory_sentences"].add_column("cue_embedding", bytes)

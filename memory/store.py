@@ -31,6 +31,8 @@ class Sentence:
     id: int | None = None
     embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
     embedder: str | None = None
+    cues: str | None = None            # words a later turn may use for it (memory/cues.py), when written
+    cue_embedding: np.ndarray | None = field(default=None, compare=False, repr=False)  # same embedder as `embedding`
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ class Version:
         return {"version": self.number, "created_at": self.created_at, "strategy": self.strategy,
                 "status": self.status, "author": self.author, "session_id": self.session_id,
                 "model": self.model_spec, "prompt_hash": self.prompt_hash, "note": self.note,
-                "sentences": [{"id": s.id, "text": s.text, "provenance": s.provenance} for s in self.sentences]}
+                "sentences": [{"id": s.id, "text": s.text, "provenance": s.provenance, **({"cues": s.cues} if s.cues else {})}
+                              for s in self.sentences]}
 
 
 JOB_STATUSES = ("pending", "running", "done", "failed")
@@ -184,8 +187,9 @@ class Store:
             return None
         sentences = tuple(
             Sentence(text=s["text"], provenance=s["provenance"], origin_id=s["origin_id"], id=s["id"],
-                     embedder=s["embedder"],
-                     embedding=np.frombuffer(s["embedding"], dtype=np.float32) if s["embedding"] else None)
+                     embedder=s["embedder"], cues=s["cues"],
+                     embedding=np.frombuffer(s["embedding"], dtype=np.float32) if s["embedding"] else None,
+                     cue_embedding=np.frombuffer(s["cue_embedding"], dtype=np.float32) if s["cue_embedding"] else None)
             for s in self._rows("select * from memory_sentences where version_id = ? order by position",
                                 [row["id"]]))
         details = json.loads(row["details"]) if row.get("details") else {}
@@ -234,7 +238,8 @@ class Store:
             self.db["memory_sentences"].insert_all(
                 {"version_id": version_id, "user_id": user_id, "position": i, "text": s.text.strip(),
                  "embedding": None if s.embedding is None else np.asarray(s.embedding, np.float32).tobytes(),
-                 "embedder": s.embedder, "provenance": s.provenance, "origin_id": s.origin_id}
+                 "embedder": s.embedder, "provenance": s.provenance, "origin_id": s.origin_id, "cues": s.cues,
+                 "cue_embedding": None if s.cue_embedding is None else np.asarray(s.cue_embedding, np.float32).tobytes()}
                 for i, s in enumerate(sentences))
             if job_id is not None:
                 self.db.execute("update update_jobs set status = 'done', stage = ?, version_id = ?, "

@@ -119,3 +119,28 @@ def test_every_command_has_help_with_an_example(capsys):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 0 and "keem " in capsys.readouterr().out.split("example")[-1]
+
+
+def test_memory_cues_flag_writes_cues_through_an_openai_compatible_server(db, tmp_path, capsys, monkeypatch):
+    from tests.fake_openai import FakeOpenAIServer
+
+    def reply(body):
+        prompt = body["messages"][-1]["content"]
+        if "낱말" in prompt:                        # memory/prompts/cues.txt
+            return "1: KTX, 금요일 밤, 기차역"
+        if "요약" in prompt or "사용자는" in prompt:   # the summary the accumulate strategy asks for
+            return "사용자는 남편이 지방으로 발령이 나서 주말부부로 지낸다."
+        return "그렇구나!"
+
+    monkeypatch.setenv("KEEM_EMBEDDER", "ngram")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    script = tmp_path / "s.txt"
+    script.write_text("남편이 지방 발령 나서 이제 주말부부야\n", encoding="utf-8")
+    with FakeOpenAIServer(reply=reply) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        code, out, err = run(capsys, "session", "--user", "minsu", "--model", "openai:fake", "--strategy",
+                             "accumulate", "--memory-cues", "--script", str(script))
+    assert code == 0, err
+    assert "[cues: KTX, 금요일 밤, 기차역]" in out
+    code, out, _ = run(capsys, "memory", "show", "--user", "minsu", "--json")
+    assert json.loads(out)["sentences"][0]["cues"] == "KTX, 금요일 밤, 기차역"
