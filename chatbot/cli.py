@@ -118,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
 
 # -- memory commands (no chat model needed) ---------------------------------------------------
 def _store(settings: Settings):
-    from memory.store import Store
+    from memory.backup import open_store
 
-    return Store(settings.db_path)
+    return open_store(settings.db_path, settings.backup_dir)
 
 
 def _engine(settings: Settings):
@@ -263,6 +263,10 @@ def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
             print("nothing deleted")
             return 1
     store.delete_user(user_id)
+    if settings.backup_dir:  # the older snapshots still hold the user: replace them with one taken now
+        from memory.backup import Backups
+
+        Backups(settings.backup_dir).snapshot(store, drop_older=True)
     _print({"forgotten": args.user}) if args.json else print(f"forgot everything about '{args.user}'")
     return 0
 

@@ -9,6 +9,7 @@ from datetime import date
 from typing import Callable, Iterator
 
 from chatbot.settings import Settings
+from memory.backup import open_store
 from memory.cues import CueWriter
 from memory.engine import Hit, MemoryEngine
 from memory.jobs import JobRunner
@@ -115,7 +116,7 @@ class Chatbot:
     def __init__(self, settings: Settings, *, chat_model: ChatModel, embedder: Embedder,
                  update_model: ChatModel | None = None, store: Store | None = None):
         self.settings = settings
-        self.store = store or Store(settings.db_path)
+        self.store = store or open_store(settings.db_path, settings.backup_dir)
         self.chat_model = chat_model
         self.update_model = update_model or chat_model
         self.engine = MemoryEngine(self.store, embedder, count_tokens=chat_model.count_tokens)

@@ -8,6 +8,7 @@ import time
 from typing import Callable
 
 from chatbot.session import Chatbot, ChatSession
+from memory.backup import Backups
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +20,9 @@ class Worker:
     """One daemon thread: claims pending update jobs one at a time and watches live sessions for idleness.
 
     A job that fails goes back to pending (up to the runner's attempt limit) and is retried here after a
-    backoff of RETRY_BASE_S, doubling with each attempt, not in a hot loop.
+    backoff of RETRY_BASE_S, doubling with each attempt, not in a hot loop. With KEEM_BACKUP_DIR set it also
+    snapshots the database there every KEEM_BACKUP_EVERY_MIN when something changed, at once after a
+    forget (dropping the snapshots that still hold the user), and at shutdown.
     """
 
     def __init__(self, bot: Chatbot, *, idle_timeout_s: float | None = None, poll_s: float = 1.0,
@@ -36,6 +39,11 @@ class Worker:
         self._retry_at: dict[int, float] = {}                   # job id -> clock time it may run again
         self._thread: threading.Thread | None = None
         self.current_job: int | None = None
+        settings = bot.settings
+        self.backups = Backups(settings.backup_dir) if settings.backup_dir else None
+        self.backup_every_s = settings.backup_every_min * 60.0
+        self._backed_up: tuple[int, int] | None = None   # (store changes, forgets) at the last snapshot
+        self._backed_up_at = self.clock()
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> "Worker":
@@ -72,6 +80,7 @@ class Worker:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        self.backup(force=True)
         return job_ids
 
     @property
@@ -139,11 +148,32 @@ class Worker:
             ran += 1
         return ran
 
+    # -- backups ----------------------------------------------------------------------------------
+    def backup(self, force: bool = False) -> bool:
+        """Snapshot the database when it changed and a snapshot is due (or forced), or a user was forgotten."""
+        if self.backups is None:
+            return False
+        state = (self.store.db.conn.total_changes, self.store.forgotten)
+        if state == self._backed_up:
+            return False
+        forgot = state[1] != (self._backed_up[1] if self._backed_up else 0)
+        if not (force or forgot or self._backed_up is None
+                or self.clock() - self._backed_up_at >= self.backup_every_s):
+            return False
+        try:
+            self.backups.snapshot(self.store, drop_older=forgot)
+        except Exception:  # a full or vanished volume must not stop chat; the next tick tries again
+            log.exception("backup to %s failed", self.backups.folder)
+            return False
+        self._backed_up, self._backed_up_at = state, self.clock()
+        return True
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
                 self.run_pending()
                 self.end_idle()
+                self.backup()
             except Exception:  # never let the worker die; the next tick tries again
                 log.exception("worker tick failed")
             self._wake.wait(self.poll_s)

@@ -79,6 +79,8 @@ class Store:
         if self.path != ":memory:":
             self.db.enable_wal()
         self.db.execute("PRAGMA foreign_keys=ON")
+        self.db.execute("PRAGMA secure_delete=ON")   # a forgotten user's text is overwritten, not left in free pages
+        self.forgotten = 0                              # users deleted through this store (backups drop older snapshots)
         known = {m.name for m in migrations._migrations}
         applied = {m.name for m in migrations.applied(self.db)}
         if applied - known:
@@ -145,6 +147,7 @@ class Store:
             for table in ("memory_sentences", "memory_versions", "update_jobs", "turns", "sessions"):
                 self.db.execute(f"delete from {table} where user_id = ?", [user_id])
             self.db.execute("delete from users where id = ?", [user_id])
+        self.forgotten += 1
 
     # -- sessions and turns ---------------------------------------------------------------------
     def start_session(self, user_id: int, strategy: str, chat_model: str) -> int:

@@ -1,0 +1,100 @@
+"""Snapshots of the SQLite store in another folder (on a Space: a mounted storage bucket); the live file stays local.
+
+SQLite's locking is unproven on network and FUSE mounts, so the database is never opened there. A snapshot is
+written with SQLite's online backup API under a temporary name and renamed into place, so a reader never sees a
+half-written file; the newest KEEP are kept. When the database file is missing at start (a fresh Space
+container), it is restored from the newest snapshot that passes an integrity check. After a user is forgotten,
+the snapshots from before are deleted as soon as a new one is written, so the forgotten user is gone there too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+from memory.store import Store
+from models.errors import InputError
+
+log = logging.getLogger(__name__)
+KEEP = 3
+PREFIX, SUFFIX = "keem-", ".db"
+
+
+class Backups:
+    """A folder of timestamped snapshots of one store."""
+
+    def __init__(self, folder: str | os.PathLike[str], keep: int = KEEP):
+        self.folder = Path(folder)
+        self.keep = max(1, keep)
+
+    def snapshots(self) -> list[Path]:
+        """Snapshot files, oldest first (their names sort by time)."""
+        if not self.folder.is_dir():
+            return []
+        return sorted(p for p in self.folder.iterdir()
+                      if p.name.startswith(PREFIX) and p.name.endswith(SUFFIX) and p.is_file())
+
+    def snapshot(self, store: Store, *, drop_older: bool = False) -> Path:
+        """Write a consistent copy of `store` now; with `drop_older`, delete every earlier snapshot."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create the backup folder {self.folder} ({exc.strerror}); "
+                             "fix KEEM_BACKUP_DIR or mount the volume") from None
+        name = f"{PREFIX}{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}{SUFFIX}"
+        part = self.folder / f".{name}.part"
+        target = sqlite3.connect(part)
+        try:
+            with store.lock:
+                store.db.conn.backup(target)
+        finally:
+            target.close()
+        os.replace(part, self.folder / name)
+        older = [p for p in self.snapshots() if p.name < name]
+        for path in older if drop_older else older[:max(0, len(older) + 1 - self.keep)]:
+            path.unlink(missing_ok=True)
+        return self.folder / name
+
+    def restore(self, db_path: str | os.PathLike[str]) -> Path | None:
+        """When `db_path` does not exist, copy the newest sound snapshot there; returns the snapshot used."""
+        db_path = Path(db_path)
+        if db_path.exists():
+            return None
+        for snapshot in reversed(self.snapshots()):
+            if not _sound(snapshot):
+                log.warning("skipping damaged backup %s", snapshot)
+                continue
+            db_path.parent.mkdir(parents=True, exist_ok=True)
+            part = db_path.with_name(db_path.name + ".restoring")
+            source, target = sqlite3.connect(f"file:{snapshot}?mode=ro", uri=True), sqlite3.connect(part)
+            try:
+                source.backup(target)
+            finally:
+                source.close()
+                target.close()
+            os.replace(part, db_path)
+            return snapshot
+        return None
+
+
+def _sound(path: Path) -> bool:
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return False
+
+
+def open_store(db_path: str, backup_dir: str = "") -> Store:
+    """The store at `db_path`, first restored from the newest snapshot in `backup_dir` when the file is missing."""
+    if backup_dir and db_path != ":memory:":
+        used = Backups(backup_dir).restore(db_path)
+        if used is not None:
+            log.warning("restored %s from the backup %s", db_path, used)
+    return Store(db_path)

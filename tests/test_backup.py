@@ -1,0 +1,125 @@
+"""Database snapshots for hosts whose local disk is not kept (a Space): written whole, restored at start,
+and purged of a forgotten user."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from chatbot.cli import main
+from chatbot.session import Chatbot
+from chatbot.settings import Settings
+from chatbot.worker import Worker
+from memory.backup import KEEP, Backups, open_store
+from memory.engine import MemoryEngine
+from memory.store import Sentence, Store
+from models.embedders import NgramEmbedder
+from models.fake import ScriptedChatModel
+
+SECRET = "사용자는 비밀 일기장에 첫사랑 이야기를 적는다"
+
+
+def _memory(store: Store, name: str, text: str) -> int:
+    uid = store.get_or_create_user(name)
+    MemoryEngine(store, NgramEmbedder()).commit(uid, [Sentence(text)], strategy="import", status="ok", author="import")
+    return uid
+
+
+def _bot(tmp_path, **settings) -> Chatbot:
+    return Chatbot(Settings(db=str(tmp_path / "live" / "keem.db"), backup_dir=str(tmp_path / "bucket"), **settings),
+                   chat_model=ScriptedChatModel(responder=lambda m: "응"), embedder=NgramEmbedder())
+
+
+def test_a_snapshot_is_a_whole_database_and_only_the_newest_are_kept(store, tmp_path):
+    _memory(store, "minsu", SECRET)
+    backups = Backups(tmp_path / "bucket")
+    paths = [backups.snapshot(store) for _ in range(KEEP + 2)]
+    assert backups.snapshots() == paths[-KEEP:]
+    assert not list((tmp_path / "bucket").glob("*.part"))
+    copy = Store(paths[-1])
+    assert copy.latest_version(copy.require_user("minsu")).texts == [SECRET]
+
+
+def test_a_missing_database_is_restored_from_the_newest_sound_snapshot(store, tmp_path):
+    _memory(store, "minsu", SECRET)
+    backups = Backups(tmp_path / "bucket")
+    good = backups.snapshot(store)
+    damaged = backups.snapshot(store)
+    damaged.write_bytes(b"not a database" * 100)
+    target = tmp_path / "fresh" / "keem.db"
+    assert backups.restore(target) == good
+    restored = Store(target)
+    assert restored.latest_version(restored.require_user("minsu")).texts == [SECRET]
+    assert backups.restore(target) is None          # an existing database is never overwritten
+
+
+def test_the_app_restores_its_memory_after_the_container_lost_its_disk(tmp_path):
+    bot = _bot(tmp_path)
+    _memory(bot.store, "minsu", SECRET)
+    worker = Worker(bot)
+    worker.stop()                                    # shutdown writes a final snapshot
+    bot.store.close()
+    for path in (tmp_path / "live").iterdir():       # a new container: local files gone, the bucket kept
+        path.unlink()
+    again = _bot(tmp_path)
+    assert again.store.latest_version(again.store.require_user("minsu")).texts == [SECRET]
+
+
+def test_snapshots_follow_changes_on_schedule_and_not_otherwise(tmp_path):
+    now = [0.0]
+    bot = _bot(tmp_path, backup_every_min=10)
+    worker = Worker(bot, clock=lambda: now[0])
+    backups = worker.backups
+    assert worker.backup() and len(backups.snapshots()) == 1     # the first tick takes a baseline
+    now[0] += 3600
+    assert not worker.backup()                                   # nothing changed
+    _memory(bot.store, "minsu", SECRET)
+    assert worker.backup()                                       # changed, and the last one is an hour old
+    _memory(bot.store, "jiwoo", SECRET)
+    now[0] += 60
+    assert not worker.backup()                                   # changed again, but at most one per 10 minutes
+    now[0] += 600
+    assert worker.backup() and len(backups.snapshots()) == 3
+
+
+def test_forgetting_a_user_removes_them_from_every_snapshot_at_once(tmp_path):
+    bot = _bot(tmp_path)
+    worker = Worker(bot)
+    _memory(bot.store, "minsu", SECRET)
+    _memory(bot.store, "jiwoo", "사용자는 고양이를 키운다")
+    assert worker.backup()
+    bot.engine.forget(bot.store.require_user("minsu"))
+    assert worker.backup()                                       # not waiting for the schedule
+    snapshots = worker.backups.snapshots()
+    assert len(snapshots) == 1
+    assert SECRET.encode() not in snapshots[0].read_bytes()      # secure_delete: not even in free pages
+    kept = Store(snapshots[0])
+    assert kept.latest_version(kept.require_user("jiwoo")).texts == ["사용자는 고양이를 키운다"]
+
+
+def test_cli_forget_replaces_the_snapshots_and_cli_reads_restore(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KEEM_DB", str(tmp_path / "live" / "keem.db"))
+    monkeypatch.setenv("KEEM_BACKUP_DIR", str(tmp_path / "bucket"))
+    store = open_store(str(tmp_path / "live" / "keem.db"))
+    _memory(store, "minsu", SECRET)
+    _memory(store, "jiwoo", "사용자는 고양이를 키운다")
+    Backups(tmp_path / "bucket").snapshot(store)
+    store.close()
+    assert main(["memory", "forget", "--user", "minsu", "--yes"]) == 0
+    snapshots = Backups(tmp_path / "bucket").snapshots()
+    assert len(snapshots) == 1 and SECRET.encode() not in snapshots[0].read_bytes()
+    for path in (tmp_path / "live").iterdir():
+        path.unlink()
+    capsys.readouterr()
+    assert main(["memory", "show", "--user", "jiwoo", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sentences"][0]["text"] == "사용자는 고양이를 키운다"
+
+
+def test_an_unwritable_backup_folder_says_how_to_fix_it(store, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(Exception, match="KEEM_BACKUP_DIR"):
+        Backups(blocker / "sub").snapshot(store)
+    assert sqlite3.connect(store.path).execute("select count(*) from users").fetchone()[0] == 0
