@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import re
 import signal
 import sys
 from typing import Any
@@ -30,7 +31,8 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, help="port (KEEM_PORT; default 7860)")
     p.add_argument("--idle-timeout-min", type=float, help="end a silent session after this many minutes "
                                                           "(KEEM_IDLE_TIMEOUT_MIN; default 30)")
-    p.add_argument("--auth-file", help="require a login: a file with one name:password per line")
+    p.add_argument("--auth-file", help="require a login: a file with one name:password per line "
+                                       "(or the KEEM_AUTH secret: name:password pairs, comma-separated)")
     p.add_argument("--share", action="store_true", help="also open a public gradio.live link (off by default)")
 
 
@@ -57,7 +59,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def read_auth_file(path: str) -> list[tuple[str, str]]:
-    from chatbot.session import check_user_name
     from models.errors import InputError
 
     try:
@@ -65,24 +66,40 @@ def read_auth_file(path: str) -> list[tuple[str, str]]:
     except OSError as exc:
         message = f"cannot read --auth-file {path} ({exc.strerror}); give a file of name:password lines"
         raise InputError(message) from None
+    return parse_logins(lines, path)
+
+
+def parse_logins(lines: list[str], source: str) -> list[tuple[str, str]]:
+    """name:password lines (blank lines and # comments skipped) -> (name, password) pairs."""
+    from chatbot.session import check_user_name
+    from models.errors import InputError
+
     pairs = []
     for number, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        name, sep, password = line.partition(":")
+        name, sep, password = line.strip().partition(":")
         if not sep or not password:
-            raise InputError(f"{path} line {number}: expected name:password")
+            raise InputError(f"{source} line {number}: expected name:password")
         pairs.append((check_user_name(name), password))
     if not pairs:
-        raise InputError(f"{path} has no name:password lines")
+        raise InputError(f"{source} has no name:password lines")
     return pairs
+
+
+def logins(args: argparse.Namespace) -> list[tuple[str, str]] | None:
+    """--auth-file, else the KEEM_AUTH secret (name:password pairs, one per line or comma-separated), else None."""
+    if getattr(args, "auth_file", None):
+        return read_auth_file(args.auth_file)
+    secret = os.environ.get("KEEM_AUTH", "")
+    return parse_logins(re.split(r"[\n,]", secret), "KEEM_AUTH") if secret.strip() else None
 
 
 def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     """Load models, recover leftover jobs, serve until Ctrl-C / SIGTERM, then end open sessions."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    auth = read_auth_file(args.auth_file) if getattr(args, "auth_file", None) else None
+    auth = logins(args)
     from chatbot.terminal import load_bot
     from chatbot.ui import CSS, Backend, build_app
     from chatbot.worker import Worker

@@ -273,6 +273,27 @@ def test_chat_command_parses_the_same_flags(tmp_path: Path, monkeypatch: pytest.
     assert settings_from_args(parser.parse_args(["chat", "--host", "127.0.0.1"])).host == "127.0.0.1"
 
 
+def test_logins_come_from_the_auth_file_or_the_keem_auth_secret(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Space cannot pass flags or hold a private file; its KEEM_AUTH secret carries the logins instead."""
+    import argparse
+
+    from chatbot.chat_command import logins
+
+    parser = argparse.ArgumentParser()
+    add_chat_parser(parser.add_subparsers(dest="command"))
+    monkeypatch.delenv("KEEM_AUTH", raising=False)
+    assert logins(parser.parse_args(["chat"])) is None
+    monkeypatch.setenv("KEEM_AUTH", "민수:pw-1, 영희:pw:2\n")
+    assert logins(parser.parse_args(["chat"])) == [("민수", "pw-1"), ("영희", "pw:2")]
+    users = tmp_path / "users.txt"
+    users.write_text("# trial group A\n지우:pw-3\n", encoding="utf-8")
+    assert logins(parser.parse_args(["chat", "--auth-file", str(users)])) == [("지우", "pw-3")]  # the flag wins
+    monkeypatch.setenv("KEEM_AUTH", "민수")
+    with pytest.raises(InputError, match="KEEM_AUTH line 1: expected name:password"):
+        logins(parser.parse_args(["chat"]))
+
+
 # -- the launched app: what an anonymous or other client can reach ---------------------------------
 def free_port() -> int:
     with socket.socket() as s:
