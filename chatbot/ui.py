@@ -103,7 +103,8 @@ def render_memory(version: Version | None) -> str:
              f"{AUTHORS.get(version.author, version.author)} · {len(version.sentences)}문장", ""]
     for i, s in enumerate(version.sentences, 1):
         mark = " **〔감정·원인〕**" if is_emotion(s.text) else ""
-        lines.append(f"{i}\\. {md(s.text)}{mark}")
+        cues = f"  \n*검색 단서: {md(s.cues)}*" if s.cues else ""
+        lines.append(f"{i}\\. {md(s.text)}{mark}{cues}")
     return "\n\n".join(lines)
 
 

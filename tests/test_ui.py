@@ -26,6 +26,7 @@ from chatbot.ui import (
     md,
     model_banner,
     render_history,
+    render_memory,
     shown,
     version_diff,
 )
@@ -228,6 +229,17 @@ def test_markdown_escaping_emotion_marks_and_banner(ui: ChatUI) -> None:
     assert "http://evil" not in reply["content"] and "**굵게**" in reply["content"]
     assert is_emotion("사용자는 시험에 떨어져서 속상했다.") and not is_emotion("사용자는 서울에 산다.")
     assert "임베더" in model_banner(ui.bot) and "ngram" in model_banner(ui.bot)
+
+
+def test_memory_tab_shows_the_cue_words_stored_for_a_sentence(ui: ChatUI) -> None:
+    """Cue words are data about the user too: the user sees them beside their sentence, escaped."""
+    uid = ui.bot.store.get_or_create_user("민수")
+    version = ui.bot.engine.commit(uid, [Sentence("사용자는 주말부부로 지낸다"), Sentence("사용자는 서울에 산다")],
+                                   {"사용자는 주말부부로 지낸다": "KTX, 금요일 밤, <b>기차역</b>"},
+                                   strategy="import", status="ok", author="import")
+    shown_memory = render_memory(version)
+    assert "검색 단서: KTX, 금요일 밤" in shown_memory and "<b>" not in shown_memory
+    assert shown_memory.count("검색 단서") == 1
 
 
 def test_a_loading_backend_answers_loading_then_serves(tmp_path: Path) -> None:
