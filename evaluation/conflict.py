@@ -3,10 +3,15 @@
 The judge is any ChatModel answering memory/prompts/nli_judge.txt (fixed Korean prompt, temperature 0) with
 함의 / 중립 / 모순. Each unordered pair is asked once, earlier sentence first; identical pairs are cached
 across samples and strategies. An answer that names no label is `invalid` and left out of the ratio.
+Pairs grow quadratically (a 50-sentence memory has 1,225): above `max_pairs` per memory, a sample of that many
+pairs is judged, the same sample for the same memory in every run, and the count reports how many pairs it
+stands for.
 """
 
 from __future__ import annotations
 
+import hashlib
+import random
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Callable, Iterable, Sequence
@@ -16,6 +21,7 @@ from models.base import ChatModel, GenerationOptions
 
 LABELS = {"함의": "entailment", "중립": "neutral", "모순": "contradiction"}
 PROMPT = "nli_judge"
+MAX_PAIRS = 500          # per memory; the paper's CareCall memories (about 5-10 sentences) never reach it
 
 
 def parse_label(answer: str) -> str:
@@ -47,7 +53,8 @@ class NLIJudge:
 
 @dataclass
 class ConflictCounts:
-    pairs: int = 0
+    pairs: int = 0               # judged
+    pairs_total: int = 0         # in the memories (more than `pairs` where a memory's pairs were sampled)
     contradiction: int = 0
     entailment: int = 0
     neutral: int = 0
@@ -55,7 +62,7 @@ class ConflictCounts:
     contradicting_pairs: list[tuple[str, str]] = field(default_factory=list)
 
     def add(self, other: "ConflictCounts") -> "ConflictCounts":
-        for name in ("pairs", "contradiction", "entailment", "neutral", "invalid"):
+        for name in ("pairs", "pairs_total", "contradiction", "entailment", "neutral", "invalid"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.contradicting_pairs += other.contradicting_pairs
         return self
@@ -67,7 +74,7 @@ class ConflictCounts:
         return self.contradiction / valid if valid else None
 
     def as_json(self) -> dict:
-        return {"pairs": self.pairs, "contradiction": self.contradiction, "entailment": self.entailment,
+        return {"pairs": self.pairs, "pairs_total": self.pairs_total, "contradiction": self.contradiction, "entailment": self.entailment,
                 "neutral": self.neutral, "invalid": self.invalid, "ratio": self.ratio}
 
 
@@ -77,9 +84,19 @@ def sentence_pairs(memory: Sequence[str]) -> list[tuple[str, str]]:
     return list(combinations(unique, 2))
 
 
-def conflicts(memory: Sequence[str], judge: Callable[[str, str], str]) -> ConflictCounts:
-    counts = ConflictCounts()
-    for a, b in sentence_pairs(memory):
+def judged_pairs(memory: Sequence[str], max_pairs: int | None = MAX_PAIRS) -> list[tuple[str, str]]:
+    """The pairs to judge: all of them, or a sample of `max_pairs` seeded by the memory's text (reproducible)."""
+    pairs = sentence_pairs(memory)
+    if not max_pairs or len(pairs) <= max_pairs:
+        return pairs
+    seed = hashlib.sha256("\n".join(dict.fromkeys(memory)).encode()).digest()
+    return [pairs[i] for i in sorted(random.Random(seed).sample(range(len(pairs)), max_pairs))]
+
+
+def conflicts(memory: Sequence[str], judge: Callable[[str, str], str],
+              max_pairs: int | None = MAX_PAIRS) -> ConflictCounts:
+    counts = ConflictCounts(pairs_total=len(sentence_pairs(memory)))
+    for a, b in judged_pairs(memory, max_pairs):
         label = judge(a, b)
         counts.pairs += 1
         setattr(counts, label, getattr(counts, label) + 1)

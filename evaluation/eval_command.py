@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evaluation import retrieval_command
+from evaluation.conflict import MAX_PAIRS
 from models.errors import InputError, NotSupportedError
 
 LoadModel = Callable[[str], Any]
@@ -83,6 +84,8 @@ def _memory_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, help="only the first N episodes")
     p.add_argument("--seed", type=int, default=0, help="recorded in the report (decoding is greedy)")
     p.add_argument("--no-conflict", action="store_true", help="skip the NLI conflict analysis")
+    p.add_argument("--max-pairs", type=int, default=MAX_PAIRS, help="NLI pairs judged per memory at most; a larger memory's "
+                                                              "pairs are sampled, reproducibly (default 500; 0 = all)")
     p.add_argument("--no-voting", action="store_true", help="skip pairwise voting")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--out", type=Path, required=True, help="output folder (report.md, result.json, PNGs)")
@@ -140,7 +143,7 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
     result: dict[str, Any] = {"meta": meta, "updates": me.status_counts(memories),
                               "keyword_recall": me.measure_keywords(episodes, memories)}
     updated = me.updated_samples(memories, episodes)
-    result["conflict"] = (me.measure_conflicts(memories, NLIJudge(judge_model), updated, show) if not args.no_conflict
+    result["conflict"] = (me.measure_conflicts(memories, NLIJudge(judge_model), updated, show, args.max_pairs) if not args.no_conflict
                           else {"strategies": {s: {"all": {}, "updated": {}} for s in strategies},
                                 "updated_samples": len(updated), "skipped": True})
     has_probe = any(e.probe for e in episodes)

@@ -207,9 +207,10 @@ def measure_keywords(episodes: Sequence[EvalEpisode], memories: dict[str, dict[s
     return out
 
 def measure_conflicts(memories: dict[str, dict[str, list[Step]]], judge: conflict.NLIJudge,
-                      updated: set[tuple[str, int]], show_progress: bool = True) -> dict:
+                      updated: set[tuple[str, int]], show_progress: bool = True,
+                      max_pairs: int | None = conflict.MAX_PAIRS) -> dict:
     samples = [(s, st) for s, eps in memories.items() for steps in eps.values() for st in steps if st.session >= 2]
-    pairs = sum(len(conflict.sentence_pairs(st.memory)) for _, st in samples)
+    pairs = sum(len(conflict.judged_pairs(st.memory, max_pairs)) for _, st in samples)
     bar = tqdm(total=pairs, desc="NLI pairs", unit="pair", disable=not show_progress)
 
     def judged(a: str, b: str) -> str:
@@ -220,7 +221,7 @@ def measure_conflicts(memories: dict[str, dict[str, list[Step]]], judge: conflic
                                                              "updated": conflict.ConflictCounts()} for s in memories}
     rows = []
     for strategy, st in samples:
-        counts = conflict.conflicts(st.memory, judged)
+        counts = conflict.conflicts(st.memory, judged, max_pairs)
         per[strategy]["all"].add(counts)
         if (st.episode, st.session) in updated:
             per[strategy]["updated"].add(counts)
@@ -228,7 +229,7 @@ def measure_conflicts(memories: dict[str, dict[str, list[Step]]], judge: conflic
                      "contradicting_pairs": counts.contradicting_pairs})
     bar.close()
     return {"strategies": {s: {k: c.as_json() for k, c in v.items()} for s, v in per.items()},
-            "updated_samples": len(updated), "samples": rows, "judge_calls": len(judge.cache)}
+            "updated_samples": len(updated), "samples": rows, "judge_calls": len(judge.cache), "max_pairs": max_pairs}
 
 def _final(memories: dict[str, dict[str, list[Step]]], strategy: str, ep: EvalEpisode) -> list[str]:
     return memories[strategy][ep.id][-1].memory

@@ -138,6 +138,11 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
                   [[s, cf[s]["all"]["pairs"], cf[s]["all"]["contradiction"], cf[s]["all"]["entailment"],
                     cf[s]["all"]["neutral"], cf[s]["all"]["invalid"], _fmt(cf[s]["all"]["ratio"], pct=True),
                     cf[s]["updated"]["pairs"], _fmt(cf[s]["updated"]["ratio"], pct=True)] for s in strategies]), ""]
+    judged = sum(cf[s]["all"].get("pairs", 0) for s in strategies)
+    total = sum(cf[s]["all"].get("pairs_total", 0) for s in strategies)
+    if total > judged:
+        md += [f"Memories with more than {result['conflict'].get('max_pairs')} pairs were sampled (the same pairs in "
+               f"every run): {judged:,} of {total:,} pairs judged, so the ratios are estimates.", ""]
     files["conflict"] = _bars(out_dir / "conflict.png", "Conflict ratio", ["all samples", "updated samples"],
                               {s: [cf[s]["all"]["ratio"], cf[s]["updated"]["ratio"]] for s in strategies},
                               "contradiction ratio")

@@ -58,6 +58,17 @@ def test_conflict_ratio_from_scripted_judge_answers():
     assert conflict.pooled([counts, again]).ratio == pytest.approx(4 / 10)
 
 
+def test_a_large_memory_is_judged_on_a_reproducible_sample_of_pairs():
+    memory = [f"사용자는 취미 {i}번을 좋아한다." for i in range(40)]         # 780 pairs
+    judge_model = ScriptedChatModel(responder=lambda messages: "중립")
+    counts = conflict.conflicts(memory, conflict.NLIJudge(judge_model).label, max_pairs=100)
+    assert (counts.pairs, counts.pairs_total, len(judge_model.calls)) == (100, 780, 100)
+    sample = conflict.judged_pairs(memory, 100)
+    assert sample == conflict.judged_pairs(list(memory), 100)           # the same pairs in every run
+    assert len(set(sample)) == 100 and set(sample) < set(conflict.sentence_pairs(memory))
+    assert conflict.judged_pairs(memory, 0) == conflict.sentence_pairs(memory)   # 0 = every pair
+
+
 def test_parse_label_takes_the_first_label_named():
     assert conflict.parse_label("중립 (모순은 아님)") == "neutral"
     assert conflict.parse_label("Contradiction") == "contradiction"
@@ -262,7 +273,7 @@ def test_keem_eval_memory_on_the_carecall_fixture_writes_the_report(tmp_path, ca
     assert result["updates"]["operations"] == {"ok": 8} and "| operations |" in report
     assert result["meta"]["samples"] == 6 and result["meta"]["seed"] == 7
     assert len(result["meta"]["data_sha256"]) == 64 and result["meta"]["prompt_hashes"]["update:keem"]
-    assert result["conflict"]["updated_samples"] == 6
+    assert result["conflict"]["updated_samples"] == 6 and "were sampled" not in report
     cr = result["conflict"]["strategies"]
     # accumulation keeps every old fact beside the new one; the fake KEEM update replaces by topic
     assert cr["accumulate"]["all"]["ratio"] > cr["keem"]["all"]["ratio"]
@@ -270,6 +281,14 @@ def test_keem_eval_memory_on_the_carecall_fixture_writes_the_report(tmp_path, ca
     assert all(v["turns"] == 5 and v["perplexity"] == pytest.approx(math.e) for v in ppl.values())  # fake: -1/char
     assert len(result["voting"]["pairs"]) == 6 and len(result["voting"]["examples"]) == 5
     assert sum(p["wins_a"] + p["wins_b"] + p["ties"] for p in result["voting"]["pairs"]) == 30
+
+    sampled = tmp_path / "sampled"
+    assert run_eval(_keem(["eval", "memory", "--data", str(FIXTURE), "--strategies", "accumulate", "--update-model",
+                           "fake", "--judge", "fake-judge", "--no-voting", "--max-pairs", "1", "--out", str(sampled),
+                           "--json", "--no-progress"]), load_model=fake_models) == 0
+    small = json.loads(capsys.readouterr().out)["conflict"]["strategies"]["accumulate"]["all"]
+    assert small["pairs"] == 6 and small["pairs_total"] > 6           # one pair per sample, six samples
+    assert "were sampled" in (sampled / "report.md").read_text(encoding="utf-8")
 
     export = tmp_path / "human"
     assert run_eval(_keem(["eval", "human-export", "--memories", str(out / "memories.json"), "--sample", "3",
