@@ -29,7 +29,7 @@ def check_user_name(name: str) -> str:
     name = unicodedata.normalize("NFC", (name or "").strip())
     if not USER_NAME.fullmatch(name):
         raise InputError("a user name needs 1-64 letters, digits, spaces or . @ _ - (no markup or quotes); "
-                         f"got {name[:40]!r}")
+                         f"got {name[:40]!r}", code="bad_user_name")
     return name
 
 
@@ -37,10 +37,12 @@ def clean_message(text: str, max_chars: int) -> str:
     """Strip control characters and outer whitespace; refuse empty or over-long messages with a fix."""
     text = "".join(ch for ch in (text or "") if ch in "\n\t" or unicodedata.category(ch)[0] != "C").strip()
     if not text:
-        raise InputError("empty message: type something to say (control characters and spaces alone don't count)")
+        raise InputError("empty message: type something to say (control characters and spaces alone don't count)",
+                         code="empty_message")
     if len(text) > max_chars:
         raise InputError(f"message is {len(text):,} characters, the limit is {max_chars:,}; "
-                         "split it into shorter messages (or raise KEEM_MAX_MESSAGE_CHARS)")
+                         "split it into shorter messages (or raise KEEM_MAX_MESSAGE_CHARS)",
+                         code="message_too_long", length=len(text), limit=max_chars)
     return text
 
 

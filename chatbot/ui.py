@@ -55,15 +55,19 @@ def shown(message: dict[str, Any]) -> dict[str, Any]:
                                              str(message["content"]))}
 
 
+KOREAN = {  # error code (models/errors.py) -> the message the page shows
+    "empty_message": "빈 메시지입니다. 내용을 입력해 주세요 (공백이나 제어 문자만으로는 보낼 수 없습니다).",
+    "message_too_long": "메시지가 너무 깁니다 ({length:,}자, 최대 {limit:,}자). 나누어 보내 주세요.",
+    "bad_user_name": "이름은 1~64자의 한글·영문·숫자·공백과 . @ _ - 만 쓸 수 있습니다 (마크업·따옴표 불가).",
+}
+
+
 def korean_error(exc: BaseException) -> str:
-    """A Korean, one-line message for an error; the core's English detail is kept where it helps."""
+    """A Korean, one-line message for an error; the core's English detail is kept where no translation exists."""
     text = str(exc)
-    if text.startswith("empty message"):
-        return "빈 메시지입니다. 내용을 입력해 주세요 (공백이나 제어 문자만으로는 보낼 수 없습니다)."
-    if m := re.match(r"message is ([\d,]+) characters, the limit is ([\d,]+)", text):
-        return f"메시지가 너무 깁니다 ({m.group(1)}자, 최대 {m.group(2)}자). 나누어 보내 주세요."
-    if text.startswith("a user name"):
-        return "이름은 1~64자의 한글·영문·숫자·공백과 . @ _ - 만 쓸 수 있습니다 (마크업·따옴표 불가)."
+    code = getattr(exc, "code", None)
+    if code in KOREAN:
+        return KOREAN[code].format(**exc.params)  # type: ignore[attr-defined]
     if isinstance(exc, ModelUnavailableError) and text == Backend.LOADING:
         return text
     if isinstance(exc, UpdateError):

@@ -5,7 +5,16 @@ This module sits at the bottom of the import graph (chatbot -> memory -> models)
 
 
 class KeemError(Exception):
-    """Base class: an error whose message is meant for the user, one line, with a fix."""
+    """Base class: an error whose message is meant for the user, one line, with a fix.
+
+    `code` (with `params`) names the error for front ends that show it in another language (chatbot/ui.py),
+    so they never parse the English message.
+    """
+
+    def __init__(self, message: str = "", *, code: str | None = None, **params: object):
+        super().__init__(message)
+        self.code = code
+        self.params = params
 
 
 class InputError(KeemError):

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from chatbot.chat_command import add_chat_parser, settings_from_args
-from chatbot.session import Chatbot
+from chatbot.session import Chatbot, check_user_name, clean_message
 from chatbot.settings import Settings
 from chatbot.ui import (
     Backend,
@@ -110,8 +110,16 @@ def test_bad_input_is_a_korean_warning_and_the_app_stays_usable(ui: ChatUI) -> N
     for bad in ("", "   \n\t ", "\x00\x07\x1b", "가" * 100_000):
         frames = drain(ui.respond(bad, state))
         assert len(frames) == 1 and ui.bot.store.turns(state.session.session_id) == []
-    assert korean_error(InputError("empty message: x")).startswith("빈 메시지")
-    assert "100,000자" in korean_error(InputError("message is 100,000 characters, the limit is 4,000; split"))
+    with pytest.raises(InputError) as empty:
+        clean_message(" \x00 ", 4000)
+    assert korean_error(empty.value).startswith("빈 메시지")
+    with pytest.raises(InputError) as long:
+        clean_message("가" * 100_000, 4000)
+    assert "100,000자, 최대 4,000자" in korean_error(long.value)
+    with pytest.raises(InputError) as name:
+        check_user_name("<b>")
+    assert korean_error(name.value).startswith("이름은")
+    assert korean_error(InputError("anything else")) == "오류: anything else"
     drain(ui.respond("이제 괜찮아", state))
     assert len(ui.bot.store.turns(state.session.session_id)) == 2
 
