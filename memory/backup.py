@@ -39,6 +39,8 @@ class Backups:
 
     def snapshot(self, store: Store, *, drop_older: bool = False) -> Path:
         """Write a consistent copy of `store` now; with `drop_older`, delete every earlier snapshot."""
+        if store.path == ":memory:":
+            raise InputError("an in-memory database cannot be backed up; give KEEM_DB a file path")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -46,11 +48,13 @@ class Backups:
                              "fix KEEM_BACKUP_DIR or mount the volume") from None
         name = f"{PREFIX}{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}{SUFFIX}"
         part = self.folder / f".{name}.part"
-        target = sqlite3.connect(part)
+        # A connection of its own, in one step: in WAL mode that reads one consistent state while chat turns
+        # keep writing through the store's connection (holding the store's lock would stall them).
+        source, target = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True, timeout=30), sqlite3.connect(part)
         try:
-            with store.lock:
-                store.db.conn.backup(target)
+            source.backup(target)
         finally:
+            source.close()
             target.close()
         os.replace(part, self.folder / name)
         older = [p for p in self.snapshots() if p.name < name]
