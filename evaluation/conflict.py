@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Sequence
 
 from memory.prompts import prompt_hash, render
 from models.base import ChatModel, GenerationOptions
+from models.errors import ModelSpecError, ModelUnavailableError
 
 LABELS = {"함의": "entailment", "중립": "neutral", "모순": "contradiction"}
 PROMPT = "nli_judge"
@@ -49,6 +50,54 @@ class NLIJudge:
                                          GenerationOptions(max_new_tokens=self.max_new_tokens, temperature=0.0))
             self.cache[key] = parse_label(answer)
         return self.cache[key]
+
+
+class ClassifierNLIJudge:
+    """Labels sentence pairs with a local NLI classifier (transformers sequence classification, e.g. a KLUE-NLI
+    checkpoint): no LLM calls, deterministic, fast on a GPU. Its labels are read from the model's id2label."""
+
+    def __init__(self, source: str, device: str | None = None, max_length: int = 256):
+        try:
+            import torch
+            from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        except ImportError as exc:
+            raise ModelUnavailableError(f"the NLI classifier needs torch and transformers ({exc})") from exc
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(source)
+            self.model = AutoModelForSequenceClassification.from_pretrained(source)
+        except OSError as exc:
+            raise ModelUnavailableError(f"cannot load the NLI classifier '{source}' ({exc}); give a local folder "
+                                        "or a hub id this machine can download") from exc
+        self.labels = {i: _nli_label(name) for i, name in self.model.config.id2label.items()}
+        if set(self.labels.values()) != set(LABELS.values()):
+            raise ModelSpecError(f"'{source}' is not a 3-way NLI classifier: its labels are "
+                                 f"{sorted(self.model.config.id2label.values())}; it needs entailment, neutral "
+                                 "and contradiction")
+        self._torch = torch
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.model.to(self.device).eval()
+        self.max_length = max_length
+        self.cache: dict[tuple[str, str], str] = {}
+        self.prompt_hash = f"classifier:{source}"
+
+    def label(self, premise: str, hypothesis: str) -> str:
+        key = (premise, hypothesis)
+        if key not in self.cache:
+            batch = self.tokenizer(premise, hypothesis, truncation=True, max_length=self.max_length,
+                                   return_tensors="pt").to(self.device)
+            with self._torch.no_grad():
+                logits = self.model(**batch).logits[0]
+            self.cache[key] = self.labels[int(logits.argmax())]
+        return self.cache[key]
+
+
+def _nli_label(name: str) -> str | None:
+    """'ENTAILMENT', 'entailment', 'LABEL_entailment', '함의' ... -> entailment / neutral / contradiction."""
+    lowered = str(name).lower()
+    for korean, english in LABELS.items():
+        if english in lowered or korean in lowered or english[:6] in lowered:
+            return english
+    return None
 
 
 @dataclass

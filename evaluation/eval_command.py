@@ -77,6 +77,8 @@ def _memory_args(p: argparse.ArgumentParser) -> None:
                         "dataset gives, e.g. CareCallmem); default keem,accumulate,operations")
     p.add_argument("--update-model", help="model spec for the memory updates (hf:, openai:, demo, auto)")
     p.add_argument("--judge", required=True, help="model spec of the NLI and voting judge")
+    p.add_argument("--nli", help="hf:<hub id or folder> of a 3-way NLI classifier to judge conflicts instead of the "
+                                 "--judge LLM (e.g. a KLUE-NLI checkpoint; labels read from its config)")
     p.add_argument("--ppl-model", help="hf:<id|path> model for probe-session perplexity (skipped when absent)")
     p.add_argument("--chat-model", help="model spec writing the replies that are voted on "
                                         "(default: --ppl-model, else --update-model)")
@@ -93,7 +95,7 @@ def _memory_args(p: argparse.ArgumentParser) -> None:
 
 def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
     from evaluation import memory_eval as me
-    from evaluation.conflict import NLIJudge
+    from evaluation.conflict import ClassifierNLIJudge, NLIJudge
     from evaluation.report import base_meta, write_memory_report
     from evaluation.voting import VoteJudge
     from memory.prompts import prompt_hash
@@ -132,7 +134,8 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
     meta = {**base_meta(), "data": str(args.data), "data_sha256": me.file_sha256(args.data), "seed": args.seed,
             "episodes": len(episodes), "samples": samples, "strategies": strategies,
             "arguments": {k: str(v) for k, v in vars(args).items() if k not in ("command", "eval_command")},
-            "models": {"update": args.update_model, "judge": args.judge, "ppl": args.ppl_model,
+            "models": {"update": args.update_model, "judge": args.judge, "nli": args.nli or args.judge,
+                       "ppl": args.ppl_model,
                        "chat": None, "embedder": args.embedder if needs_update else None},
             "prompt_hashes": {"nli_judge": prompt_hash("nli_judge"), "vote_judge": prompt_hash("vote_judge"),
                               "chat_system": prompt_hash("chat_system")}}
@@ -143,7 +146,10 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
     result: dict[str, Any] = {"meta": meta, "updates": me.status_counts(memories),
                               "keyword_recall": me.measure_keywords(episodes, memories)}
     updated = me.updated_samples(memories, episodes)
-    result["conflict"] = (me.measure_conflicts(memories, NLIJudge(judge_model), updated, show, args.max_pairs) if not args.no_conflict
+    def nli() -> ClassifierNLIJudge | NLIJudge:
+        return ClassifierNLIJudge(args.nli.removeprefix("hf:")) if args.nli else NLIJudge(judge_model)
+
+    result["conflict"] = (me.measure_conflicts(memories, nli(), updated, show, args.max_pairs) if not args.no_conflict
                           else {"strategies": {s: {"all": {}, "updated": {}} for s in strategies},
                                 "updated_samples": len(updated), "skipped": True})
     has_probe = any(e.probe for e in episodes)

@@ -206,7 +206,8 @@ def measure_keywords(episodes: Sequence[EvalEpisode], memories: dict[str, dict[s
                                      for (e, t), p in zip(keys, per)]}
     return out
 
-def measure_conflicts(memories: dict[str, dict[str, list[Step]]], judge: conflict.NLIJudge,
+def measure_conflicts(memories: dict[str, dict[str, list[Step]]],
+                      judge: conflict.NLIJudge | conflict.ClassifierNLIJudge,
                       updated: set[tuple[str, int]], show_progress: bool = True,
                       max_pairs: int | None = conflict.MAX_PAIRS) -> dict:
     samples = [(s, st) for s, eps in memories.items() for steps in eps.values() for st in steps if st.session >= 2]

@@ -131,7 +131,8 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
 
     cf = result["conflict"]["strategies"]
     md += ["## Conflict ratio (NLI)", "",
-           f"Contradiction share among all memory sentence pairs, judged by `{result['meta']['models'].get('judge')}`"
+           f"Contradiction share among all memory sentence pairs, judged by "
+           f"`{result['meta']['models'].get('nli') or result['meta']['models'].get('judge')}`"
            f"; 'updated' = the {result['conflict']['updated_samples']} samples where an update occurred.", "",
            _table(["Strategy", "pairs", "contradiction", "entailment", "neutral", "invalid", "conflict ratio",
                    "pairs (updated)", "conflict ratio (updated)"],

@@ -56,3 +56,31 @@ def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     LlamaForCausalLM(config).save_pretrained(folder)
     fast.save_pretrained(folder)
     return str(folder)
+
+
+def build_nli_classifier(folder: Path, labels: dict[int, str], always: int) -> str:
+    """A tiny random BERT pair classifier (WordPiece vocabulary trained here) whose answer is always `always`."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(["사용자는 서울에 산다", "사용자는 부산에 산다", "고양이 개 키운다"] * 5,
+                            trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]"]))
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(fast), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, num_labels=len(labels), id2label=labels,
+                        label2id={v: k for k, v in labels.items()})
+    model = BertForSequenceClassification(config)
+    with torch.no_grad():                      # whatever the input, the logits favour `always`
+        model.classifier.weight.zero_()
+        model.classifier.bias.copy_(torch.tensor([10.0 if i == always else 0.0 for i in range(len(labels))]))
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return str(folder)

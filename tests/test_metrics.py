@@ -69,6 +69,22 @@ def test_a_large_memory_is_judged_on_a_reproducible_sample_of_pairs():
     assert conflict.judged_pairs(memory, 0) == conflict.sentence_pairs(memory)   # 0 = every pair
 
 
+def test_a_local_nli_classifier_judges_pairs_without_an_llm(tmp_path):
+    from evaluation.conflict import ClassifierNLIJudge
+    from models.errors import ModelSpecError
+    from tests.conftest import build_nli_classifier
+
+    labels = {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}
+    judge = ClassifierNLIJudge(build_nli_classifier(tmp_path / "c", labels, always=2), device="cpu")
+    memory = ["사용자는 서울에 산다.", "사용자는 부산에 산다.", "사용자는 고양이를 키운다."]
+    counts = conflict.conflicts(memory, judge.label)
+    assert (counts.pairs, counts.contradiction, counts.ratio) == (3, 3, 1.0)
+    neutral = ClassifierNLIJudge(build_nli_classifier(tmp_path / "n", labels, always=1), device="cpu")
+    assert conflict.conflicts(memory, neutral.label).ratio == 0.0
+    with pytest.raises(ModelSpecError, match="3-way NLI"):
+        ClassifierNLIJudge(build_nli_classifier(tmp_path / "s", {0: "POSITIVE", 1: "NEGATIVE", 2: "MIXED"}, 0))
+
+
 def test_parse_label_takes_the_first_label_named():
     assert conflict.parse_label("중립 (모순은 아님)") == "neutral"
     assert conflict.parse_label("Contradiction") == "contradiction"
@@ -282,13 +298,18 @@ def test_keem_eval_memory_on_the_carecall_fixture_writes_the_report(tmp_path, ca
     assert len(result["voting"]["pairs"]) == 6 and len(result["voting"]["examples"]) == 5
     assert sum(p["wins_a"] + p["wins_b"] + p["ties"] for p in result["voting"]["pairs"]) == 30
 
+    from tests.conftest import build_nli_classifier
+
+    classifier = build_nli_classifier(tmp_path / "nli", {0: "entailment", 1: "neutral", 2: "contradiction"}, 2)
     sampled = tmp_path / "sampled"
     assert run_eval(_keem(["eval", "memory", "--data", str(FIXTURE), "--strategies", "accumulate", "--update-model",
-                           "fake", "--judge", "fake-judge", "--no-voting", "--max-pairs", "1", "--out", str(sampled),
-                           "--json", "--no-progress"]), load_model=fake_models) == 0
+                           "fake", "--judge", "fake-judge", "--nli", f"hf:{classifier}", "--no-voting", "--max-pairs",
+                           "1", "--out", str(sampled), "--json", "--no-progress"]), load_model=fake_models) == 0
     small = json.loads(capsys.readouterr().out)["conflict"]["strategies"]["accumulate"]["all"]
     assert small["pairs"] == 6 and small["pairs_total"] > 6           # one pair per sample, six samples
-    assert "were sampled" in (sampled / "report.md").read_text(encoding="utf-8")
+    assert small["ratio"] == 1.0                                      # the classifier, not the scripted judge
+    sampled_report = (sampled / "report.md").read_text(encoding="utf-8")
+    assert "were sampled" in sampled_report and f"judged by `hf:{classifier}`" in sampled_report
 
     export = tmp_path / "human"
     assert run_eval(_keem(["eval", "human-export", "--memories", str(out / "memories.json"), "--sample", "3",
