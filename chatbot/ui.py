@@ -3,34 +3,21 @@
 from __future__ import annotations
 
 import functools
-import html
 import logging
-import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import gradio as gr
 
+from chatbot.render import (LOADING, choices, korean_error, md, model_banner, render_hits, render_history,
+                            render_memory, shown, stage_text)
 from chatbot.session import Chatbot, ChatSession, check_user_name, clean_message
 from chatbot.worker import Worker
-from memory.engine import Hit
 from memory.store import Sentence, Version
-from models.errors import InputError, KeemError, ModelUnavailableError, UpdateError
+from models.errors import InputError, KeemError, ModelUnavailableError
 
 log = logging.getLogger(__name__)
-
-STAGES = {"queued": "대기 중", "summarizing": "대화 요약 중", "reflecting": "감정과 원인 정리 중",
-          "updating": "기억 통합 중", "verifying": "새 기억 검증 중", "ok": "완료",
-          "fallback": "완료 (안전 모드: 검증에 실패해 이전 기억에 요약을 덧붙였습니다)",
-          "skipped": "나눈 말이 없어 기억은 그대로입니다", "failed": "실패"}
-AUTHORS = {"updater": "기억 갱신 모델", "user": "사용자 직접 수정", "import": "가져오기"}
-EMOTION = re.compile(r"(기쁘|기뻐|기쁨|행복|즐거|신나|설레|뿌듯|만족|감사|고마|안도|편안|슬프|슬퍼|슬픔|우울|외로|"
-                     r"속상|서운|실망|후회|불안|걱정|두려|무서|긴장|초조|화가|화를|짜증|답답|억울|스트레스|힘들|"
-                     r"괴로|지쳐|지친|피곤|부끄|창피|그리워|아쉬|좋아해|싫어|happy|sad|worried|anxious|angry)")
-CAUSE = re.compile(r"(서 |서,|때문|덕분|탓에|로 인해|바람에|면서|니까|because)")
-MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
-IMAGES = re.compile(r"!\[([^\]]*)\]\([^)]*\)|<\s*img\b[^>]*>?", re.I)
 
 
 @dataclass
@@ -43,135 +30,11 @@ class UserState:
     job_id: int | None = None
 
 
-# -- text helpers ----------------------------------------------------------------------------------
-def md(text: str) -> str:
-    """Escape user- or model-written text for Markdown (no links, images, HTML or headings sneak in)."""
-    return MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False)).replace("\n", " ")
-
-
-def shown(message: dict[str, Any]) -> dict[str, Any]:
-    """A chat message as displayed: Markdown stays, but no image loads (a reply cannot make the browser fetch URLs)."""
-    return {**message, "content": IMAGES.sub(lambda m: f"[그림 생략{': ' + m.group(1) if m.group(1) else ''}]",
-                                             str(message["content"]))}
-
-
-KOREAN = {  # error code (models/errors.py) -> the message the page shows
-    "empty_message": "빈 메시지입니다. 내용을 입력해 주세요 (공백이나 제어 문자만으로는 보낼 수 없습니다).",
-    "message_too_long": "메시지가 너무 깁니다 ({length:,}자, 최대 {limit:,}자). 나누어 보내 주세요.",
-    "bad_user_name": "이름은 1~64자의 한글·영문·숫자·공백과 . @ _ - 만 쓸 수 있습니다 (마크업·따옴표 불가).",
-}
-
-
-def korean_error(exc: BaseException) -> str:
-    """A Korean, one-line message for an error; the core's English detail is kept where no translation exists."""
-    text = str(exc)
-    code = getattr(exc, "code", None)
-    if code in KOREAN:
-        return KOREAN[code].format(**exc.params)  # type: ignore[attr-defined]
-    if isinstance(exc, ModelUnavailableError) and text == Backend.LOADING:
-        return text
-    if isinstance(exc, UpdateError):
-        return f"기억을 바꿀 수 없습니다: {text}"
-    if isinstance(exc, KeemError):
-        return f"오류: {text}"
-    return "예상하지 못한 오류가 났습니다. 잠시 뒤 다시 시도해 주세요 (서버 로그에 기록되었습니다)."
-
-
-def is_emotion(text: str) -> bool:
-    """An emotion-and-cause sentence: names a feeling and what caused it (a heuristic for marking)."""
-    return bool(EMOTION.search(text)) and bool(CAUSE.search(text))
-
-
-def version_diff(previous: Version | None, current: Version) -> dict[str, list[Any]]:
-    """kept / added / removed / rewritten (old, new) between two versions, using each sentence's origin."""
-    old = {s.id: s.text for s in previous.sentences} if previous else {}
-    old_texts = set(old.values())
-    kept, added, rewritten, continued = [], [], [], set()
-    for s in current.sentences:
-        if s.text in old_texts:
-            kept.append(s.text)
-            continued.add(s.text)
-        elif s.origin_id in old:
-            rewritten.append((old[s.origin_id], s.text))
-            continued.add(old[s.origin_id])
-        else:
-            added.append(s.text)
-    removed = [t for t in old.values() if t not in continued]
-    return {"kept": kept, "added": added, "removed": removed, "rewritten": rewritten}
-
-
-def render_memory(version: Version | None) -> str:
-    if version is None:
-        return "아직 기억이 없습니다. 대화를 나누고 **대화 끝내기**를 누르면 첫 기억이 만들어집니다."
-    lines = [f"**현재 기억 v{version.number}** · {version.created_at[:16].replace('T', ' ')} · "
-             f"{AUTHORS.get(version.author, version.author)} · {len(version.sentences)}문장", ""]
-    for i, s in enumerate(version.sentences, 1):
-        mark = " **〔감정·원인〕**" if is_emotion(s.text) else ""
-        cues = f"  \n*검색 단서: {md(s.cues)}*" if s.cues else ""
-        lines.append(f"{i}\\. {md(s.text)}{mark}{cues}")
-    return "\n\n".join(lines)
-
-
-def render_history(versions: list[Version]) -> str:
-    if not versions:
-        return "버전 기록이 없습니다."
-    blocks, previous = [], None
-    for v in versions:
-        d = version_diff(previous, v)
-        head = (f"#### v{v.number} · {v.created_at[:16].replace('T', ' ')} · {v.strategy}/{v.status} · "
-                f"{AUTHORS.get(v.author, v.author)}\n유지 {len(d['kept'])} · 추가 {len(d['added'])} · "
-                f"삭제 {len(d['removed'])} · 고쳐 씀 {len(d['rewritten'])}")
-        body = [f"- **추가** {md(t)}" for t in d["added"]]
-        body += [f"- **고쳐 씀** {md(a)} → {md(b)}" for a, b in d["rewritten"]]
-        body += [f"- **삭제** ~~{md(t)}~~" for t in d["removed"]]
-        blocks.append(head + ("\n\n" + "\n".join(body) if body else "") +
-                      (f"\n\n*메모: {md(v.note)}*" if v.note else ""))
-        previous = v
-    return "\n\n".join(reversed(blocks))
-
-
-def render_hits(hits: list[Hit]) -> str:
-    if not hits:
-        return "이번 답변에는 불러온 기억이 없습니다."
-    return "\n".join(f"- {md(h.text)} *(유사도 {h.score:.2f})*" for h in hits)
-
-
-def model_banner(bot: Chatbot) -> str:
-    """Which chat model, update model and embedder are loaded; the demo notice when the demo model runs."""
-    from models.demo import DEMO_NOTICE
-
-    chat, update = bot.chat_model, bot.update_model
-    text = (f"**채팅 모델** {md(chat.description or chat.spec)} · **기억 갱신 모델** "
-            f"{md(update.description or update.spec)} · **임베더** {md(bot.engine.embedder.name)}")
-    if "demo" in (chat.spec, update.spec):
-        text += f"\n\n**안내** {md(DEMO_NOTICE)}"
-    return text
-
-
-def stage_text(job: dict[str, Any]) -> tuple[str, bool]:
-    """(Korean progress line, whether the job is finished for now)."""
-    stage = job["stage"] or "queued"
-    if job["status"] == "done":
-        return f"기억 갱신: {STAGES.get(stage, stage)}", True
-    if stage == "failed" or job["status"] == "failed":
-        reason = md((job.get("last_error") or "")[:200])
-        retry = "잠시 뒤 다시 시도합니다. " if job["status"] == "pending" else ""
-        return f"기억 갱신: 실패 ({reason}). {retry}이전 기억은 그대로입니다.", True
-    return f"기억 갱신: {STAGES.get(stage, stage)} …", False
-
-
-def choices(version: Version | None) -> list[tuple[str, str]]:
-    """Dropdown choices; a value names the version too, so an edit of a stale list is refused."""
-    if version is None:
-        return []
-    return [(f"{i + 1}. {s.text[:70]}", f"{version.number}:{i}") for i, s in enumerate(version.sentences)]
-
-
 # -- the app -------------------------------------------------------------------------------------
 class Backend:
     """The bot and its job worker: ready at once, or loading in a background thread while the page already serves."""
 
-    LOADING = "모델을 불러오는 중입니다. 잠시 뒤 다시 시도해 주세요 (이 줄은 준비되면 바뀝니다)."
+    LOADING = LOADING
 
     def __init__(self, bot: Chatbot | None = None, worker: Worker | None = None):
         self.bot, self.worker = bot, (worker or (Worker(bot) if bot is not None else None))

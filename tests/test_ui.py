@@ -15,21 +15,10 @@ import pytest
 
 from chatbot.chat_command import add_chat_parser, settings_from_args
 from chatbot.session import Chatbot, check_user_name, clean_message
+from chatbot.render import (is_emotion, korean_error, md, model_banner, render_history, render_memory, shown,
+                            stage_text, version_diff)
 from chatbot.settings import Settings
-from chatbot.ui import (
-    Backend,
-    ChatUI,
-    UserState,
-    build_app,
-    is_emotion,
-    korean_error,
-    md,
-    model_banner,
-    render_history,
-    render_memory,
-    shown,
-    version_diff,
-)
+from chatbot.ui import Backend, ChatUI, UserState, build_app
 from chatbot.worker import Worker
 from memory.store import Sentence
 from models.embedders import NgramEmbedder
@@ -248,6 +237,7 @@ def test_memory_tab_shows_the_cue_words_stored_for_a_sentence(ui: ChatUI) -> Non
     shown_memory = render_memory(version)
     assert "검색 단서: KTX, 금요일 밤" in shown_memory and "<b>" not in shown_memory
     assert shown_memory.count("검색 단서") == 1
+    assert stage_text({"status": "running", "stage": "cues"}) == ("기억 갱신: 검색 단서 쓰는 중 …", False)
 
 
 def test_a_loading_backend_answers_loading_then_serves(tmp_path: Path) -> None:
