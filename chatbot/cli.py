@@ -248,6 +248,9 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     new = [Sentence(t, "imported") for t in dict.fromkeys(texts) if t not in seen]
     version = engine.commit(user_id, old + new, strategy="import", status="ok", author="import",
                             note=f"imported {len(new)} sentences from {args.file.name}")
+    from memory.backup import snapshot_if_configured
+
+    snapshot_if_configured(settings.backup_dir, engine.store)
     result = {"user": name, "version": version.number, "imported": len(new), "size": len(version.sentences)}
     _print(result) if args.json else print(
         f"imported {len(new)} sentences into {name}'s memory v{version.number} ({len(version.sentences)} in all)")
@@ -263,10 +266,9 @@ def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
             print("nothing deleted")
             return 1
     store.delete_user(user_id)
-    if settings.backup_dir:  # the older snapshots still hold the user: replace them with one taken now
-        from memory.backup import Backups
+    from memory.backup import snapshot_if_configured
 
-        Backups(settings.backup_dir).snapshot(store, drop_older=True)
+    snapshot_if_configured(settings.backup_dir, store, drop_older=True)  # older snapshots still hold the user
     _print({"forgotten": args.user}) if args.json else print(f"forgot everything about '{args.user}'")
     return 0
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from chatbot.session import Chatbot, ChatSession, check_user_name, clean_message
 from chatbot.settings import Settings
+from memory.backup import snapshot_if_configured
 from memory.store import Version
 from models.errors import InputError, KeemError
 
@@ -97,6 +98,8 @@ def run_session(settings: Settings, args: argparse.Namespace) -> int:
     except KeemError as exc:
         raise KeemError(f"the memory update failed and will be retried at the next start; "
                         f"the previous memory is intact ({exc})") from exc
+    finally:
+        snapshot_if_configured(settings.backup_dir, bot.store)   # the session's turns are kept even when it failed
     if version is not None:
         print(f"\n# {name}: memory v{version.number} ({version.strategy}, {version.status})")
         print_sentences(version)

@@ -95,6 +95,11 @@ def _sound(path: Path) -> bool:
         return False
 
 
+def snapshot_if_configured(backup_dir: str, store: Store, *, drop_older: bool = False) -> Path | None:
+    """For one-shot commands (keem session / memory import / forget): a snapshot after they wrote, when configured."""
+    return Backups(backup_dir).snapshot(store, drop_older=drop_older) if backup_dir else None
+
+
 def open_store(db_path: str, backup_dir: str = "") -> Store:
     """The store at `db_path`, first restored from the newest snapshot in `backup_dir` when the file is missing."""
     if backup_dir and db_path != ":memory:":

@@ -117,6 +117,17 @@ def test_cli_forget_replaces_the_snapshots_and_cli_reads_restore(tmp_path, monke
     assert json.loads(capsys.readouterr().out)["sentences"][0]["text"] == "사용자는 고양이를 키운다"
 
 
+def test_one_shot_commands_snapshot_what_they_wrote(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KEEM_DB", str(tmp_path / "live" / "keem.db"))
+    monkeypatch.setenv("KEEM_BACKUP_DIR", str(tmp_path / "bucket"))
+    monkeypatch.setenv("KEEM_EMBEDDER", "ngram")
+    memory = tmp_path / "mem.txt"
+    memory.write_text(SECRET + "\n", encoding="utf-8")
+    assert main(["memory", "import", "--user", "minsu", str(memory)]) == 0
+    snapshots = Backups(tmp_path / "bucket").snapshots()
+    assert len(snapshots) == 1 and SECRET.encode() in snapshots[0].read_bytes()
+
+
 def test_an_unwritable_backup_folder_says_how_to_fix_it(store, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
