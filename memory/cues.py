@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from memory.prompts import render
+from memory.prompts import prompt_hash, render
 from memory.updaters.base import ask
 from models.base import ChatModel
 
@@ -19,6 +19,7 @@ MAX_PER_CALL = 20          # sentences per model call
 TOKENS_PER_SENTENCE = 48   # room for one line of 5-8 cue words
 MAX_CUES = 10
 MAX_CUE_CHARS = 20
+CUES_PROMPT_HASH = prompt_hash("update_system", "cues")   # recorded on the version that got the cues
 _LINE = re.compile(r"^\s*(\d{1,3})\s*[.:)\]]\s*(.+?)\s*$")
 _SPLIT = re.compile(r"[,，、/·;]")
 _WORDLIKE = re.compile(r"[0-9A-Za-z\uac00-\ud7a3]")

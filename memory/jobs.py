@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from memory.cues import CueWriter
+from memory.cues import CUES_PROMPT_HASH, CueWriter
 from memory.engine import MemoryEngine
 from memory.store import Sentence, Version
 from memory.updaters import Updater, UpdateInput
@@ -38,7 +38,7 @@ class JobRunner:
         except Exception as exc:  # an optional extra: log it and commit the memory without new cues
             log.warning("memory cues for user %s failed: %s", user_id, exc)
             return {}, {"cues": {"asked": len(todo), "written": 0, "error": f"{type(exc).__name__}: {exc}"[:300]}}
-        return cues, {"cues": {"asked": len(todo), "written": len(cues)}}
+        return cues, {"cues": {"asked": len(todo), "written": len(cues), "prompt_hash": CUES_PROMPT_HASH}}
 
     def build_input(self, job: dict) -> UpdateInput:
         session = self.store.session(job["session_id"])

@@ -104,7 +104,8 @@ def test_update_job_writes_cues_for_new_sentences_when_enabled(store):
     runner = JobRunner(engine, lambda s: make_updater(s, model), cue_writer=CueWriter(model))
     stages = []
     version = runner.run(job, stages.append)
-    assert "cues" in stages and version.details["cues"] == {"asked": 1, "written": 1}
+    assert "cues" in stages and version.details["cues"]["asked"] == version.details["cues"]["written"] == 1
+    assert version.details["cues"]["prompt_hash"]
     assert version.sentences[0].cues == "KTX, 금요일 밤, 기차역"
     assert engine.search(uid, QUERY, k=1)[0].text == version.sentences[0].text
 
