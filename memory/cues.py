@@ -35,7 +35,7 @@ def parse_cues(reply: str, count: int) -> dict[int, str]:
         index = int(m.group(1)) - 1
         if not 0 <= index < count or index in found:
             continue
-        words = [w.strip(" \t\"'`*-.") for w in _SPLIT.split(m.group(2))]
+        words = [w.replace("\ufffd", "").strip(" \t\"'`*-.") for w in _SPLIT.split(m.group(2))]
         words = [w for w in dict.fromkeys(words) if w and len(w) <= MAX_CUE_CHARS and _WORDLIKE.search(w)]
         if words:
             found[index] = ", ".join(words[:MAX_CUES])
@@ -55,5 +55,8 @@ class CueWriter:
             chunk = texts[start:start + MAX_PER_CALL]
             reply = ask(self.model, render("update_system"), render("cues", sentences=chunk),
                         TOKENS_PER_SENTENCE * len(chunk))
-            cues.update((chunk[i], words) for i, words in parse_cues(reply, len(chunk)).items())
+            for i, words in parse_cues(reply, len(chunk)).items():
+                new = [w for w in words.split(", ") if w not in chunk[i]]   # words of the sentence add nothing
+                if new:
+                    cues[chunk[i]] = ", ".join(new)
         return cues

@@ -38,6 +38,12 @@ def test_parse_cues_reads_numbered_lines_and_drops_the_rest():
              "3: , ,")
     assert parse_cues(reply, 3) == {0: "KTX, 금요일 밤, 기차역", 1: "카네이션, 꽃다발, 어버이날"}
     assert parse_cues("I cannot help with that.", 2) == {}
+    assert parse_cues("1: 기차\ufffd, 역", 1) == {0: "기차, 역"}       # a token cut mid-character
+
+
+def test_cue_words_already_in_the_sentence_are_dropped():
+    model = ScriptedChatModel(["1: 주말부부, KTX, 남편\n2: 꽃집, 운영"])
+    assert CueWriter(model).write([WEEKEND, FLOWERS]) == {WEEKEND: "KTX"}
 
 
 def test_cue_writer_asks_in_batches_and_maps_cues_to_their_sentences():
