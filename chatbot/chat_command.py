@@ -26,7 +26,9 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL; default: --model)")
     p.add_argument("--embedder", help="auto (default), e5, use-multilingual, minilm, ngram, st:<id|path> (KEEM_EMBEDDER)")
     p.add_argument("--strategy", help="memory update strategy: keem (default), accumulate or operations (KEEM_STRATEGY)")
-    p.add_argument("--memory-cues", action="store_const", const=True, help="the update model also writes cue words for each new memory sentence, searched as a second view (one extra call per update; KEEM_MEMORY_CUES=1)")
+    p.add_argument("--memory-cues", action="store_const", const=True,
+                   help="the update model also writes cue words for each new memory sentence, searched as a "
+                        "second view (one extra call per update; KEEM_MEMORY_CUES=1)")
     p.add_argument("--host", help="address to bind (KEEM_HOST; default 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, help="port (KEEM_PORT; default 7860)")
     p.add_argument("--idle-timeout-min", type=float, help="end a silent session after this many minutes "

@@ -48,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--embedder", help="auto (default: e5-small, else use-multilingual), e5, use-multilingual, "
                                       "minilm, ngram, st:<id|path> (KEEM_EMBEDDER)")
     s.add_argument("--strategy", help="memory update strategy: keem (default), accumulate or operations (KEEM_STRATEGY)")
-    s.add_argument("--memory-cues", action="store_const", const=True, help="the update model also writes cue words for each new memory sentence, searched as a second view (one extra call per update; KEEM_MEMORY_CUES=1)")
+    s.add_argument("--memory-cues", action="store_const", const=True,
+                   help="the update model also writes cue words for each new memory sentence, searched as a "
+                        "second view (one extra call per update; KEEM_MEMORY_CUES=1)")
     s.add_argument("--script", type=Path, help="file with one user message per line (UTF-8)")
 
     m = subs.add_parser("memory", help="show, search, import or forget a user's memory",

@@ -25,9 +25,9 @@ _SPLIT = re.compile(r"[,，、/·;]")
 _WORDLIKE = re.compile(r"[0-9A-Za-z\uac00-\ud7a3]")
 
 
-def parse_cues(reply: str, count: int) -> dict[int, str]:
-    """'N: word, word, ...' lines -> {N-1: 'word, word'}; numbers outside 1..count, repeats and empty lines are dropped."""
-    found: dict[int, str] = {}
+def parse_cues(reply: str, count: int) -> dict[int, list[str]]:
+    """'N: word, word, ...' lines -> {N-1: [word, word]}; numbers outside 1..count, repeats and empty lines are dropped."""
+    found: dict[int, list[str]] = {}
     for line in reply.splitlines():
         m = _LINE.match(line)
         if not m:
@@ -38,7 +38,7 @@ def parse_cues(reply: str, count: int) -> dict[int, str]:
         words = [w.replace("\ufffd", "").strip(" \t\"'`*-.") for w in _SPLIT.split(m.group(2))]
         words = [w for w in dict.fromkeys(words) if w and len(w) <= MAX_CUE_CHARS and _WORDLIKE.search(w)]
         if words:
-            found[index] = ", ".join(words[:MAX_CUES])
+            found[index] = words[:MAX_CUES]
     return found
 
 
@@ -56,7 +56,7 @@ class CueWriter:
             reply = ask(self.model, render("update_system"), render("cues", sentences=chunk),
                         TOKENS_PER_SENTENCE * len(chunk))
             for i, words in parse_cues(reply, len(chunk)).items():
-                new = [w for w in words.split(", ") if w not in chunk[i]]   # words of the sentence add nothing
+                new = [w for w in words if w not in chunk[i]]   # words of the sentence add nothing
                 if new:
                     cues[chunk[i]] = ", ".join(new)
         return cues

@@ -36,9 +36,9 @@ def test_parse_cues_reads_numbered_lines_and_drops_the_rest():
              "7: 범위 밖\n"
              "1: 두 번째 1번은 무시\n"
              "3: , ,")
-    assert parse_cues(reply, 3) == {0: "KTX, 금요일 밤, 기차역", 1: "카네이션, 꽃다발, 어버이날"}
+    assert parse_cues(reply, 3) == {0: ["KTX", "금요일 밤", "기차역"], 1: ["카네이션", "꽃다발", "어버이날"]}
     assert parse_cues("I cannot help with that.", 2) == {}
-    assert parse_cues("1: 기차\ufffd, 역", 1) == {0: "기차, 역"}       # a token cut mid-character
+    assert parse_cues("1: 기차\ufffd, 역", 1) == {0: ["기차", "역"]}       # a token cut mid-character
 
 
 def test_cue_words_already_in_the_sentence_are_dropped():
