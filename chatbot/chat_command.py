@@ -17,7 +17,9 @@ EPILOG = """examples:
   python app.py                                    # 127.0.0.1:7860, model auto (demo on CPU)
   keem chat --model demo --port 7861
   keem chat --auth-file users.txt                  # one "name:password" per line; the login name is the identity
-  KEEM_MODEL=hf:yanolja/EEVE-Korean-Instruct-10.8B-v1.0 keem chat --host 0.0.0.0"""
+  KEEM_MODEL=hf:yanolja/EEVE-Korean-Instruct-10.8B-v1.0 keem chat --host 0.0.0.0
+  KEEM_BACKUP_DIR=/mnt/bucket keem chat            # snapshots the database there; restores it when missing
+  KEEM_AUTH='minsu:pw1,jiwoo:pw2' keem chat        # logins from the environment (a Space secret)"""
 
 
 def add_chat_arguments(p: argparse.ArgumentParser) -> None:
