@@ -27,7 +27,8 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="chat model spec: hf:<id|path>, openai:<model>, demo, auto (KEEM_MODEL)")
     p.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL; default: --model)")
     p.add_argument("--embedder", help="auto (default), e5, use-multilingual, minilm, ngram, st:<id|path> (KEEM_EMBEDDER)")
-    p.add_argument("--strategy", help="memory update strategy: keem (default), accumulate or operations (KEEM_STRATEGY)")
+    p.add_argument("--strategy", help="memory update strategy: keem (default), accumulate, operations, or balanced "
+                                      "(a user trial: one per user, balanced, kept) (KEEM_STRATEGY)")
     p.add_argument("--memory-cues", action="store_const", const=True,
                    help="the update model also writes cue words for each new memory sentence, searched as a "
                         "second view (one extra call per update; KEEM_MEMORY_CUES=1)")

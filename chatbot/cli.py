@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL; default: --model)")
     s.add_argument("--embedder", help="auto (default: e5-small, else use-multilingual), e5, use-multilingual, "
                                       "minilm, ngram, st:<id|path> (KEEM_EMBEDDER)")
-    s.add_argument("--strategy", help="memory update strategy: keem (default), accumulate or operations (KEEM_STRATEGY)")
+    s.add_argument("--strategy", help="memory update strategy: keem (default), accumulate, operations, or balanced "
+                                      "(a user trial: one per user, balanced, kept) (KEEM_STRATEGY)")
     s.add_argument("--memory-cues", action="store_const", const=True,
                    help="the update model also writes cue words for each new memory sentence, searched as a "
                         "second view (one extra call per update; KEEM_MEMORY_CUES=1)")
@@ -83,6 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
     from evaluation.build_command import add_build_parser
     from evaluation.eval_command import add_eval_parser
 
+    t = subs.add_parser("trial", help="export what a user trial collected (participants, sessions, memories)",
+                        description="Tools for multi-session user trials. Run the app with KEEM_STRATEGY=balanced "
+                                    "to give each participant one strategy, balanced and kept across sessions.")
+    tsubs = t.add_subparsers(dest="trial_command", required=True)
+    p = _sub(tsubs, "export", "write participants.csv, sessions.jsonl and memory_versions.jsonl into a new folder",
+             "keem trial export --out trial-2026-11 --pseudonymize   # names -> P001...; key.csv maps them back")
+    p.add_argument("--out", type=Path, required=True, help="a new (or empty) folder")
+    p.add_argument("--pseudonymize", action="store_true", help="replace names by P001, P002, ... (key.csv maps back)")
     add_chat_parser(subs)
     add_build_parser(subs)
     add_eval_parser(subs)
@@ -109,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             from chatbot.terminal import run_session
 
             return run_session(settings, args)
+        if args.command == "trial":
+            return cmd_trial_export(settings, args)
         return MEMORY_COMMANDS[args.memory_command](settings, args)
     except KeemError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -272,6 +283,17 @@ def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
 
     snapshot_if_configured(settings.backup_dir, store, drop_older=True)  # older snapshots still hold the user
     _print({"forgotten": args.user}) if args.json else print(f"forgot everything about '{args.user}'")
+    return 0
+
+
+def cmd_trial_export(settings: Settings, args: argparse.Namespace) -> int:
+    from chatbot.trials import FILES, export
+
+    counts = export(_store(settings), args.out, args.pseudonymize)
+    _print({"out": str(args.out), **counts}) if args.json else print(
+        f"exported {counts['participants']} participants, {counts['sessions']} sessions, {counts['turns']} turns "
+        f"and {counts['versions']} memory versions to {args.out}/ ({', '.join(FILES)}"
+        f"{', key.csv' if args.pseudonymize else ''})")
     return 0
 
 

@@ -94,13 +94,15 @@ def render_memory(version: Version | None) -> str:
     return "\n\n".join(lines)
 
 
-def render_history(versions: list[Version]) -> str:
+def render_history(versions: list[Version], show_strategy: bool = True) -> str:
+    """Every version with what it kept, added, removed and rewrote; the strategy is hidden in a blind user trial."""
     if not versions:
         return "버전 기록이 없습니다."
     blocks, previous = [], None
     for v in versions:
         d = version_diff(previous, v)
-        head = (f"#### v{v.number} · {v.created_at[:16].replace('T', ' ')} · {v.strategy}/{v.status} · "
+        how = f"{v.strategy}/{v.status}" if show_strategy else STAGES.get(v.status, v.status)
+        head = (f"#### v{v.number} · {v.created_at[:16].replace('T', ' ')} · {how} · "
                 f"{AUTHORS.get(v.author, v.author)}\n유지 {len(d['kept'])} · 추가 {len(d['added'])} · "
                 f"삭제 {len(d['removed'])} · 고쳐 씀 {len(d['rewritten'])}")
         body = [f"- **추가** {md(t)}" for t in d["added"]]

@@ -21,6 +21,8 @@ from models.base import ChatModel, GenerationOptions, Message
 from models.embedders import Embedder
 from models.errors import InputError
 
+BALANCED = "balanced"   # KEEM_STRATEGY for user trials: strategies assigned per user, balanced, kept across sessions
+
 USER_NAME = re.compile(r"^[\w][\w .@-]{0,63}$")
 
 
@@ -127,11 +129,15 @@ class Chatbot:
             cue_writer=CueWriter(self.update_model) if settings.memory_cues else None)
 
     def start(self, user_name: str, strategy: str | None = None) -> ChatSession:
+        """Open a session. With strategy 'balanced' (a user trial) each user keeps the strategy assigned at their
+        first session, the one with the fewest users so far."""
         strategy = strategy or self.settings.strategy
-        if strategy not in STRATEGIES:
-            raise InputError(f"unknown strategy '{strategy}'; choose one of: {', '.join(STRATEGIES)}")
+        if strategy not in (*STRATEGIES, BALANCED):
+            raise InputError(f"unknown strategy '{strategy}'; choose one of: {', '.join((*STRATEGIES, BALANCED))}")
         user_name = check_user_name(user_name)
         user_id = self.store.get_or_create_user(user_name)
+        if strategy == BALANCED:
+            strategy = self.store.assign_strategy(user_id, STRATEGIES)
         session_id = self.store.start_session(user_id, strategy, self.chat_model.spec)
         before = self.store.previous_session(user_id, session_id)
         previous_date = to_date(before["started_at"]) if before else None

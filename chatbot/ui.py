@@ -12,7 +12,7 @@ import gradio as gr
 
 from chatbot.render import (LOADING, choices, korean_error, md, model_banner, render_hits, render_history,
                             render_memory, shown, stage_text)
-from chatbot.session import Chatbot, ChatSession, check_user_name, clean_message
+from chatbot.session import BALANCED, Chatbot, ChatSession, check_user_name, clean_message
 from chatbot.worker import Worker
 from memory.store import Sentence, Version
 from models.errors import InputError, KeemError, ModelUnavailableError
@@ -111,7 +111,9 @@ class ChatUI:
             return "", "", gr.update(choices=[], value=None)
         versions = self.bot.store.versions(state.user_id)
         latest = versions[-1] if versions else None
-        return render_memory(latest), render_history(versions), gr.update(choices=choices(latest), value=None)
+        blind = self.bot.settings.strategy == BALANCED   # a trial participant must not learn their strategy
+        return (render_memory(latest), render_history(versions, show_strategy=not blind),
+                gr.update(choices=choices(latest), value=None))
 
     # login
     def login(self, name: str, request: gr.Request | None = None) -> tuple[Any, ...]:

@@ -49,3 +49,9 @@ def m002_memory_cues(db: Database) -> None:
     """Cue words the update model wrote for a sentence (memory/cues.py) and their vector, both optional."""
     db["memory_sentences"].add_column("cues", str)
     db["memory_sentences"].add_column("cue_embedding", bytes)
+
+
+@migrations(name="m003_user_strategy")
+def m003_user_strategy(db: Database) -> None:
+    """The strategy a user trial assigned to the user (KEEM_STRATEGY=balanced); empty outside trials."""
+    db["users"].add_column("strategy", str)

@@ -10,7 +10,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 from sqlite_utils import Database
@@ -141,6 +141,21 @@ class Store:
                 user_id = self.db["users"].insert({"name": name, "created_at": now_iso()}).last_pk
             return int(user_id)
 
+    def users(self) -> list[dict[str, Any]]:
+        return self._rows("select * from users order by id")
+
+    def assign_strategy(self, user_id: int, choices: Sequence[str]) -> str:
+        """The user's trial strategy: the one assigned before, else the choice with the fewest users (first on ties)."""
+        with self.write():
+            row = self._one("select strategy from users where id = ?", [user_id])
+            if row and row["strategy"] in choices:
+                return str(row["strategy"])
+            counts = {r["strategy"]: r["n"] for r in self._rows(
+                "select strategy, count(*) as n from users where strategy is not null group by strategy")}
+            chosen = min(choices, key=lambda c: counts.get(c, 0))
+            self.db.execute("update users set strategy = ? where id = ?", [chosen, user_id])
+            return chosen
+
     def delete_user(self, user_id: int) -> None:
         """Forget a user: every turn, session, memory version, sentence and job, in one transaction."""
         with self.write():
@@ -172,6 +187,9 @@ class Store:
         return self._one("select * from sessions s where user_id = ? and id < ? and exists "
                          "(select 1 from turns t where t.session_id = s.id) order by id desc limit 1",
                          [user_id, session_id])
+
+    def sessions(self, user_id: int) -> list[dict[str, Any]]:
+        return self._rows("select * from sessions where user_id = ? order by id", [user_id])
 
     def open_sessions(self) -> list[dict[str, Any]]:
         return self._rows("select * from sessions where status = 'open' order by id")
