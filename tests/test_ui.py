@@ -432,3 +432,16 @@ def test_a_failed_update_is_retried_after_a_backoff_until_it_succeeds(tmp_path: 
     assert worker.run_pending() == 0  # still backing off
     now[0] += worker_module.RETRY_BASE_S
     assert worker.run_pending() == 1 and bot.store.job(job_id)["status"] == "done"
+
+
+def test_a_trial_participant_never_sees_their_strategy(tmp_path: Path) -> None:
+    bot = make_bot(tmp_path / "k.db", strategy="balanced")
+    ui = ChatUI(bot, Worker(bot))
+    state = login(ui, "참가자1")
+    assert state.session.strategy == "keem"
+    bot.engine.commit(state.user_id, [Sentence("사용자는 고양이를 키운다")], strategy="keem", status="ok",
+                      author="updater")
+    memory, history, _ = ui.memory_outputs(state)
+    assert "keem" not in history and "keem" not in memory and "완료" in history
+    plain = make_bot(tmp_path / "k.db")                                 # an operator's app names it
+    assert "keem/ok" in ChatUI(plain, Worker(plain)).memory_outputs(state)[1]
