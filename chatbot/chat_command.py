@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from chatbot.settings import Settings
+from models.errors import InputError
 
 EPILOG = """examples:
   python app.py                                    # 127.0.0.1:7860, model auto (demo on CPU)
@@ -64,8 +65,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def read_auth_file(path: str) -> list[tuple[str, str]]:
-    from models.errors import InputError
-
     try:
         lines = open(path, encoding="utf-8").read().splitlines()
     except OSError as exc:
@@ -77,7 +76,6 @@ def read_auth_file(path: str) -> list[tuple[str, str]]:
 def parse_logins(lines: list[str], source: str) -> list[tuple[str, str]]:
     """name:password lines (blank lines and # comments skipped) -> (name, password) pairs."""
     from chatbot.session import check_user_name
-    from models.errors import InputError
 
     pairs = []
     for number, line in enumerate(lines, 1):
@@ -100,6 +98,20 @@ def logins(args: argparse.Namespace) -> list[tuple[str, str]] | None:
     return parse_logins(re.split(r"[\n,]", secret), "KEEM_AUTH") if secret.strip() else None
 
 
+def browser_identity(settings: Settings, logins: list[tuple[str, str]] | None) -> bool:
+    """Whether a browser-held key is part of each user's identity.
+
+    With logins the login is the identity. Otherwise a typed name alone would open that person's memory to anyone
+    who types it: fine on one's own machine (127.0.0.1), not on a public server. `auto` therefore turns browser
+    identity on where Hugging Face Spaces runs the app (SPACE_ID is set); `browser` and `name` force it.
+    """
+    if settings.identity not in ("auto", "name", "browser"):
+        raise InputError(f"KEEM_IDENTITY={settings.identity!r}: use auto, name or browser")
+    if logins:
+        return False
+    return settings.identity == "browser" or (settings.identity == "auto" and bool(os.environ.get("SPACE_ID")))
+
+
 def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     """Load models, recover leftover jobs, serve until Ctrl-C / SIGTERM, then end open sessions."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -120,7 +132,11 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
 
     # the page serves at once and says the models are loading; chat opens when they are ready
     backend = Backend.loading(load)
-    app = build_app(backend)
+    per_browser = browser_identity(settings, auth)
+    if per_browser:
+        print("identity: the typed name within this browser (a key in its localStorage); "
+              "the same name typed elsewhere is another user", file=sys.stderr)
+    app = build_app(backend, browser_identity=per_browser)
 
     def on_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt

@@ -33,6 +33,7 @@ class Settings:
     host: str = "127.0.0.1"           # KEEM_HOST
     port: int = 7860                  # KEEM_PORT
     idle_timeout_min: float = 30.0    # KEEM_IDLE_TIMEOUT_MIN
+    identity: str = "auto"            # KEEM_IDENTITY: auto, name or browser (chatbot/chat_command.py: browser_identity)
     backup_dir: str = ""              # KEEM_BACKUP_DIR: snapshot the database into this folder (memory/backup.py)
     backup_every_min: float = 10.0    # KEEM_BACKUP_EVERY_MIN: how often, when something changed
 

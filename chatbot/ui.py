@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
+import secrets
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -18,6 +20,7 @@ from memory.store import Sentence, Version
 from models.errors import InputError, KeemError, ModelUnavailableError
 
 log = logging.getLogger(__name__)
+BROWSER_KEY = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass
@@ -81,8 +84,9 @@ class Backend:
 class ChatUI:
     """Every event handler of the app; each takes the server-side UserState, never a user id from the client."""
 
-    def __init__(self, bot: Chatbot | Backend, worker: Worker | None = None):
+    def __init__(self, bot: Chatbot | Backend, worker: Worker | None = None, *, browser_identity: bool = False):
         self.backend = bot if isinstance(bot, Backend) else Backend(bot, worker)
+        self.browser_identity = browser_identity
 
     @property
     def bot(self) -> Chatbot:
@@ -116,16 +120,24 @@ class ChatUI:
                 gr.update(choices=choices(latest), value=None))
 
     # login
-    def login(self, name: str, request: gr.Request | None = None) -> tuple[Any, ...]:
-        """Start a session for the typed name (or the authenticated user, which wins when auth is on)."""
+    def login(self, name: str, browser_key: str | None = None, request: gr.Request | None = None) -> tuple[Any, ...]:
+        """Start a session for the typed name (or the authenticated user, which wins when auth is on).
+
+        With browser identity the user is the typed name in this browser: `browser_key` comes from the browser's
+        localStorage, and a browser without one (or with a malformed one) gets a new random key, returned last.
+        """
         username = getattr(request, "username", None) if request is not None else None
         name = check_user_name(username or name)
-        session = self.bot.start(name)
+        key = None
+        if self.browser_identity and not username:
+            key = browser_key if BROWSER_KEY.fullmatch(browser_key or "") else secrets.token_hex(16)
+        session = self.bot.start(name, browser_key=key)
         self.worker.track(session)
         state = UserState(session.user_id, name, session)
-        return (state, gr.update(visible=False), gr.update(visible=True),
-                f"**{md(name)}** 님, 안녕하세요. 편하게 이야기해 주세요.", [], render_hits([]),
-                gr.update(interactive=True), "", gr.update(visible=False), *self.memory_outputs(state))
+        out = (state, gr.update(visible=False), gr.update(visible=True),
+               f"**{md(name)}** 님, 안녕하세요. 편하게 이야기해 주세요.", [], render_hits([]),
+               gr.update(interactive=True), "", gr.update(visible=False), *self.memory_outputs(state))
+        return (*out, key) if self.browser_identity else out
 
     def logout(self, state: UserState | None) -> tuple[Any, ...]:
         if state is not None and not state.session.ended:
@@ -281,12 +293,14 @@ CSS = """
 """
 
 
-def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: str = "KEEM 채팅") -> gr.Blocks:
+def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: str = "KEEM 채팅",
+              browser_identity: bool = False) -> gr.Blocks:
     """The Blocks app; every event is private to the page (api_visibility='private') and reads identity from state.
 
-    `bot` may be a loading `Backend`: the page serves at once and says the models are loading.
+    `bot` may be a loading `Backend`: the page serves at once and says the models are loading. With
+    `browser_identity` a random key kept in the browser's localStorage is part of who the user is.
     """
-    ui = ChatUI(bot, worker)
+    ui = ChatUI(bot, worker, browser_identity=browser_identity)
     hidden: dict[str, Any] = {"api_visibility": "private"}
     with gr.Blocks(title=title, analytics_enabled=False) as app:
         app.keem_ui = ui  # type: ignore[attr-defined]
@@ -340,7 +354,10 @@ def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: st
         panel = [memory, history, pick]
         after_login = [state, login_box, main_box, greeting, chat, hits, message, progress, again, *panel]
         cleared = [state, login_box, main_box, greeting, chat, hits, progress, memory, history, pick]
-        gr.on([start.click, name.submit], guarded(len(after_login))(ui.login), [name], after_login, **hidden)
+        # the key is only obfuscated in localStorage (Gradio sends the page its secret); the key itself is the credential
+        key = [gr.BrowserState("", storage_key="keem-identity", secret="keem-identity")] if browser_identity else []
+        gr.on([start.click, name.submit], guarded(len(after_login) + len(key))(ui.login), [name, *key],
+              [*after_login, *key], **hidden)
         logout.click(guarded(len(cleared))(ui.logout), [state], cleared, **hidden)
         gr.on([send.click, message.submit], ui.respond, [message, state], [message, chat, hits],
               concurrency_limit=4, **hidden)

@@ -169,6 +169,32 @@ def test_chat_end_session_restart_and_isolation(browser: Any, tmp_path: Path) ->
 
 
 @needs_chromium
+def test_browser_identity_survives_a_reload_and_a_stranger_typing_the_name_sees_nothing(
+        browser: Any, tmp_path: Path) -> None:
+    from memory.store import Sentence
+
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    url, app, bot, worker = serve(tmp_path / "keem.db", browser_identity=True)
+    try:
+        page = browser.new_context(locale="ko-KR").new_page()
+        enter(page, url, "민수")
+        [user] = [u for u in bot.store.users() if u["name"].startswith("민수#")]
+        bot.engine.commit(user["id"], [Sentence("사용자는 부산으로 이사했다")], strategy="keem", status="ok",
+                          author="updater")
+        enter(page, url, "민수")                                  # a new page load in the same browser
+        open_tab(page, "기억")
+        page.locator("#memory").get_by_text("부산").wait_for(timeout=10_000)
+        stranger = browser.new_context(locale="ko-KR").new_page()
+        enter(stranger, url, "민수")                              # someone else types the same name
+        open_tab(stranger, "기억")
+        stranger.locator("#memory").get_by_text("아직 기억이 없습니다").wait_for(timeout=10_000)
+        assert len([u for u in bot.store.users() if u["name"].startswith("민수#")]) == 2
+    finally:
+        app.close()
+        worker.stop()
+
+
+@needs_chromium
 def test_bad_input_in_the_page_shows_a_message_and_the_app_stays_usable(browser: Any, tmp_path: Path) -> None:
     url, app, worker = start_app(tmp_path / "keem.db")
     try:

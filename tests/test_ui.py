@@ -311,12 +311,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve(db: Path, auth: list[tuple[str, str]] | None = None,
-          model: ScriptedChatModel | None = None) -> tuple[str, gr.Blocks, Chatbot, Worker]:
+def serve(db: Path, auth: list[tuple[str, str]] | None = None, model: ScriptedChatModel | None = None,
+          browser_identity: bool = False) -> tuple[str, gr.Blocks, Chatbot, Worker]:
     """Launch the app in this process on a free 127.0.0.1 port; the caller closes app and worker."""
     bot = make_bot(db, model)
     worker = Worker(bot, poll_s=0.05).start()
-    app = build_app(bot, worker)
+    app = build_app(bot, worker, browser_identity=browser_identity)
     port = free_port()
     app.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                        footer_links=[], run_history=False, auth=auth)
@@ -445,3 +445,33 @@ def test_a_trial_participant_never_sees_their_strategy(tmp_path: Path) -> None:
     assert "keem" not in history and "keem" not in memory and "완료" in history
     plain = make_bot(tmp_path / "k.db")                                 # an operator's app names it
     assert "keem/ok" in ChatUI(plain, Worker(plain)).memory_outputs(state)[1]
+
+
+def test_with_browser_identity_a_typed_name_opens_only_that_browsers_memory(tmp_path: Path) -> None:
+    bot = make_bot(tmp_path / "k.db")
+    ui = ChatUI(bot, Worker(bot), browser_identity=True)
+    first = ui.login("민수", "")
+    state, key = first[0], first[-1]
+    assert len(key) == 32 and state.name == "민수"
+    bot.engine.commit(state.user_id, [Sentence("사용자는 부산으로 이사했다")], strategy="keem", status="ok",
+                      author="updater")
+    back = ui.login("민수", key)                                        # the same browser, later
+    assert back[0].user_id == state.user_id and back[-1] == key and "부산" in back[-3]
+    stranger = ui.login("민수", "")                                     # another browser typing the same name
+    assert stranger[0].user_id != state.user_id and stranger[-1] != key and "부산" not in stranger[-3]
+    forged = ui.login("민수", "x' or 1=1")                             # a malformed key is replaced, not used
+    assert forged[0].user_id not in (state.user_id, stranger[0].user_id)
+    assert bot.store.find_user("민수") is None                         # no plain-name user to type into
+
+
+def test_browser_identity_is_on_for_a_public_space_without_logins(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chatbot.chat_command import browser_identity
+
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    assert not browser_identity(Settings(), None)                      # one's own machine: the name is enough
+    monkeypatch.setenv("SPACE_ID", "someone/keem-chat")
+    assert browser_identity(Settings(), None)
+    assert not browser_identity(Settings(), [("민수", "pw")])           # logins are the identity
+    assert not browser_identity(Settings(identity="name"), None)
+    with pytest.raises(InputError, match="KEEM_IDENTITY"):
+        browser_identity(Settings(identity="cookie"), None)
