@@ -5,7 +5,8 @@ Writes into a new folder:
   sessions.jsonl         one line per session with its turns (role, text, time) and how it ended
   memory_versions.jsonl  one line per memory version with its sentences (provenance, cue words)
 With --pseudonymize, names become P001, P002, ... (by order of first use) and key.csv maps them back: keep it
-apart from the data. Turn texts are exported as typed; they may still name people.
+apart from the data. Turn texts are exported as typed; they may still name people. A browser-identity user
+("name#key", KEEM_IDENTITY=browser) appears with only the key's first 6 characters: the full key is a credential.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def export(store: Store, out: Path, pseudonymize: bool = False) -> dict[str, int
     if not users:
         raise InputError("the database has no participants yet; check --db / KEEM_DB")
     out.mkdir(parents=True, exist_ok=True)
-    alias = {u["id"]: f"P{i:03d}" if pseudonymize else u["name"] for i, u in enumerate(users, 1)}
+    alias = {u["id"]: f"P{i:03d}" if pseudonymize else _shown(u["name"]) for i, u in enumerate(users, 1)}
     counts = {"participants": len(users), "sessions": 0, "turns": 0, "versions": 0}
     rows: list[dict[str, Any]] = []
     with open(out / "sessions.jsonl", "w", encoding="utf-8") as sessions_file, \
@@ -58,8 +59,14 @@ def export(store: Store, out: Path, pseudonymize: bool = False) -> dict[str, int
                          "memory_versions": len(versions)})
     _csv(out / "participants.csv", rows)
     if pseudonymize:
-        _csv(out / "key.csv", [{"participant": alias[u["id"]], "name": u["name"]} for u in users])
+        _csv(out / "key.csv", [{"participant": alias[u["id"]], "name": _shown(u["name"])} for u in users])
     return counts
+
+
+def _shown(name: str) -> str:
+    """A browser-identity user 'name#key' as 'name#abcdef': the full key is a credential and stays in the database."""
+    base, sep, key = name.partition("#")
+    return f"{base}#{key[:6]}" if sep else name
 
 
 def _csv(path: Path, rows: list[dict[str, Any]]) -> None:

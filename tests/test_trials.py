@@ -31,6 +31,18 @@ def test_balanced_gives_each_participant_one_strategy_evenly_and_keeps_it(tmp_pa
     assert again.start("p7").strategy == STRATEGIES[0]                 # ties go to the first strategy
 
 
+def test_an_export_never_carries_a_browser_key(tmp_path, monkeypatch, capsys):
+    bot = _bot(tmp_path / "t.db")
+    key = "0123456789abcdef0123456789abcdef"
+    session = bot.start("민수", browser_key=key)
+    list(session.send("안녕"))
+    monkeypatch.setenv("KEEM_DB", str(tmp_path / "t.db"))
+    assert main(["trial", "export", "--out", str(tmp_path / "x")]) == 0
+    for path in (tmp_path / "x").iterdir():
+        assert key not in path.read_text(encoding="utf-8")
+    assert "민수#012345" in (tmp_path / "x" / "participants.csv").read_text(encoding="utf-8")
+
+
 def test_an_unknown_strategy_names_the_choices(tmp_path):
     with pytest.raises(InputError, match="balanced"):
         _bot(tmp_path / "t.db", strategy="random").start("p1")
