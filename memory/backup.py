@@ -50,7 +50,7 @@ class Backups:
         part = self.folder / f".{name}.part"
         # A connection of its own, in one step: in WAL mode that reads one consistent state while chat turns
         # keep writing through the store's connection (holding the store's lock would stall them).
-        source, target = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True, timeout=30), sqlite3.connect(part)
+        source, target = _read_only(store.path), sqlite3.connect(part)
         try:
             source.backup(target)
         finally:
@@ -73,7 +73,7 @@ class Backups:
                 continue
             db_path.parent.mkdir(parents=True, exist_ok=True)
             part = db_path.with_name(db_path.name + ".restoring")
-            source, target = sqlite3.connect(f"file:{snapshot}?mode=ro", uri=True), sqlite3.connect(part)
+            source, target = _read_only(snapshot), sqlite3.connect(part)
             try:
                 source.backup(target)
             finally:
@@ -84,9 +84,14 @@ class Backups:
         return None
 
 
+def _read_only(path: str | os.PathLike[str]) -> sqlite3.Connection:
+    """A read-only connection; the path goes in as a file: URI, escaped (a '?' or '#' in a folder name is no query)."""
+    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+
+
 def _sound(path: Path) -> bool:
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = _read_only(path)
         try:
             return conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         finally:

@@ -32,7 +32,8 @@ def _bot(tmp_path, **settings) -> Chatbot:
                    chat_model=ScriptedChatModel(responder=lambda m: "응"), embedder=NgramEmbedder())
 
 
-def test_a_snapshot_is_a_whole_database_and_only_the_newest_are_kept(store, tmp_path):
+def test_a_snapshot_is_a_whole_database_and_only_the_newest_are_kept(tmp_path):
+    store = Store(tmp_path / "odd #1?name" / "keem.db")          # URI characters in the path are escaped
     _memory(store, "minsu", SECRET)
     backups = Backups(tmp_path / "bucket")
     paths = [backups.snapshot(store) for _ in range(KEEP + 2)]
