@@ -23,6 +23,15 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def _blob(vector: np.ndarray | None) -> bytes | None:
+    """A vector as the float32 bytes stored beside its text."""
+    return None if vector is None else np.asarray(vector, np.float32).tobytes()
+
+
+def _vector(blob: bytes | None) -> np.ndarray | None:
+    return np.frombuffer(blob, dtype=np.float32) if blob else None
+
+
 @dataclass(frozen=True)
 class Sentence:
     text: str
@@ -59,8 +68,8 @@ class Version:
         return {"version": self.number, "created_at": self.created_at, "strategy": self.strategy,
                 "status": self.status, "author": self.author, "session_id": self.session_id,
                 "model": self.model_spec, "prompt_hash": self.prompt_hash, "note": self.note,
-                "sentences": [{"id": s.id, "text": s.text, "provenance": s.provenance, **({"cues": s.cues} if s.cues else {})}
-                              for s in self.sentences]}
+                "sentences": [{"id": s.id, "text": s.text, "provenance": s.provenance,
+                               **({"cues": s.cues} if s.cues else {})} for s in self.sentences]}
 
 
 JOB_STATUSES = ("pending", "running", "done", "failed")
@@ -208,9 +217,8 @@ class Store:
             return None
         sentences = tuple(
             Sentence(text=s["text"], provenance=s["provenance"], origin_id=s["origin_id"], id=s["id"],
-                     embedder=s["embedder"], cues=s["cues"],
-                     embedding=np.frombuffer(s["embedding"], dtype=np.float32) if s["embedding"] else None,
-                     cue_embedding=np.frombuffer(s["cue_embedding"], dtype=np.float32) if s["cue_embedding"] else None)
+                     embedder=s["embedder"], cues=s["cues"], embedding=_vector(s["embedding"]),
+                     cue_embedding=_vector(s["cue_embedding"]))
             for s in self._rows("select * from memory_sentences where version_id = ? order by position",
                                 [row["id"]]))
         details = json.loads(row["details"]) if row.get("details") else {}
@@ -258,9 +266,8 @@ class Store:
                  "created_at": now_iso()}).last_pk)
             self.db["memory_sentences"].insert_all(
                 {"version_id": version_id, "user_id": user_id, "position": i, "text": s.text.strip(),
-                 "embedding": None if s.embedding is None else np.asarray(s.embedding, np.float32).tobytes(),
-                 "embedder": s.embedder, "provenance": s.provenance, "origin_id": s.origin_id, "cues": s.cues,
-                 "cue_embedding": None if s.cue_embedding is None else np.asarray(s.cue_embedding, np.float32).tobytes()}
+                 "embedding": _blob(s.embedding), "embedder": s.embedder, "provenance": s.provenance,
+                 "origin_id": s.origin_id, "cues": s.cues, "cue_embedding": _blob(s.cue_embedding)}
                 for i, s in enumerate(sentences))
             if job_id is not None:
                 self.db.execute("update update_jobs set status = 'done', stage = ?, version_id = ?, "
