@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", required=True)
     p.add_argument("--embedder", help="embedder spec (KEEM_EMBEDDER)")
     p.add_argument("file", type=Path)
+    _sub(msubs, "users", "list every user with sessions, memory versions and trial strategy",
+         "keem memory users --json   # browser-identity users appear as name#key (KEEM_IDENTITY=browser)")
     p = _sub(msubs, "forget", "delete everything stored about a user (sessions, turns, every memory version)",
              "keem memory forget --user minsu --yes")
     p.add_argument("--user", required=True)
@@ -166,6 +168,19 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 def diff(old: list[str], new: list[str]) -> dict[str, list[str]]:
     return {"kept": [t for t in new if t in old], "added": [t for t in new if t not in old],
             "removed": [t for t in old if t not in new]}
+
+
+def cmd_users(settings: Settings, args: argparse.Namespace) -> int:
+    rows = _store(settings).user_overview()
+    if args.json:
+        _print(rows)
+        return 0
+    if not rows:
+        print("no users yet")
+    for r in rows:
+        print(f"{r['name']}  {r['sessions']} sessions (last {r['last_session'] or '-'})  {r['versions']} memory versions"
+              + (f"  trial strategy {r['strategy']}" if r["strategy"] else ""))
+    return 0
 
 
 def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
@@ -298,7 +313,8 @@ def cmd_trial_export(settings: Settings, args: argparse.Namespace) -> int:
 
 
 MEMORY_COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
-    "show": cmd_show, "history": cmd_history, "search": cmd_search, "import": cmd_import, "forget": cmd_forget}
+    "show": cmd_show, "history": cmd_history, "search": cmd_search, "import": cmd_import, "users": cmd_users,
+    "forget": cmd_forget}
 
 if __name__ == "__main__":
     sys.exit(main())

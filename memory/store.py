@@ -153,6 +153,15 @@ class Store:
     def users(self) -> list[dict[str, Any]]:
         return self._rows("select * from users order by id")
 
+    def user_overview(self) -> list[dict[str, Any]]:
+        """Every user with their trial strategy, session and version counts and last session start."""
+        return self._rows(
+            "select u.name, u.created_at, u.strategy, "
+            "(select count(*) from sessions s where s.user_id = u.id) as sessions, "
+            "(select max(started_at) from sessions s where s.user_id = u.id) as last_session, "
+            "(select count(*) from memory_versions v where v.user_id = u.id) as versions "
+            "from users u order by u.id")
+
     def assign_strategy(self, user_id: int, choices: Sequence[str]) -> str:
         """The user's trial strategy: the one assigned before, else the choice with the fewest users (first on ties)."""
         with self.write():

@@ -49,6 +49,9 @@ def test_show_and_history_after_import(imported, capsys):
     code, out, _ = run(capsys, "memory", "history", "--user", "u1", "--json")
     rows = json.loads(out)
     assert [r["version"] for r in rows] == [1, 2] and rows[1]["added"] == [] and len(rows[1]["kept"]) == len(MEMORY)
+    code, out, _ = run(capsys, "memory", "users", "--json")
+    assert code == 0 and [(u["name"], u["versions"], u["sessions"]) for u in json.loads(out)] == [("u1", 2, 0)]
+    assert "u1  0 sessions (last -)  2 memory versions" in run(capsys, "memory", "users")[1]
 
 
 def test_malformed_import_lines_are_reported_and_nothing_is_written(db, tmp_path, capsys):
