@@ -26,17 +26,16 @@ class JobRunner:
         self.max_attempts = max_attempts
         self.cue_writer = cue_writer
 
-    def write_cues(self, user_id: int, sentences: list[Sentence]) -> tuple[dict[str, str], dict]:
+    def write_cues(self, previous: list[Sentence], sentences: list[Sentence]) -> tuple[dict[str, str], dict]:
         """Cue words for the sentences the previous version had none for; a failure costs the cues, never the update."""
-        previous = self.engine.current(user_id)
-        have = {s.text for s in previous.sentences if s.cues} if previous else set()
+        have = {s.text for s in previous if s.cues}
         todo = list(dict.fromkeys(s.text.strip() for s in sentences if s.text.strip() not in have))
         if self.cue_writer is None or not todo:
             return {}, {}
         try:
             cues = self.cue_writer.write(todo)
         except Exception as exc:  # an optional extra: log it and commit the memory without new cues
-            log.warning("memory cues for user %s failed: %s", user_id, exc)
+            log.warning("memory cues failed: %s", exc)
             return {}, {"cues": {"asked": len(todo), "written": 0, "error": f"{type(exc).__name__}: {exc}"[:300]}}
         return cues, {"cues": {"asked": len(todo), "written": len(cues), "prompt_hash": CUES_PROMPT_HASH}}
 
@@ -74,7 +73,7 @@ class JobRunner:
             details = result.details
             if self.cue_writer is not None:
                 stage("cues")
-                cues, extra = self.write_cues(job["user_id"], result.sentences)
+                cues, extra = self.write_cues(inp.previous, result.sentences)  # the version build_input loaded
                 details = {**details, **extra}
             version = self.engine.commit(
                 job["user_id"], result.sentences, cues, strategy=job["strategy"], status=result.status,
