@@ -135,7 +135,10 @@ def sentence_pairs(memory: Sequence[str]) -> list[tuple[str, str]]:
 
 def judged_pairs(memory: Sequence[str], max_pairs: int | None = MAX_PAIRS) -> list[tuple[str, str]]:
     """The pairs to judge: all of them, or a sample of `max_pairs` seeded by the memory's text (reproducible)."""
-    pairs = sentence_pairs(memory)
+    return _sample(sentence_pairs(memory), memory, max_pairs)
+
+
+def _sample(pairs: list[tuple[str, str]], memory: Sequence[str], max_pairs: int | None) -> list[tuple[str, str]]:
     if not max_pairs or len(pairs) <= max_pairs:
         return pairs
     seed = hashlib.sha256("\n".join(dict.fromkeys(memory)).encode()).digest()
@@ -144,8 +147,9 @@ def judged_pairs(memory: Sequence[str], max_pairs: int | None = MAX_PAIRS) -> li
 
 def conflicts(memory: Sequence[str], judge: Callable[[str, str], str],
               max_pairs: int | None = MAX_PAIRS) -> ConflictCounts:
-    counts = ConflictCounts(pairs_total=len(sentence_pairs(memory)))
-    for a, b in judged_pairs(memory, max_pairs):
+    pairs = sentence_pairs(memory)
+    counts = ConflictCounts(pairs_total=len(pairs))
+    for a, b in _sample(pairs, memory, max_pairs):
         label = judge(a, b)
         counts.pairs += 1
         setattr(counts, label, getattr(counts, label) + 1)

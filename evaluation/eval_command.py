@@ -86,8 +86,9 @@ def _memory_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, help="only the first N episodes")
     p.add_argument("--seed", type=int, default=0, help="recorded in the report (decoding is greedy)")
     p.add_argument("--no-conflict", action="store_true", help="skip the NLI conflict analysis")
-    p.add_argument("--max-pairs", type=int, default=MAX_PAIRS, help="NLI pairs judged per memory at most; a larger memory's "
-                                                              "pairs are sampled, reproducibly (default 500; 0 = all)")
+    p.add_argument("--max-pairs", type=int, default=MAX_PAIRS,
+                   help=f"NLI pairs judged per memory at most; a larger memory's pairs are sampled, reproducibly "
+                        f"(default {MAX_PAIRS}; 0 = all)")
     p.add_argument("--no-voting", action="store_true", help="skip pairwise voting")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--out", type=Path, required=True, help="output folder (report.md, result.json, PNGs)")
@@ -146,12 +147,12 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
     result: dict[str, Any] = {"meta": meta, "updates": me.status_counts(memories),
                               "keyword_recall": me.measure_keywords(episodes, memories)}
     updated = me.updated_samples(memories, episodes)
-    def nli() -> ClassifierNLIJudge | NLIJudge:
-        return ClassifierNLIJudge(args.nli.removeprefix("hf:")) if args.nli else NLIJudge(judge_model)
-
-    result["conflict"] = (me.measure_conflicts(memories, nli(), updated, show, args.max_pairs) if not args.no_conflict
-                          else {"strategies": {s: {"all": {}, "updated": {}} for s in strategies},
-                                "updated_samples": len(updated), "skipped": True})
+    if args.no_conflict:
+        result["conflict"] = {"strategies": {s: {"all": {}, "updated": {}} for s in strategies},
+                              "updated_samples": len(updated), "skipped": True}
+    else:
+        nli = ClassifierNLIJudge(args.nli.removeprefix("hf:")) if args.nli else NLIJudge(judge_model)
+        result["conflict"] = me.measure_conflicts(memories, nli, updated, show, args.max_pairs)
     has_probe = any(e.probe for e in episodes)
     if args.ppl_model and has_probe:
         try:
