@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluation.builder import BuildConfig, build_dataset  # noqa: E402
 from evaluation.episodes import Episode, Session, Turn  # noqa: E402
-from models.base import GenerationOptions, Message  # noqa: E402
+from models.base import Completion, GenerationOptions, Message  # noqa: E402
 from models.openai_backend import OpenAIChatModel  # noqa: E402
 from tests.fake_openai import FakeOpenAIServer  # noqa: E402
 
@@ -32,11 +32,11 @@ from tests.fake_openai import FakeOpenAIServer  # noqa: E402
 class PlainOpenAIModel(OpenAIChatModel):
     """The same backend answering without streaming: one response object instead of a parsed object per chunk."""
 
-    def complete(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> str:
+    def complete(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Completion:
         response = self.client.with_options(timeout=options.timeout_s).chat.completions.create(
             model=self.model, messages=list(messages), stream=False,  # type: ignore[arg-type]
             max_tokens=options.max_new_tokens, temperature=options.temperature, top_p=options.top_p)
-        return response.choices[0].message.content or ""
+        return Completion(response.choices[0].message.content or "")
 
 
 def reply(body: dict) -> str:

@@ -45,7 +45,7 @@ def main() -> None:
             messages = session.prepare(QUERIES[i % len(QUERIES)])
             overhead.append(time.perf_counter() - start)
             start = time.perf_counter()
-            reply = model.complete(messages, GenerationOptions(max_new_tokens=args.max_new_tokens))
+            reply = model.complete(messages, GenerationOptions(max_new_tokens=args.max_new_tokens)).text
             generation.append(time.perf_counter() - start)
             tokens.append(model.count_tokens(reply))
             session.history.append({"role": "assistant", "content": reply})

@@ -227,7 +227,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
 
 def read_import_file(path: Path) -> list[str]:
     """Plain text (one sentence per line) or JSONL with a 'text' field; every bad line is reported."""
-    from memory.updaters.base import MAX_SENTENCE_CHARS
+    from memory.text import MAX_SENTENCE_CHARS
 
     try:
         lines = path.read_text(encoding="utf-8").splitlines()

@@ -16,7 +16,7 @@ from memory.jobs import JobRunner
 from memory.prompts import chat_system_prompt
 from memory.store import Store, Version
 from memory.updaters import STRATEGIES, make_updater
-from memory.updaters.base import to_date
+from memory.text import to_date
 from models.base import ChatModel, GenerationOptions, Message
 from models.embedders import Embedder
 from models.errors import InputError

@@ -41,6 +41,8 @@ def add_build_parser(subs: Any) -> argparse.ArgumentParser:
     p.add_argument("--price-per-1k-tokens", type=float, default=0.0, help="for the cost estimate (default 0)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per model call (default 120)")
     p.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts for openai: (default 5)")
+    p.add_argument("--no-guard", action="store_true",
+                   help="skip the deletion guard, as the paper's pipeline did (default: guarded, as the app updates)")
     p.add_argument("--user-speaker", default="speaker1", help="KMSC speaker who is the user (default speaker1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -93,7 +95,7 @@ def run_build(args: argparse.Namespace) -> int:
         concurrency = 1
     config = BuildConfig(out_dir=args.out, concurrency=concurrency, limit=args.limit,
                          price_per_1k_tokens=args.price_per_1k_tokens, progress=not args.no_progress,
-                         source_format=fmt, source_path=str(args.input))
+                         source_format=fmt, source_path=str(args.input), guard=not args.no_guard)
     try:
         stats = build_dataset(episodes, model, config, timeout_s=args.timeout)
     except KeyboardInterrupt:

@@ -1,9 +1,14 @@
-"""The KEEM-style dataset builder: reflect -> update -> verify for every session step, resumable and concurrent.
+"""The KEEM-style dataset builder: reflect -> update -> guard -> verify for every session step, resumable and
+concurrent.
 
-For each episode, session 1's summary (the corpus's, else one the model writes) is reflected with emotions
-and causes and becomes the first memory; for each session t >= 2 the model reflects that session's summary,
-writes the updated memory from the previous memory and the reflected summary, and verifies it against all
-dialogues up to t. A passing step is a row of ``dataset.jsonl`` and its memory is the next step's previous
+The steps are the app's own (memory/updaters/steps.py): the same prompts, output budgets, cut-answer rule,
+scoped rewrite of large memories and deletion guard, so a row holds the memory the app would write for
+that session. For each episode, session 1's summary (the corpus's, else one the model writes) is reflected
+with emotions and causes and becomes the first memory; for each session t >= 2 the model reflects that
+session's summary, writes the updated memory from the previous memory and the reflected summary, the guard
+restores what it dropped without cause (`guard=False`, `--no-guard`: the paper's unguarded pipeline), and
+the model verifies it against all dialogues up to t. One attempt per step: a call answers the same from the
+cache every time. A passing step is a row of ``dataset.jsonl`` and its memory is the next step's previous
 memory; a failing step goes to ``rejects.jsonl`` with the reason and ends the episode (its later steps are
 rejected as skipped), as the paper excluded samples that failed verification.
 
@@ -29,15 +34,12 @@ from pathlib import Path
 from typing import IO, Any, Iterable
 
 from evaluation.episodes import Episode, Session
-from memory.prompts import prompt_hash, render
-from memory.store import now_iso
-from memory.updaters.base import MAX_SENTENCE_CHARS, elapsed_text, format_dialogue, parse_sentences
-from models.base import ChatModel, GenerationOptions, Message, estimate_tokens
+from memory.prompts import render
+from memory.store import Sentence, now_iso
+from memory.text import UNKNOWN, format_dialogue, lenient_date, lenient_sentences
+from memory.updaters.steps import DEFAULT_CEILING, Steps
+from models.base import ChatModel, Completion, Finish, GenerationOptions, Message, estimate_tokens
 from models.errors import InputError, KeemError
-
-PROMPTS = ("update_system", "summarize", "reflect", "update", "verify")
-MAX_TOKENS = {"summarize": 512, "reflect": 512, "update": 1024, "verify": 96}
-UNKNOWN = "알 수 없음"
 
 
 class BuildStopped(Exception):
@@ -52,6 +54,7 @@ class CallResult:
     completion_tokens: int
     seconds: float
     cached: bool
+    finish: str = "stop"          # "length": cut at its budget; never used (steps.py retries it once)
 
 
 class CallCache:
@@ -64,6 +67,9 @@ class CallCache:
         self.conn.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, stage TEXT, "
                           "response TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, seconds REAL, "
                           "created_at TEXT)")
+        columns = {row[1] for row in self.conn.execute("PRAGMA table_info(calls)")}
+        if "finish" not in columns:  # caches written before finish reasons were kept
+            self.conn.execute("ALTER TABLE calls ADD COLUMN finish TEXT")
         self.lock = threading.Lock()
 
     @staticmethod
@@ -72,17 +78,22 @@ class CallCache:
                              ensure_ascii=False, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()
 
-    def get(self, key: str) -> CallResult | None:
+    def get(self, key: str, max_new_tokens: int) -> CallResult | None:
+        """The cached call; one cached before finish reasons were kept counts as cut if it filled its budget."""
         with self.lock:
-            row = self.conn.execute("SELECT response, prompt_tokens, completion_tokens, seconds FROM calls "
+            row = self.conn.execute("SELECT response, prompt_tokens, completion_tokens, seconds, finish FROM calls "
                                     "WHERE key = ?", (key,)).fetchone()
-        return CallResult(row[0], row[1], row[2], row[3], True) if row else None
+        if row is None:
+            return None
+        finish = row[4] or ("length" if row[2] >= max_new_tokens else "stop")
+        return CallResult(row[0], row[1], row[2], row[3], True, finish)
 
     def put(self, key: str, model: str, stage: str, result: CallResult) -> None:
         with self.lock:
-            self.conn.execute("INSERT OR IGNORE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            self.conn.execute("INSERT OR IGNORE INTO calls (key, model, stage, response, prompt_tokens, "
+                              "completion_tokens, seconds, created_at, finish) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                               (key, model, stage, result.text, result.prompt_tokens, result.completion_tokens,
-                               result.seconds, now_iso()))
+                               result.seconds, now_iso(), result.finish))
 
     def __len__(self) -> int:
         with self.lock:
@@ -137,6 +148,8 @@ class BuildConfig:
     progress: bool = True
     source_format: str = ""
     source_path: str = ""
+    guard: bool = True                  # False: the paper's unguarded pipeline (--no-guard)
+    ceiling: int = DEFAULT_CEILING      # output tokens one update call plans for; past it, scoped rewrite
 
 
 @dataclass
@@ -158,32 +171,6 @@ class BuildStats:
 
 def step_key(episode_id: str, t: int) -> str:
     return f"{episode_id}#{t}"
-
-
-def _to_date(text: str | None) -> date | None:
-    try:
-        return date.fromisoformat(text) if text else None
-    except ValueError:
-        return None
-
-
-def elapsed(previous: str | None, current: str | None) -> str:
-    """Korean duration between two session dates, or 'unknown' when either date is missing."""
-    prev, cur = _to_date(previous), _to_date(current)
-    return elapsed_text(prev, cur) if prev and cur else "알 수 없는 기간"
-
-
-def lenient_sentences(text: str) -> list[str]:
-    """Memory sentences: "사용자는 ..." lines when there are any, else every non-empty line (English corpora)."""
-    strict = parse_sentences(text)
-    if strict:
-        return strict
-    out: list[str] = []
-    for line in text.splitlines():
-        line = line.strip().lstrip("-*•·").strip()
-        if line and len(line) <= MAX_SENTENCE_CHARS and not line.endswith(":") and line not in out:
-            out.append(line)
-    return out[:60]
 
 
 def all_dialogues(sessions: list[Session]) -> str:
@@ -215,51 +202,51 @@ class EpisodeRunner:
     def __init__(self, builder: "DatasetBuilder", episode: Episode):
         self.b, self.ep = builder, episode
         self.calls: list[dict[str, Any]] = []
+        model = builder.model
+        self.steps = Steps(self.ask, model.count_tokens, model.context_window, builder.config.ceiling,
+                           parse=lenient_sentences, use_guard=builder.config.guard)
 
-    def call(self, stage: str, prompt: str) -> str:
+    def ask(self, stage: str, prompt: str, max_new_tokens: int) -> Completion:
+        """The steps' Ask: one call through the cache (a cached answer replays with its finish reason)."""
         b = self.b
         if b.stopping.is_set():
             raise BuildStopped("the build is stopping")
         messages: list[Message] = [{"role": "system", "content": b.system},
                                    {"role": "user", "content": prompt}]
-        options = GenerationOptions(max_new_tokens=MAX_TOKENS[stage], temperature=0.0, top_p=1.0,
+        options = GenerationOptions(max_new_tokens=max_new_tokens, temperature=0.0, top_p=1.0,
                                     timeout_s=b.timeout_s)
         key = CallCache.key(b.model.spec, messages, options)
-        result = b.cache.get(key)
+        result = b.cache.get(key, max_new_tokens)
         if result is None:
             started = time.perf_counter()
-            text = b.model.complete(messages, options)
-            result = CallResult(text, b.model.count_tokens(b.system + prompt), b.model.count_tokens(text),
-                                time.perf_counter() - started, False)
+            answer = b.model.complete(messages, options)
+            finish = answer.finish
+            result = CallResult(answer.text, finish.prompt_tokens or b.model.count_tokens(b.system + prompt),
+                                finish.completion_tokens or b.model.count_tokens(answer.text),
+                                time.perf_counter() - started, False, finish.reason)
             b.cache.put(key, b.model.spec, stage, result)
         b.record(result)
         self.calls.append({"stage": stage, "prompt_tokens": result.prompt_tokens,
                            "completion_tokens": result.completion_tokens, "seconds": round(result.seconds, 3),
-                           "cached": result.cached})
-        return result.text
+                           "cached": result.cached, "finish": result.finish})
+        return Completion(result.text, Finish(result.finish, result.prompt_tokens, result.completion_tokens))
 
     def summary(self, session: Session) -> tuple[list[str], str]:
-        """(summary sentences, where they came from): the corpus's, else the model's."""
+        """(summary sentences, where they came from): the corpus's, else the model's ([] when it wrote none)."""
         if session.summary:
             return session.summary, "corpus"
-        text = self.call("summarize", render("summarize", dialogue=format_dialogue(session.dialogue()),
-                                             session_date=session.date or UNKNOWN, max_sentences=10))
-        return lenient_sentences(text)[:15], "model"
-
-    def reflect(self, session: Session, summary: list[str]) -> list[str]:
-        text = self.call("reflect", render("reflect", dialogue=format_dialogue(session.dialogue()),
-                                           summary="\n".join(summary)))
-        return lenient_sentences(text)[:30] or summary
+        summary, generated = self.steps.summarize(session.dialogue(), lenient_date(session.date))
+        return (summary if generated else []), "model"
 
     def run(self) -> None:
-        b, ep = self.b, self.ep
+        b, ep, steps = self.b, self.ep, self.steps
         keys = [step_key(ep.id, t) for t in range(2, len(ep.sessions) + 1)]
         if all(k in b.done for k in keys):
             b.step_done(len(keys), already=True)
             return
         first = ep.sessions[0]
         summary1, _ = self.summary(first)
-        memory = self.reflect(first, summary1) if summary1 else []
+        memory = steps.reflect(first.dialogue(), summary1) if summary1 else []
         failed: str | None = None if memory else "session 1 gave no summary to start the memory from"
         started = time.perf_counter()
         for t in range(2, len(ep.sessions) + 1):
@@ -268,39 +255,31 @@ class EpisodeRunner:
                 b.reject(self._base(key, t, []), f"skipped: {failed}")
                 continue
             session, previous = ep.sessions[t - 1], ep.sessions[t - 2]
+            steps.problems = []
             summary, origin = self.summary(session)
             if not summary:
                 failed = f"session {t} has no usable summary"
                 b.reject(self._base(key, t, self.calls), failed)
                 continue
-            reflected = self.reflect(session, summary)
-            new = lenient_sentences(self.call("update", render(
-                "update", previous=memory, summary=reflected, session_date=session.date or UNKNOWN,
-                previous_date=previous.date or UNKNOWN, elapsed=elapsed(previous.date, session.date))))
+            reflected = steps.reflect(session.dialogue(), summary)
+            new, details = steps.update(
+                [Sentence(text, "kept", id=i) for i, text in enumerate(memory)], reflected, session.dialogue(),
+                session_date=lenient_date(session.date), previous_date=lenient_date(previous.date),
+                verify_dialogue=all_dialogues(ep.sessions[:t]), attempts=1)
+            attempt = details["attempts"][-1]
+            texts = [s.text for s in new] if new is not None else attempt["memory"]
             row = {**self._base(key, t, self.calls), "previous_memory": memory, "summary": summary,
-                   "summary_source": origin, "reflected_summary": reflected, "memory": new}
-            problem, row["verdict"] = self.verify(t, memory, new)
-            row["tokens"] = self._base(key, t, self.calls)["tokens"]
+                   "summary_source": origin, "reflected_summary": reflected, "memory": texts,
+                   "verdict": "통과" if new is not None else attempt["problem"], "guard": attempt.get("guard", []),
+                   "scope": details.get("scope"), "problems": list(steps.problems)}
             row["calls"], row["seconds"] = list(self.calls), round(time.perf_counter() - started, 3)
-            if problem is None:
+            if new is not None:
                 b.accept(row)
-                memory = new
+                memory = texts
             else:
                 failed = f"session {t} failed verification"
-                b.reject(row, problem)
+                b.reject(row, attempt["problem"])
             self.calls, started = [], time.perf_counter()
-
-    def verify(self, t: int, previous: list[str], new: list[str]) -> tuple[str | None, str | None]:
-        """(None, verdict) when the new memory passes; otherwise (the reason, verdict)."""
-        if not new:
-            return "the update produced no usable sentence", None
-        answer = self.call("verify", render("verify", previous=previous, dialogue=all_dialogues(self.ep.sessions[:t]),
-                                            memory=new, session_date=self.ep.sessions[t - 1].date or UNKNOWN)).strip()
-        if answer.startswith("통과") or answer.lower().startswith("pass"):
-            return None, answer[:300]
-        if answer.startswith("실패"):
-            return answer[:300], answer[:300]
-        return f"the verifier's answer was neither 통과 nor 실패: {answer[:80]!r}", answer[:300]
 
     def _base(self, key: str, t: int, calls: list[dict[str, Any]]) -> dict[str, Any]:
         b, ep = self.b, self.ep
@@ -320,7 +299,7 @@ class DatasetBuilder:
     def __init__(self, model: ChatModel, config: BuildConfig, *, timeout_s: float = 120.0):
         self.model, self.config, self.timeout_s = model, config, timeout_s
         self.system = render("update_system")
-        self.prompt_hash = prompt_hash(*PROMPTS)
+        self.prompt_hash = Steps.prompt_hash()
         config.out_dir.mkdir(parents=True, exist_ok=True)
         self.lock_file = _lock(config.out_dir)
         try:
@@ -372,10 +351,10 @@ class DatasetBuilder:
         """Refuse to mix runs: an out dir built with another model or prompts must not be resumed."""
         path = self.config.out_dir / "run.json"
         current = {"model": self.model.spec, "prompt_hash": self.prompt_hash, "format": self.config.source_format,
-                   "input": self.config.source_path}
+                   "input": self.config.source_path, "guard": self.config.guard}
         if path.exists():
             old = json.loads(path.read_text(encoding="utf-8"))
-            for k in ("model", "prompt_hash"):
+            for k in ("model", "prompt_hash", "guard"):
                 if old.get(k) != current[k]:
                     raise InputError(f"{self.config.out_dir} holds a build with {k} {old.get(k)!r}, not "
                                      f"{current[k]!r}; use a new --out directory, or the same {k} to resume")

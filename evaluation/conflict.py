@@ -17,6 +17,7 @@ from itertools import combinations
 from typing import Callable, Iterable, Sequence
 
 from memory.prompts import prompt_hash, render
+from memory.text import strip_wrappers
 from models.base import ChatModel, GenerationOptions
 from models.errors import ModelSpecError, ModelUnavailableError
 
@@ -36,7 +37,7 @@ def parse_label(answer: str) -> str:
 class NLIJudge:
     """Labels sentence pairs with a chat model; remembers every answer it got."""
 
-    def __init__(self, model: ChatModel, max_new_tokens: int = 8):
+    def __init__(self, model: ChatModel, max_new_tokens: int = 16):
         self.model = model
         self.max_new_tokens = max_new_tokens
         self.cache: dict[tuple[str, str], str] = {}
@@ -48,7 +49,7 @@ class NLIJudge:
             prompt = render(PROMPT, premise=premise, hypothesis=hypothesis)
             answer = self.model.complete([{"role": "user", "content": prompt}],
                                          GenerationOptions(max_new_tokens=self.max_new_tokens, temperature=0.0))
-            self.cache[key] = parse_label(answer)
+            self.cache[key] = "invalid" if answer.cut else parse_label(strip_wrappers(answer.text))
         return self.cache[key]
 
 

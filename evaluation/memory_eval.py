@@ -26,7 +26,8 @@ from tqdm import tqdm
 from evaluation import conflict, keywords, perplexity, voting
 from memory.store import Sentence
 from memory.updaters import make_updater
-from memory.updaters.base import UpdateInput, format_dialogue
+from memory.text import format_dialogue
+from memory.updaters.base import UpdateInput
 from models.base import ChatModel
 from models.errors import InputError, KeemError
 

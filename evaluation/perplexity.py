@@ -71,4 +71,4 @@ def reply(model: ChatModel, turn: ProbeTurn, memory: Sequence[str], today: date,
           max_new_tokens: int = 128) -> str:
     """The model's own reply at a probe turn (greedy), for pairwise voting."""
     return model.complete(messages_for(turn, memory, today, previous_date),
-                          GenerationOptions(max_new_tokens=max_new_tokens, temperature=0.0)).strip()
+                          GenerationOptions(max_new_tokens=max_new_tokens, temperature=0.0)).text.strip()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from memory.prompts import prompt_hash, render
+from memory.text import strip_wrappers
 from models.base import ChatModel, GenerationOptions
 
 PROMPT = "vote_judge"
@@ -41,16 +42,16 @@ def parse_vote(answer: str) -> str:
 
 
 class VoteJudge:
-    def __init__(self, model: ChatModel, max_new_tokens: int = 8):
+    def __init__(self, model: ChatModel, max_new_tokens: int = 16):
         self.model = model
         self.max_new_tokens = max_new_tokens
         self.prompt_hash = prompt_hash(PROMPT)
 
     def __call__(self, context: str, first: str, second: str, reference: str = "") -> str:
         prompt = render(PROMPT, context=context, first=first, second=second, reference=reference or "(없음)")
-        return parse_vote(self.model.complete([{"role": "user", "content": prompt}],
-                                              GenerationOptions(max_new_tokens=self.max_new_tokens,
-                                                                temperature=0.0)))
+        answer = self.model.complete([{"role": "user", "content": prompt}],
+                                     GenerationOptions(max_new_tokens=self.max_new_tokens, temperature=0.0))
+        return "invalid" if answer.cut else parse_vote(strip_wrappers(answer.text))  # a cut answer is no verdict
 
 
 def compare(judge: Callable[..., str], context: str, reply_a: str, reply_b: str, reference: str = "") -> str:

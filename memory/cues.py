@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 
 from memory.prompts import prompt_hash, render
-from memory.updaters.base import ask
+from memory.text import strip_wrappers
+from memory.updaters.steps import Steps
 from models.base import ChatModel
 
 MAX_PER_CALL = 20          # sentences per model call
@@ -47,15 +48,15 @@ class CueWriter:
 
     def __init__(self, model: ChatModel):
         self.model = model
+        self.steps = Steps.for_model(model)
 
     def write(self, texts: list[str]) -> dict[str, str]:
         texts = list(dict.fromkeys(t for t in texts if t.strip()))
         cues: dict[str, str] = {}
         for start in range(0, len(texts), MAX_PER_CALL):
             chunk = texts[start:start + MAX_PER_CALL]
-            reply = ask(self.model, render("update_system"), render("cues", sentences=chunk),
-                        TOKENS_PER_SENTENCE * len(chunk))
-            for i, words in parse_cues(reply, len(chunk)).items():
+            reply = self.steps.call("cues", render("cues", sentences=chunk), TOKENS_PER_SENTENCE * len(chunk))
+            for i, words in parse_cues(strip_wrappers(reply or ""), len(chunk)).items():  # a cut reply: no cues
                 new = [w for w in words if w not in chunk[i]]   # words of the sentence add nothing
                 if new:
                     cues[chunk[i]] = ", ".join(new)

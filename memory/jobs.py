@@ -9,7 +9,7 @@ from memory.cues import CUES_PROMPT_HASH, CueWriter
 from memory.engine import MemoryEngine
 from memory.store import Sentence, Version
 from memory.updaters import Updater, UpdateInput
-from memory.updaters.base import to_date
+from memory.text import to_date
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3

@@ -10,6 +10,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from memory.text import elapsed_text
+
 PROMPT_DIR = Path(__file__).parent / "prompts"
 
 
@@ -26,8 +28,6 @@ def render(name: str, **variables: Any) -> str:
 
 def chat_system_prompt(memory: list[str], today: date, previous_date: date | None) -> str:
     """The chat model's system prompt with the retrieved memory and the dates (the app and the evaluation share it)."""
-    from memory.updaters.base import elapsed_text
-
     return render("chat_system", today=today.isoformat(), memory=list(memory),
                   previous_date=previous_date.isoformat() if previous_date else None,
                   elapsed=elapsed_text(previous_date, today))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Literal, TypedDict
+from typing import Generator, Literal, TypedDict
 
 from models.errors import NotSupportedError
 
@@ -39,21 +39,70 @@ class ContinuationScore:
         return math.exp(-self.logprob / max(self.n_tokens, 1))
 
 
+@dataclass(frozen=True)
+class Finish:
+    """Why a generation stopped, and what it cost: what a backend's `stream` generator returns when it is done.
+
+    `reason` is "stop" (the model ended its answer) or "length" (it ran into `max_new_tokens`: the answer is cut).
+    Token counts are None where the backend does not report them.
+    """
+
+    reason: str = "stop"
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A whole answer and why it ended. A cut answer (`cut`) is unusable for memory, data or verdicts."""
+
+    text: str
+    finish: Finish = Finish()
+
+    @property
+    def cut(self) -> bool:
+        return self.finish.reason == "length"
+
+
+ChatStream = Generator[str, None, "Finish | None"]
+
+
+def finish_reason(reason: str | None, completion_tokens: int | None, max_new_tokens: int) -> str:
+    """A server's finish reason in our two words; where it gives none, a reply that used the whole budget is cut."""
+    if reason in ("length", "max_tokens", "max_length"):
+        return "length"
+    if reason is None and completion_tokens is not None and completion_tokens >= max_new_tokens:
+        return "length"
+    return "stop"
+
+
+def drain(stream: ChatStream) -> Completion:
+    """Read a stream to its end: the joined text and the backend's Finish (a plain "stop" if it returned none)."""
+    parts: list[str] = []
+    while True:
+        try:
+            parts.append(next(stream))
+        except StopIteration as done:
+            return Completion("".join(parts), done.value or Finish())
+
+
 class ChatModel:
     """A chat model: `stream` is the one required method; `complete` and `score` build on it or override it.
 
-    Backends set `spec` (the string that built them) and `context_window` (tokens).
+    `stream` is a generator of text pieces that returns a `Finish` (why it stopped, token usage) when done;
+    `complete` returns the whole `Completion`. Backends set `spec` (the string that built them) and
+    `context_window` (tokens).
     """
 
     spec: str = "unknown"
     context_window: int = 4096
     description: str = ""
 
-    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Iterator[str]:
+    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:
         raise NotImplementedError
 
-    def complete(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> str:
-        return "".join(self.stream(messages, options))
+    def complete(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Completion:
+        return drain(self.stream(messages, options))
 
     def score(self, context: list[Message], continuation: str) -> ContinuationScore:
         """Log-probability of `continuation` as the assistant's reply after `context`."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from typing import Any, Iterator
+from typing import Any
 
-from models.base import ChatModel, ContinuationScore, GenerationOptions, Message
+from models.base import ChatModel, ChatStream, ContinuationScore, Finish, GenerationOptions, Message
 from models.errors import GenerationError, InputError, ModelUnavailableError
 
 # Used when a tokenizer ships without a chat template (rare; our tiny test models and GGUF files may).
@@ -92,7 +92,8 @@ class TransformersChatModel(ChatModel):
             del msgs[droppable[0]]
 
     # -- protocol ------------------------------------------------------------------------------
-    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Iterator[str]:
+    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:
+        """Text pieces as they are decoded; returns the Finish ("length" when max_new_tokens ran out before EOS)."""
         from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
 
         room = max(self.context_window - options.max_new_tokens, 16)
@@ -115,11 +116,12 @@ class TransformersChatModel(ChatModel):
         else:
             gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         errors: list[BaseException] = []
+        outputs: list[Any] = []
 
         def run() -> None:
             try:
                 with self._torch.inference_mode():
-                    self.model.generate(**gen_kwargs)
+                    outputs.append(self.model.generate(**gen_kwargs))
             except BaseException as exc:  # surfaced to the consumer below
                 errors.append(exc)
                 streamer.end()
@@ -139,6 +141,16 @@ class TransformersChatModel(ChatModel):
         thread.join(timeout=5)
         if errors:
             raise GenerationError(f"generation with '{self.spec}' failed: {errors[0]}") from errors[0]
+        new = outputs[0][0, input_ids.shape[1]:].tolist() if outputs else []
+        return Finish(self._finish(new, options.max_new_tokens), int(input_ids.shape[1]), len(new))
+
+    def _finish(self, new_ids: list[int], max_new_tokens: int) -> str:
+        """'length' when generation used its whole budget without ending on an end-of-sequence token."""
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        ends = set(eos) if isinstance(eos, (list, tuple)) else {eos}
+        return "length" if len(new_ids) >= max_new_tokens and (not new_ids or new_ids[-1] not in ends) else "stop"
 
     def score(self, context: list[Message], continuation: str) -> ContinuationScore:
         torch = self._torch

@@ -6,7 +6,7 @@ import contextlib
 import os
 from typing import Iterator
 
-from models.base import ChatModel, GenerationOptions, Message
+from models.base import ChatModel, ChatStream, Completion, Finish, GenerationOptions, Message, finish_reason
 from models.errors import GenerationError, ModelUnavailableError
 
 
@@ -54,17 +54,34 @@ class OpenAIChatModel(ChatModel):
             model=self.model, messages=list(messages), stream=stream,  # type: ignore[arg-type]
             max_tokens=options.max_new_tokens, temperature=options.temperature, top_p=options.top_p)
 
-    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Iterator[str]:
+    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:
+        """Text pieces; returns the Finish: the server's finish_reason, and usage where the stream carries it."""
+        reason, usage, pieces = None, None, 0
         with self._errors():
             for chunk in self._create(messages, options, stream=True):
-                if chunk.choices and chunk.choices[0].delta.content:
-                    yield chunk.choices[0].delta.content
+                usage = getattr(chunk, "usage", None) or usage
+                if chunk.choices:
+                    choice = chunk.choices[0]
+                    reason = choice.finish_reason or reason
+                    if choice.delta and choice.delta.content:
+                        pieces += 1
+                        yield choice.delta.content
+        # Without usage, a stream's chunk count stands in for its tokens (servers send about one token a chunk).
+        completion = usage.completion_tokens if usage else None
+        return Finish(finish_reason(reason, completion if usage else pieces, options.max_new_tokens),
+                      usage.prompt_tokens if usage else None, completion)
 
-    def complete(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> str:
+    def complete(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Completion:
         """One non-streaming request: no per-chunk parsing, which dominates client CPU at high concurrency."""
         with self._errors():
             response = self._create(messages, options, stream=False)
-        return (response.choices[0].message.content or "") if response.choices else ""
+        if not response.choices:
+            return Completion("", Finish("stop"))
+        choice, usage = response.choices[0], response.usage
+        completion = usage.completion_tokens if usage else None
+        return Completion(choice.message.content or "", Finish(
+            finish_reason(choice.finish_reason, completion, options.max_new_tokens),
+            usage.prompt_tokens if usage else None, completion))
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:

@@ -1,4 +1,9 @@
-"""A loopback OpenAI-compatible server for tests: scripted replies, latency and failure injection."""
+"""A loopback OpenAI-compatible server for tests: scripted replies, latency and failure injection.
+
+Like a real backend it stops at `max_tokens` (tokens estimated as models.base.estimate_tokens counts them) and
+says so: finish_reason "length", and `usage` on non-streaming answers. `finish_reason=False` leaves the finish
+reason out (null), as some local servers do.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,16 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
+from models.base import estimate_tokens
+from models.fake import cut_to_budget
+
 
 class FakeOpenAIServer:
     """Serves /v1/models and /v1/chat/completions (streaming or not) on 127.0.0.1."""
 
     def __init__(self, reply: Callable[[dict], str] = lambda body: "안녕하세요", latency_s: float = 0.0,
-                 fail_first: int = 0, fail_status: int = 429):
-        self.reply, self.latency_s = reply, latency_s
+                 fail_first: int = 0, fail_status: int = 429, finish_reason: bool = True):
+        self.reply, self.latency_s, self.finish_reason = reply, latency_s, finish_reason
         self.fail_first, self.fail_status = fail_first, fail_status
         self.requests: list[dict] = []
         self.lock = threading.Lock()
@@ -45,11 +53,17 @@ class FakeOpenAIServer:
                 if failing:
                     self._json(server.fail_status, {"error": {"message": "injected failure"}})
                     return
-                text = server.reply(body)
+                text, reason = server.reply(body), "stop"
+                if body.get("max_tokens"):
+                    text, reason = cut_to_budget(text, int(body["max_tokens"]))
+                reason = reason if server.finish_reason else None
                 if not body.get("stream"):
+                    prompt = sum(estimate_tokens(str(m.get("content", ""))) for m in body["messages"])
                     self._json(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
-                                     "choices": [{"index": 0, "finish_reason": "stop",
-                                                  "message": {"role": "assistant", "content": text}}]})
+                                     "choices": [{"index": 0, "finish_reason": reason,
+                                                  "message": {"role": "assistant", "content": text}}],
+                                     "usage": {"prompt_tokens": prompt, "completion_tokens": estimate_tokens(text),
+                                               "total_tokens": prompt + estimate_tokens(text)}})
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -58,6 +72,9 @@ class FakeOpenAIServer:
                     chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "fake",
                              "choices": [{"index": 0, "delta": {"content": text[i:i + 3]}, "finish_reason": None}]}
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                last = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "fake",
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}
+                self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
                 self.wfile.write(b"data: [DONE]\n\n")
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -17,14 +17,42 @@ HELLO = [{"role": "user", "content": "안녕"}]
 
 def test_scripted_model_streams_queue_then_responder_and_raises_queued_errors():
     model = ScriptedChatModel(["첫 답"], responder=lambda msgs: "함수 답")
-    assert model.complete(HELLO) == "첫 답" and model.complete(HELLO) == "함수 답"
+    assert model.complete(HELLO).text == "첫 답" and model.complete(HELLO).text == "함수 답"
     model = ScriptedChatModel(["첫 답", RuntimeError("boom")])
-    assert model.complete(HELLO) == "첫 답"
+    assert model.complete(HELLO).text == "첫 답"
     with pytest.raises(RuntimeError):
         model.complete(HELLO)
     with pytest.raises(GenerationError, match="enqueue"):
         model.complete(HELLO)
     assert len(model.calls) == 3
+
+
+def test_fakes_stop_at_their_token_budget_and_say_so():
+    model = ScriptedChatModel(["사용자는 올해 초에 요가를 시작했다."])
+    answer = model.complete(HELLO, GenerationOptions(max_new_tokens=8))
+    assert answer.cut and answer.finish.reason == "length" and answer.text == "사용자는 올해 초"
+    assert answer.finish.completion_tokens == 8
+    whole = ScriptedChatModel(["사용자는 요가를 한다."]).complete(HELLO, GenerationOptions(max_new_tokens=64))
+    assert not whole.cut and whole.text == "사용자는 요가를 한다."
+
+
+def test_realistic_fake_wraps_drops_and_fails_like_a_real_model():
+    from models.fake import RealisticChatModel
+
+    ideal = "사용자는 서울에 산다.\n사용자는 고양이를 키운다.\n사용자는 요가를 시작했다."
+    prompt = [{"role": "user", "content": "이전 기억:\n사용자는 서울에 산다.\n사용자는 고양이를 키운다."}]
+    model = RealisticChatModel.all_habits(lambda msgs: ideal, seed=1)
+    text = model.complete(prompt, GenerationOptions(max_new_tokens=400)).text
+    assert text.startswith("<think>") and "```" in text and "Note:" in text and "1. " in text
+    assert len(model.dropped) == 1 and model.dropped[0] in prompt[0]["content"]  # a line it was asked to copy
+    assert model.dropped[0] not in text.split("</think>")[1]
+    assert model.calls[-1]["finish"] == "stop"
+    cut = model.complete(prompt, GenerationOptions(max_new_tokens=30))
+    assert cut.cut and model.calls[-1]["finish"] == "length"
+    verdicts = RealisticChatModel(lambda msgs: "통과", {"free_verdict": 1.0})
+    assert verdicts.complete(HELLO).text != "통과" and "통과" in verdicts.complete(HELLO).text
+    with pytest.raises(GenerationError, match="injected"):
+        RealisticChatModel(lambda msgs: "통과", {"fail": 1.0}).complete(HELLO)
 
 
 def test_tiny_llama_through_the_real_loading_path(tiny_llama_dir):
@@ -37,13 +65,16 @@ def test_tiny_llama_through_the_real_loading_path(tiny_llama_dir):
     assert score.perplexity > 1
     # Deterministic at temperature 0: the same prompt gives the same text.
     options = GenerationOptions(max_new_tokens=6, temperature=0.0)
-    assert model.complete(HELLO, options) == model.complete(HELLO, options)
+    assert model.complete(HELLO, options).text == model.complete(HELLO, options).text
+    # A random model never says EOS within 6 tokens: the answer is cut, and the backend says so.
+    answer = model.complete(HELLO, options)
+    assert answer.cut and answer.finish.completion_tokens == 6 and answer.finish.prompt_tokens > 0
 
 
 def test_tiny_llama_drops_old_turns_to_fit_and_refuses_what_cannot_fit(tiny_llama_dir):
     model = load_chat_model(f"hf:{tiny_llama_dir}")
     long_history = [{"role": "user" if i % 2 == 0 else "assistant", "content": "안녕하세요 " * 60} for i in range(9)]
-    assert isinstance(model.complete(long_history, GenerationOptions(max_new_tokens=4)), str)
+    assert isinstance(model.complete(long_history, GenerationOptions(max_new_tokens=4)).text, str)
     with pytest.raises(InputError, match="shorten"):
         model.complete([{"role": "system", "content": "햇살 " * 600}, *HELLO], GenerationOptions(max_new_tokens=4))
 
@@ -76,10 +107,26 @@ def test_openai_backend_streams_and_retries_429():
     with FakeOpenAIServer(reply=lambda body: "반가워요, 민수 님!", fail_first=2) as server:
         model = OpenAIChatModel("fake", base_url=server.url, api_key="k", check=False)
         model.client = model.client.with_options(max_retries=3)
-        assert model.complete(HELLO, GenerationOptions(max_new_tokens=20)) == "반가워요, 민수 님!"
+        answer = model.complete(HELLO, GenerationOptions(max_new_tokens=20))
+        assert answer.text == "반가워요, 민수 님!" and not answer.cut and answer.finish.completion_tokens > 0
         assert len(server.requests) == 3  # two injected 429s, then success
         assert server.requests[-1]["temperature"] == 0.0 and not server.requests[-1].get("stream")
         assert "".join(model.stream(HELLO)) == "반가워요, 민수 님!" and server.requests[-1]["stream"] is True
+
+
+def test_openai_backend_reports_answers_cut_at_max_tokens():
+    from models.base import drain
+
+    with FakeOpenAIServer(reply=lambda body: "사용자는 올해 초에 요가를 시작했다.") as server:
+        model = OpenAIChatModel("fake", base_url=server.url, api_key="k", check=False)
+        answer = model.complete(HELLO, GenerationOptions(max_new_tokens=8))
+        assert answer.cut and answer.text == "사용자는 올해 초" and answer.finish.completion_tokens == 8
+        streamed = drain(model.stream(HELLO, GenerationOptions(max_new_tokens=8)))
+        assert streamed.cut and streamed.text == "사용자는 올해 초"
+    with FakeOpenAIServer(reply=lambda body: "사용자는 올해 초에 요가를 시작했다.", finish_reason=False) as server:
+        model = OpenAIChatModel("fake", base_url=server.url, api_key="k", check=False)
+        assert model.complete(HELLO, GenerationOptions(max_new_tokens=8)).cut  # no reason: usage tells
+        assert not model.complete(HELLO, GenerationOptions(max_new_tokens=64)).cut
 
 
 def test_openai_backend_gives_up_with_a_clear_error():

@@ -10,7 +10,8 @@ from memory.engine import MemoryEngine
 from memory.jobs import JobRunner
 from memory.store import Sentence
 from memory.updaters import make_updater
-from memory.updaters.base import UpdateInput, elapsed_text, parse_sentences
+from memory.text import elapsed_text, parse_sentences, parse_verdict, parse_yes_no
+from memory.updaters.base import UpdateInput
 from memory.updaters.guard import guard
 from models.embedders import NgramEmbedder
 from models.errors import GenerationError
@@ -113,8 +114,8 @@ def _guard(new, judge="예", previous=PREVIOUS):
     model = StageModel(guard=judge)
     sentences, decisions = guard([Sentence(t, "kept", id=i + 1) for i, t in enumerate(previous)], new,
                                  session_texts=[t["text"] for t in DIALOGUE if t["role"] == "user"],
-                                 judge=lambda s: model.complete([{"role": "user", "content": MARKERS["guard"] + s}]),
-                                 embedder=None)
+                                 judge=lambda s: (parse_yes_no(answer := model.complete(
+                                     [{"role": "user", "content": MARKERS["guard"] + s}]).text), answer))
     return sentences, {d.sentence: d.action for d in decisions}, model
 
 
@@ -211,6 +212,15 @@ def test_accumulate_strategy_appends_the_summary():
 def test_parse_and_elapsed_helpers():
     assert parse_sentences("새 기억:\n- 사용자는 A다.\n2) 사용자는 B다.\n잡담\n- 사용자는 A다.\n사용자는 잘린\ufffd") == [
         "사용자는 A다.", "사용자는 B다.", "사용자는 잘린"]
+    wrapped = ("<think>\n사용자는 무엇을 말했나? 먼저 정리하자.\n</think>\n네, 정리했습니다:\n```\n1. 사용자는 A다.\n"
+               "Note: I kept every fact.\n2. 사용자는 B다.\n2. 사용자는 B다.\n```")
+    assert parse_sentences(wrapped) == ["사용자는 A다.", "사용자는 B다."]
+    assert parse_sentences("사용자는 A다.\n<think>\n사용자는 생각 중") == ["사용자는 A다."]  # unclosed: to the end
+    assert parse_verdict("검토해 보니 새 기억에 문제가 없습니다. 결론: 통과") == (True, "")
+    assert parse_verdict("<think>통과일까?</think>\n아쉽지만 실패입니다. 고양이가 빠졌다")[0] is False
+    assert parse_verdict("통과하지 못했습니다")[0] is False and parse_verdict("Looks good")[0] is None
+    assert parse_yes_no("<think>음</think>\n답:\n예") is True and parse_yes_no("아니오") is False
+    assert parse_yes_no("잘 모르겠어요") is None
     assert elapsed_text(date(2024, 1, 1), date(2024, 1, 4)) == "3일"
     assert elapsed_text(date(2024, 1, 1), date(2024, 3, 1)) == "2개월"
     assert elapsed_text(None, date(2024, 1, 1)) == "첫 대화"

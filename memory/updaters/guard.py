@@ -1,16 +1,18 @@
 """The deletion guard: a previous memory sentence may vanish only when the new session justifies it.
 
 How it decides, for each sentence of the previous memory:
-1. Counterpart: the new memory keeps it if some new sentence is identical, holds at least
-   `CONTAINMENT` of its Korean content words (Kiwi lemmas), or has cosine >= `COUNTERPART_COSINE`
-   with it. Such new sentences are marked `kept` or `rewritten` with the old sentence as origin.
+1. Counterpart: the new memory keeps it if some new sentence is identical or holds at least
+   `CONTAINMENT` of its Korean content words (Kiwi lemmas). Such new sentences are marked `kept` or
+   `rewritten` with the old sentence as origin; one new sentence continues several old ones only when it
+   contains each of them so (a merge).
 2. Otherwise it was dropped. A drop is justified only if the session is about the same thing
    (the sentence shares a content word with the session's user turns, its summary, or a sentence the
    new memory added) AND the update model, asked with guard.txt, answers "예" (the session replaced
    or contradicted it). Everything else is restored verbatim, marked `restored`.
 So a finished episode or an unrelated fact can never silently disappear, whatever the model writes.
-Relatedness is lexical on purpose: sentence-embedding cosines between "사용자는 ..." sentences are
-high for unrelated facts too (they share the template), so they cannot tell "about the same thing".
+Both tests are lexical on purpose, so the guard holds whatever the embedder: sentence-embedding cosines
+between "사용자는 ..." sentences are high for unrelated facts too (multilingual-e5-small, the default, puts
+unrelated pairs at 0.85-0.91: they share the template), so a cosine would call a dropped fact "rewritten".
 The price is conservative: a fact replaced without any shared word ("서울에 산다" after "부산으로
 이사했어") is restored; the updater's rewrite usually names both and is then a counterpart.
 """
@@ -18,17 +20,12 @@ The price is conservative: a fact replaced without any shared word ("서울에 �
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-
-import numpy as np
-
 from typing import Callable
 
 from memory.korean import content_words
 from memory.store import Sentence
-from models.embedders import Embedder
 
 CONTAINMENT = 0.6
-COUNTERPART_COSINE = 0.85
 
 
 @dataclass
@@ -44,26 +41,19 @@ def _containment(old: frozenset[str], new: frozenset[str]) -> float:
     return len(old & new) / len(old) if old else 0.0
 
 
-def _cosines(embedder: Embedder | None, left: list[str], right: list[str]) -> np.ndarray:
-    if embedder is None or not left or not right:
-        return np.zeros((len(left), len(right)), dtype=np.float32)
-    return embedder.embed(left) @ embedder.embed(right).T
-
-
 def guard(previous: list[Sentence], new_texts: list[str], *, session_texts: list[str],
-          judge: Callable[[str], str], embedder: Embedder | None) -> tuple[list[Sentence], list[GuardDecision]]:
+          judge: Callable[[str], tuple[bool | None, str]]) -> tuple[list[Sentence], list[GuardDecision]]:
     """Attribute each new sentence to its origin and restore unjustified drops; returns (sentences, decisions).
 
-    `judge(sentence)` asks the update model whether this session replaced or contradicted the sentence.
+    `judge(sentence)` asks the update model whether this session replaced or contradicted the sentence:
+    (True, its answer) for yes; (False or None, ...) for no or no usable answer, and then the sentence stays.
     """
-    cos_new = _cosines(embedder, [s.text for s in previous], new_texts)
     new_words = [content_words(t) for t in new_texts]
     origin: dict[int, Sentence] = {}
     decisions: dict[int, GuardDecision] = {}
     for i, old in enumerate(previous):  # pass 1: counterparts
         old_words = content_words(old.text)
-        scores = [1.0 if text == old.text else max(_containment(old_words, new_words[j]),
-                                                   float(cos_new[i, j]) / COUNTERPART_COSINE * CONTAINMENT)
+        scores = [1.0 if text == old.text else _containment(old_words, new_words[j])
                   for j, text in enumerate(new_texts)]
         best = max(range(len(scores)), key=scores.__getitem__, default=None)
         if best is not None and scores[best] >= CONTAINMENT:
@@ -77,8 +67,8 @@ def guard(previous: list[Sentence], new_texts: list[str], *, session_texts: list
         if i in decisions:
             continue
         related = bool(content_words(old.text) & topic)
-        answer = judge(old.text).strip()[:40] if related else None
-        if answer is not None and answer.startswith("예"):
+        verdict, answer = judge(old.text) if related else (None, None)
+        if verdict is True:
             decisions[i] = GuardDecision(old.text, "dropped", related=True, judge=answer)
         else:
             restored.append(Sentence(old.text, "restored", old.id))

@@ -3,6 +3,8 @@
 Calls per update: 1 (summarize) + one per summary sentence (typically 3-8). KEEM makes 4 (summarize, reflect,
 update, verify), plus one per dropped sentence the deletion guard judges, plus 2 when verification retries.
 Like the original, this baseline has no deletion guard: DELETE and REPLACE erase what they erase.
+A memory too large for one call (steps.py's ceiling) is shown in part: the sentences the summary sentence
+touches, numbered within that part; every other sentence stays as it is.
 """
 
 from __future__ import annotations
@@ -11,17 +13,21 @@ import re
 
 from memory.prompts import prompt_hash, render
 from memory.store import Sentence
-from memory.updaters.base import Progress, UpdateInput, UpdateResult, ask
-from memory.updaters.keem import KeemUpdater
+from memory.text import strip_wrappers
+from memory.updaters.base import Progress, UpdateInput, UpdateResult
+from memory.updaters.steps import DEFAULT_CEILING, Steps
 from models.base import ChatModel
 from models.embedders import Embedder
+
+ANSWER_TOKENS = 16  # "REPLACE 12", with room for a wrapper
 
 OPERATION = re.compile(r"^\s*(PASS|APPEND|REPLACE|DELETE)\b\s*(\d+)?", re.I)
 
 
 def parse_operation(answer: str, size: int) -> tuple[str, int | None]:
-    """('REPLACE', index) etc.; anything unparseable or out of range is APPEND, so nothing new is lost."""
-    match = OPERATION.match(answer.strip())
+    """('REPLACE', index) etc. from the first line that names an operation; anything unparseable or out of range
+    is APPEND, so nothing new is lost."""
+    match = next((m for m in map(OPERATION.match, answer.splitlines()) if m), None)
     if not match:
         return "APPEND", None
     op, number = match.group(1).upper(), match.group(2)
@@ -48,22 +54,31 @@ def apply_operation(memory: list[Sentence], sentence: str, op: str, index: int |
 class OperationsUpdater:
     name = "operations"
 
-    def __init__(self, model: ChatModel, embedder: Embedder | None = None, *, max_new_tokens: int = 512):
+    def __init__(self, model: ChatModel, embedder: Embedder | None = None, *, max_new_tokens: int = DEFAULT_CEILING):
         self.model = model
-        self._summarizer = KeemUpdater(model, embedder, max_new_tokens=max_new_tokens)
+        self.steps = Steps.for_model(model, embedder, ceiling=max_new_tokens)
+
+    def choose(self, memory: list[Sentence], sentence: str) -> tuple[str, str, int | None]:
+        """(the answer, the operation, the index in `memory`) for one summary sentence; a cut or unusable
+        answer is APPEND, so nothing new is lost."""
+        shown = self.steps.scope(memory, [sentence], [])
+        part = list(range(len(memory))) if shown is None else shown
+        answer = self.steps.call("operations", render("operations", memory=[memory[i].text for i in part],
+                                                      sentence=sentence), ANSWER_TOKENS)
+        op, index = parse_operation(strip_wrappers(answer or ""), len(part))
+        return answer or "", op, None if index is None else part[index]
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
+        self.steps.problems = []
         progress("summarizing")
-        summary, generated = self._summarizer.summarize(inp)
+        summary, generated = self.steps.summarize(inp.dialogue, inp.session_date)
         progress("updating")
         memory = [Sentence(s.text, "kept", s.id) for s in inp.previous]
         operations = []
         for sentence in summary:
             answer, op, index = "", "APPEND", None
             if inp.previous:  # the first session's memory is its summary
-                answer = ask(self.model, render("update_system"),
-                             render("operations", memory=[s.text for s in memory], sentence=sentence), 8)
-                op, index = parse_operation(answer, len(memory))
+                answer, op, index = self.choose(memory, sentence)
             operations.append({"sentence": sentence, "answer": answer.strip()[:40], "operation": op,
                                "target": None if index is None else memory[index].text})
             memory = apply_operation(memory, sentence, op, index)
@@ -71,4 +86,6 @@ class OperationsUpdater:
             memory = [Sentence(t, "added") for t in summary]
         return UpdateResult(memory, "ok" if generated else "fallback", model_spec=self.model.spec,
                             prompt_hash=prompt_hash("update_system", "summarize", "operations"),
-                            details={"summary": summary, "operations": operations})
+                            note=None if generated else "the update model wrote no usable summary; kept the user's "
+                            "own words",
+                            details={"summary": summary, "operations": operations, "problems": self.steps.problems})

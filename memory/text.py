@@ -1,0 +1,134 @@
+"""Text helpers of memory updates: dates, dialogues as prompt text, and reading what models answer.
+
+Models wrap their answers: a <think> block, a preamble line, code fences, numbering, bullets, an English line,
+a repeated line. `strip_wrappers` removes what is never content; the parsers keep only what the prompt asked for.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime
+
+MAX_SENTENCE_CHARS = 300
+UNKNOWN = "알 수 없음"
+
+
+def to_date(value: str | date | datetime | None) -> date | None:
+    """A date from an ISO string, a date or a datetime; None stays None."""
+    if value is None or isinstance(value, date) and not isinstance(value, datetime):
+        return value  # type: ignore[return-value]
+    if isinstance(value, datetime):
+        return value.date()
+    return datetime.fromisoformat(value).date()
+
+
+def lenient_date(value: str | None) -> date | None:
+    """A corpus's session date, or None where it has none or one that is not ISO."""
+    try:
+        return to_date(value)
+    except ValueError:
+        return None
+
+
+def elapsed_text(previous: date | None, current: date) -> str:
+    """Korean duration between two sessions ("3일", "2주", "4개월", "1년")."""
+    if previous is None:
+        return "첫 대화"
+    days = (current - previous).days
+    if days <= 0:
+        return "같은 날"
+    if days < 14:
+        return f"{days}일"
+    if days < 60:
+        return f"{days // 7}주"
+    if days < 365:
+        return f"{days // 30}개월"
+    return f"{days // 365}년"
+
+
+def format_dialogue(dialogue: list[dict[str, str]]) -> str:
+    return "\n".join(f"{'사용자' if t['role'] == 'user' else '상대'}: {t['text']}" for t in dialogue)
+
+
+_THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S | re.I)
+_FENCE = re.compile(r"^\s*```")
+
+
+def strip_wrappers(text: str) -> str:
+    """The answer without reasoning blocks (<think>...</think>, an unclosed one to the end), fence lines or
+    broken characters."""
+    text = _THINK.sub("", text.replace("\ufffd", ""))
+    return "\n".join(line for line in text.splitlines() if not _FENCE.match(line))
+
+
+_BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.)]|[(（]\d+[)）])\s*")
+_HEADING = re.compile(r"^(?:예시\s*)?(?:요약|답|새 기억|이전 기억|기억|summary|memory|answer)\s*[:：]", re.I)
+
+
+def parse_sentences(text: str, limit: int = 60) -> list[str]:
+    """Memory sentences from model output, one per line: wrappers, bullets, numbering, headings and duplicates
+    removed.
+
+    Only lines about the user ("사용자는 ...", as every prompt asks) of at most MAX_SENTENCE_CHARS are kept;
+    anything else (chatter, echoes, an English line) is garbage.
+    """
+    out: list[str] = []
+    for raw in strip_wrappers(text).splitlines():
+        line = _HEADING.sub("", _BULLET.sub("", raw)).strip().strip('"“”*')
+        if not line.startswith("사용자") or len(line) > MAX_SENTENCE_CHARS:
+            continue
+        if line not in out:
+            out.append(line)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def lenient_sentences(text: str, limit: int = 60) -> list[str]:
+    """Memory sentences: "사용자는 ..." lines when there are any, else every content line (English corpora)."""
+    strict = parse_sentences(text, limit)
+    if strict:
+        return strict
+    out: list[str] = []
+    for line in strip_wrappers(text).splitlines():
+        line = _BULLET.sub("", line).strip().strip('"“”*')
+        if line and len(line) <= MAX_SENTENCE_CHARS and not line.endswith((":", "：")) and line not in out:
+            out.append(line)
+    return out[:limit]
+
+
+_FAILED = re.compile(r"실패|불통과|통과하지\s*못|통과\s*못|\bfail", re.I)
+_PASSED = re.compile(r"통과|\bpass", re.I)
+
+
+def parse_verdict(text: str) -> tuple[bool | None, str]:
+    """(True, "") for a pass, (False, the reason) for a failure, (None, the answer) when it says neither.
+
+    Verdicts come in free text ("검토해 보니 문제가 없습니다. 통과"); any sign of failure wins over a pass.
+    """
+    answer = " ".join(strip_wrappers(text).split())
+    failed = _FAILED.search(answer)
+    if failed:
+        return False, answer[failed.start():][:200]
+    if _PASSED.search(answer):
+        return True, ""
+    return None, answer[:80]
+
+
+def parse_yes_no(text: str) -> bool | None:
+    """The guard judge's 예/아니오 (preamble lines and reasoning blocks skipped); None when it says neither."""
+    for line in strip_wrappers(text).splitlines():
+        line = line.strip().strip("\"'*.")
+        if not line or line.endswith((":", "：")):
+            continue
+        if line.startswith(("아니", "no", "No", "NO")):
+            return False
+        if line.startswith(("예", "yes", "Yes", "YES")):
+            return True
+    return None
+
+
+def extractive_summary(dialogue: list[dict[str, str]]) -> list[str]:
+    """The user's own words as memory sentences: the summary of last resort when the model gives none."""
+    return [f"사용자는 \"{t['text']}\"라고 말했다." for t in dialogue
+            if t["role"] == "user" and len(t["text"]) <= MAX_SENTENCE_CHARS - 20]

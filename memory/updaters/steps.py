@@ -1,0 +1,262 @@
+"""The memory-update steps, one implementation for every caller: the app's strategies and the dataset builder.
+
+summarize -> reflect -> update (whole or scoped) -> guard -> verify. A caller brings its own `Ask` (the app: the
+update model; the builder: its cached, concurrent calls) and gets the same prompts, budgets, parsing and rules.
+
+Budgets follow the work: every call's output budget is sized from what it must write (a whole memory rewrite:
+the previous memory and the summary, with a margin) and capped by the model's context. An answer cut at its
+budget (finish reason "length") is never used: the call is retried once with twice the budget, and if that is
+cut too the step reports no answer, so the caller's never-lose fallback takes over. Why is kept in `problems`.
+
+Large memories are rewritten in part: when re-writing the whole previous memory would need more than
+`ceiling` output tokens, only the sentences the session touches (Korean content words shared with the user's
+turns and the summary, plus the embedder's nearest sentences) go to the update prompt, as many as fit the
+ceiling; every other sentence is carried over verbatim, marked `kept`. The cost of an update then stays bounded
+as memory grows, and unrelated facts never pass through the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any, Callable
+
+import numpy as np
+
+from memory.korean import content_words
+from memory.prompts import prompt_hash, render
+from memory.store import Sentence
+from memory.text import (UNKNOWN, elapsed_text, extractive_summary, format_dialogue, parse_sentences,
+                         parse_verdict, parse_yes_no)
+from memory.updaters.guard import GuardDecision, decisions_json, guard
+from models.base import ChatModel, Completion, GenerationOptions, Message, estimate_tokens
+from models.embedders import Embedder
+from models.errors import InputError
+
+Ask = Callable[[str, str, int], Completion]          # (stage, prompt, max_new_tokens) -> the model's answer
+Parse = Callable[[str, int], list[str]]
+PROMPTS = ("update_system", "summarize", "reflect", "update", "verify", "guard")
+
+SUMMARY_SENTENCES = 10        # the summarize prompt asks for at most this many
+MAX_SUMMARY = 15              # parsed summary / reflected sentences kept
+MAX_REFLECTED = 30
+SENTENCE_TOKENS = 64          # the output budget of one memory sentence written from scratch (about 40-60 chars)
+MARGIN = 1.25                 # rewrite budgets: what must be re-written, plus a quarter
+SLACK_TOKENS = 64             # and room for a line the model adds
+VERIFY_TOKENS = 128           # a verdict line, or a short reasoning before it
+JUDGE_TOKENS = 32             # "예" / "아니오", with room for a wrapper
+RETRIEVED_PER_QUERY = 2       # scoped rewrite: nearest previous sentences per user turn and summary sentence
+DEFAULT_CEILING = 512         # KEEM_UPDATE_MAX_TOKENS: past this, an update rewrites only what the session touches
+
+
+def model_ask(model: ChatModel) -> Ask:
+    """An Ask on a chat model: one deterministic call (temperature 0, top-p 1) with the update system prompt."""
+    system = render("update_system")
+
+    def ask(stage: str, prompt: str, max_new_tokens: int) -> Completion:
+        messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+        return model.complete(messages, GenerationOptions(max_new_tokens=max_new_tokens, temperature=0.0, top_p=1.0))
+
+    return ask
+
+
+@dataclass
+class Attempt:
+    """One update attempt: what the model wrote, what the guard made of it, and why verification failed."""
+
+    sentences: list[Sentence]
+    generated: list[str]
+    decisions: list[GuardDecision]
+    problem: str | None
+
+    def json(self) -> dict[str, Any]:
+        return {"memory": self.generated, "guard": decisions_json(self.decisions), "problem": self.problem}
+
+
+@dataclass
+class Steps:
+    """The update steps over one `ask`; records the problems of one update (not shared between threads)."""
+
+    ask: Ask
+    count_tokens: Callable[[str], int] = estimate_tokens
+    context_window: int = 8192
+    ceiling: int = DEFAULT_CEILING
+    embedder: Embedder | None = None
+    parse: Parse = parse_sentences
+    use_guard: bool = True
+    problems: list[str] = field(default_factory=list)
+
+    @classmethod
+    def for_model(cls, model: ChatModel, embedder: Embedder | None = None, ceiling: int = DEFAULT_CEILING,
+                  **kwargs: Any) -> "Steps":
+        return cls(model_ask(model), model.count_tokens, model.context_window, ceiling, embedder, **kwargs)
+
+    @staticmethod
+    def prompt_hash() -> str:
+        return prompt_hash(*PROMPTS)
+
+    # -- budgets and calls ---------------------------------------------------------------------------
+    def rewrite_budget(self, texts: list[str]) -> int:
+        """Output tokens to re-write these sentences: their tokens plus a margin and room for one more line."""
+        return int(sum(self.count_tokens(t) + 2 for t in texts) * MARGIN) + SLACK_TOKENS
+
+    def call(self, stage: str, prompt: str, budget: int) -> str | None:
+        """The model's answer, or None when there is no usable one (cut twice, or a prompt too long)."""
+        room = self.context_window - self.count_tokens(render("update_system") + prompt) - 16
+        if room < 8:
+            self.problems.append(f"{stage}: the prompt leaves no room to answer in a {self.context_window}-token "
+                                 "context")
+            return None
+        budget = min(budget, room)
+        for attempt in range(2):
+            try:
+                answer = self.ask(stage, prompt, budget)
+            except InputError as exc:  # the backend says the prompt does not fit
+                self.problems.append(f"{stage}: {exc}")
+                return None
+            if not answer.cut:
+                return answer.text
+            if attempt == 0 and budget < room:
+                self.problems.append(f"{stage}: answer cut at {budget} tokens, retried with {min(budget * 2, room)}")
+                budget = min(budget * 2, room)
+                continue
+            self.problems.append(f"{stage}: answer cut at {budget} tokens; not used")
+            return None
+        return None  # pragma: no cover - the loop always returns
+
+    # -- the steps -----------------------------------------------------------------------------------
+    def summarize(self, dialogue: list[dict[str, str]], session_date: date | None) -> tuple[list[str], bool]:
+        """(summary sentences, whether the model wrote them); the user's own words when it wrote none usable."""
+        answer = self.call("summarize", render(
+            "summarize", dialogue=format_dialogue(dialogue), session_date=_iso(session_date),
+            max_sentences=SUMMARY_SENTENCES), SUMMARY_SENTENCES * SENTENCE_TOKENS + SLACK_TOKENS)
+        summary = self.parse(answer or "", MAX_SUMMARY)
+        return (summary, True) if summary else (extractive_summary(dialogue)[:MAX_SUMMARY], False)
+
+    def reflect(self, dialogue: list[dict[str, str]], summary: list[str]) -> list[str]:
+        """The summary with the user's emotions and their causes; the summary itself when no usable answer."""
+        budget = self.rewrite_budget(summary) + len(summary) * 24   # each sentence may gain an emotion clause
+        answer = self.call("reflect", render("reflect", dialogue=format_dialogue(dialogue),
+                                             summary="\n".join(summary)), budget)
+        return self.parse(answer or "", MAX_REFLECTED) or summary
+
+    def rewrite(self, previous: list[str], reflected: list[str], session_date: date | None,
+                previous_date: date | None) -> list[str]:
+        """The new integrated memory of `previous` and the reflected summary ([] when no usable answer)."""
+        answer = self.call("update", render(
+            "update", previous=previous, summary=reflected, session_date=_iso(session_date),
+            previous_date=_iso(previous_date), elapsed=_elapsed(previous_date, session_date)),
+            self.rewrite_budget(previous + reflected))
+        return self.parse(answer or "", 2 * (len(previous) + len(reflected)) + 10)
+
+    def verify(self, previous: list[str], dialogue_text: str, memory: list[str], session_date: date | None) -> str | None:
+        """None when the new memory passes; otherwise the reason it failed."""
+        if not memory:
+            return "the update produced no usable sentence"
+        limit = len(previous) + 20
+        if len(memory) > limit:
+            return f"the update produced {len(memory)} sentences, more than {limit}"
+        answer = self.call("verify", render("verify", previous=previous, dialogue=dialogue_text, memory=memory,
+                                            session_date=_iso(session_date)), VERIFY_TOKENS)
+        if answer is None:
+            return "the verifier gave no usable answer (cut at its budget)"
+        passed, reason = parse_verdict(answer)
+        if passed:
+            return None
+        return reason if passed is False else f"the verifier's answer was neither 통과 nor 실패: {reason!r}"
+
+    def judge(self, sentence: str, dialogue_text: str) -> tuple[bool | None, str]:
+        """Did this session replace or contradict `sentence`? (True/False/None for no usable answer, the answer)."""
+        answer = self.call("guard", render("guard", sentence=sentence, dialogue=dialogue_text), JUDGE_TOKENS)
+        return (None, "(no usable answer)") if answer is None else (parse_yes_no(answer), answer.strip()[:40])
+
+    # -- the update: scope, rewrite, guard, verify ---------------------------------------------------
+    def scope(self, previous: list[Sentence], reflected: list[str], user_turns: list[str]) -> list[int] | None:
+        """Indices of the previous sentences to rewrite, or None when the whole memory fits one rewrite.
+
+        Touched: shares a content word with the user's turns or the summary, or is among the embedder's
+        RETRIEVED_PER_QUERY nearest for one of them; most shared words first, as many as fit `ceiling`.
+        """
+        texts = [s.text for s in previous]
+        if self.rewrite_budget(texts + reflected) <= self.ceiling:
+            return None
+        queries = user_turns + reflected
+        topic = frozenset().union(*(content_words(q) for q in queries))
+        overlap = [len(content_words(t) & topic) for t in texts]
+        nearest = np.zeros(len(texts), dtype=np.float32)
+        if self.embedder is not None and queries:
+            cos = self.embedder.embed(queries) @ self._vectors(previous).T
+            for row in cos:
+                for j in np.argsort(-row)[:RETRIEVED_PER_QUERY]:
+                    nearest[j] = max(nearest[j], row[j])
+        ranked = sorted((i for i in range(len(texts)) if overlap[i] or nearest[i] > 0),
+                        key=lambda i: (-overlap[i], -nearest[i], i))
+        chosen: list[int] = []
+        for i in ranked:
+            if self.rewrite_budget([texts[j] for j in chosen] + [texts[i]] + reflected) > self.ceiling:
+                break
+            chosen.append(i)
+        return sorted(chosen)
+
+    def _vectors(self, sentences: list[Sentence]) -> np.ndarray:
+        """The sentences' vectors: the stored ones where this embedder made them, the rest embedded now."""
+        assert self.embedder is not None
+        name = self.embedder.name
+        missing = [s.text for s in sentences if s.embedding is None or s.embedder != name]
+        fresh = iter(self.embedder.embed(missing)) if missing else iter(())
+        return np.stack([s.embedding if s.embedding is not None and s.embedder == name else next(fresh)
+                         for s in sentences])
+
+    def attempt(self, previous: list[Sentence], reflected: list[str], *, session_dialogue: str,
+                user_turns: list[str], verify_dialogue: str, session_date: date | None,
+                previous_date: date | None, progress: Callable[[str], None] = lambda stage: None) -> Attempt:
+        """One rewrite of `previous` with the reflected summary, guarded and verified."""
+        progress("updating")
+        generated = self.rewrite([s.text for s in previous], reflected, session_date, previous_date)
+        progress("verifying")
+        if not generated:
+            return Attempt([], [], [], "the update produced no usable sentence")
+        if self.use_guard:
+            sentences, decisions = guard(previous, generated, session_texts=user_turns + reflected,
+                                         judge=lambda s: self.judge(s, session_dialogue))
+        else:
+            sentences, decisions = [Sentence(t, "added") for t in generated], []
+        problem = self.verify([s.text for s in previous], verify_dialogue, [s.text for s in sentences], session_date)
+        return Attempt(sentences, generated, decisions, problem)
+
+    def update(self, previous: list[Sentence], reflected: list[str], dialogue: list[dict[str, str]], *,
+               session_date: date | None, previous_date: date | None, verify_dialogue: str | None = None,
+               attempts: int = 2, progress: Callable[[str], None] = lambda stage: None,
+               ) -> tuple[list[Sentence] | None, dict[str, Any]]:
+        """(the new memory, details), or (None, details) when every attempt failed verification.
+
+        Scoped when the whole rewrite would pass `ceiling`: untouched sentences are carried verbatim (first, in
+        their order), the touched part is rewritten, guarded and verified on its own.
+        """
+        user_turns = [t["text"] for t in dialogue if t["role"] == "user"]
+        session_dialogue = format_dialogue(dialogue)
+        touched = self.scope(previous, reflected, user_turns)
+        part = previous if touched is None else [previous[i] for i in touched]
+        carried = [] if touched is None else [Sentence(s.text, "kept", s.id) for i, s in enumerate(previous)
+                                              if i not in set(touched)]
+        details: dict[str, Any] = {"attempts": []}
+        if touched is not None:
+            details["scope"] = {"rewritten": len(part), "carried": len(carried), "ceiling": self.ceiling}
+        for _ in range(attempts):
+            result = self.attempt(part, reflected, session_dialogue=session_dialogue, user_turns=user_turns,
+                                  verify_dialogue=verify_dialogue or session_dialogue, session_date=session_date,
+                                  previous_date=previous_date, progress=progress)
+            details["attempts"].append(result.json())
+            if result.problem is None:
+                return carried + result.sentences, details
+        return None, details
+
+
+def _iso(day: date | None) -> str:
+    return day.isoformat() if day else UNKNOWN
+
+
+def _elapsed(previous: date | None, current: date | None) -> str:
+    if current is None:
+        return "알 수 없는 기간"
+    return elapsed_text(previous, current)
