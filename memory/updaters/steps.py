@@ -4,9 +4,10 @@ summarize -> reflect -> update (whole or scoped) -> guard -> verify. A caller br
 update model; the builder: its cached, concurrent calls) and gets the same prompts, budgets, parsing and rules.
 
 Budgets follow the work: every call's output budget is sized from what it must write (a whole memory rewrite:
-the previous memory and the summary, with a margin) and capped by the model's context. An answer cut at its
-budget (finish reason "length") is never used: the call is retried once with twice the budget, and if that is
-cut too the step reports no answer, so the caller's never-lose fallback takes over. Why is kept in `problems`.
+the previous memory and the summary, with a margin), capped by `ceiling` (KEEM_UPDATE_MAX_TOKENS) and the
+model's context. An answer cut at its budget (finish reason "length") is never used: the call is retried once
+with twice the budget (within the context, past the ceiling if need be), and if that is cut too the step
+reports no answer, so the caller's never-lose fallback takes over. Why is kept in `problems`.
 
 Large memories are rewritten in part: when re-writing the whole previous memory would need more than
 `ceiling` output tokens, only the sentences the session touches (Korean content words shared with the user's
@@ -107,7 +108,7 @@ class Steps:
             self.problems.append(f"{stage}: the prompt leaves no room to answer in a {self.context_window}-token "
                                  "context")
             return None
-        budget = min(budget, room)
+        budget = min(budget, self.ceiling, room)
         for attempt in range(2):
             try:
                 answer = self.ask(stage, prompt, budget)
