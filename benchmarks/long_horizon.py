@@ -35,6 +35,7 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -423,10 +424,12 @@ def run_user(strategy: str, user: User, model: Metered, embedder: Any, ceiling: 
         stale = any(t in texts for f in states[:-1] for t in f.texts())
         found = present(latest, texts) or bool(latest.key and any(latest.key in t for t in texts))
         if stale or not found:
-            missed.append(f"{user.name} {chain}: " + ("superseded state still stored" if stale else "latest state missing"))
+            why = "superseded state still stored" if stale else "latest state missing"
+            missed.append(f"{user.name} {chain}: {why}")
     possible = {t for f in user.all_facts() for t in f.texts()}
     kinds = [junk_kind(t, possible) for t in texts]
-    return {"updates": updates, "stated": sum(map(len, user.facts)), "stable": len(introduced), "kept": sum(present(f, texts) for f in introduced),
+    return {"updates": updates, "stated": sum(map(len, user.facts)), "stable": len(introduced),
+            "kept": sum(present(f, texts) for f in introduced),
             "lost": [f.text for f in introduced if not present(f, texts)], "changed": changed,
             "current": changed - len(missed), "missed": missed,
             "junk": {k: kinds.count(k) for k in ("wrapper", "cut", "quote", "other")},
@@ -480,7 +483,9 @@ def main() -> None:
     habits = {**{h: args.habit_rate for h in WRAPPING}, "drop": args.drop_rate, "fail": args.fail_rate}
     real = load_chat_model(args.model) if args.model else None
     results: dict[str, dict[str, Any]] = {}
+    content_words("사용자는 고양이를 키운다.")  # load Kiwi before any update is timed
     for strategy in args.strategies:
+        content_words.cache_clear()  # each strategy tokenizes its own sentences, none inherits the cache
         runs = []
         for u, user in enumerate(users):
             inner = real or RealisticChatModel(Oracle(user), habits, seed=args.seed * 1000 + u)
@@ -501,7 +506,7 @@ def main() -> None:
         ("stored cut/wrapper text", lambda r: f"{r['junk']['cut'] + r['junk']['wrapper']}"),
         ("stored user quotes (fallback)", lambda r: f"{r['junk']['quote']}"),
         ("stored other non-oracle", lambda r: f"{r['junk']['other']}"),
-        *[(f"memory size @ session {m}", (lambda m: lambda r: f"{r['size_at'][m]:.1f}")(m))
+        *[(f"memory size @ session {m}", partial(lambda m, r: f"{r['size_at'][m]:.1f}", m))
           for m in next(iter(results.values()))["size_at"]],
         ("model calls / update", lambda r: f"{r['calls_per_update']:.2f}"),
         ("input tokens / update, first 10", lambda r: f"{r['in_tokens'][0]:.0f}"),
