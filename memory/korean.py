@@ -6,6 +6,7 @@ import functools
 import re
 
 CONTENT_TAGS = ("NNG", "NNP", "NR", "VV", "VA", "XR", "SL", "SH", "SN")
+NOUN_TAGS = ("NNG", "NNP", "NR", "SL", "SH", "SN")
 # Words every memory sentence shares ("사용자는 ... 했다"): they say nothing about the topic.
 STOP = frozenset({"사용자", "하", "있", "되", "없", "것", "수", "때", "등", "년", "월", "일", "보", "좋", "같"})
 
@@ -17,11 +18,11 @@ def kiwi():
     return Kiwi()
 
 
-def morphemes(text: str) -> list[str]:
+def morphemes(text: str, tags: tuple[str, ...] = CONTENT_TAGS) -> list[str]:
     """Content lemmas (nouns, verb/adjective stems, roots, foreign words) in order, repeats kept, minus STOP."""
     out = []
     for token in kiwi().tokenize(text):
-        if token.tag.startswith(CONTENT_TAGS):
+        if token.tag.startswith(tags):
             form = token.form.lower()
             if form not in STOP and not re.fullmatch(r"\W+", form):
                 out.append(form)
@@ -32,3 +33,9 @@ def morphemes(text: str) -> list[str]:
 def content_words(text: str) -> frozenset[str]:
     """The set of `morphemes(text)`: what lexical matching compares."""
     return frozenset(morphemes(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def content_nouns(text: str) -> frozenset[str]:
+    """The nouns, numbers and foreign words of `content_words(text)`: what a fact is about."""
+    return frozenset(morphemes(text, NOUN_TAGS))

@@ -84,8 +84,13 @@ def parse_sentences(text: str, limit: int = 60) -> list[str]:
     return out
 
 
+_HANGUL = re.compile(r"[\uac00-\ud7a3]")
+
+
 def lenient_sentences(text: str, limit: int = 60) -> list[str]:
-    """Memory sentences: "사용자는 ..." lines when there are any, else every content line (English corpora)."""
+    """Memory sentences: "사용자는 ..." lines when there are any, else every content line (corpora whose memories
+    are written otherwise: CareCall's "손녀가 태어남", MSC's English). In an answer with Korean lines, a line with
+    no Hangul is a model drifting into English, not memory."""
     strict = parse_sentences(text, limit)
     if strict:
         return strict
@@ -94,6 +99,8 @@ def lenient_sentences(text: str, limit: int = 60) -> list[str]:
         line = _BULLET.sub("", line).strip().strip('"“”*')
         if line and len(line) <= MAX_SENTENCE_CHARS and not line.endswith((":", "：")) and line not in out:
             out.append(line)
+    if any(_HANGUL.search(line) for line in out):
+        out = [line for line in out if _HANGUL.search(line)]
     return out[:limit]
 
 

@@ -10,7 +10,7 @@ from memory.engine import MemoryEngine
 from memory.jobs import JobRunner
 from memory.store import Sentence
 from memory.updaters import make_updater
-from memory.text import elapsed_text, parse_sentences, parse_verdict, parse_yes_no
+from memory.text import elapsed_text, lenient_sentences, parse_sentences, parse_verdict, parse_yes_no
 from memory.updaters.base import UpdateInput
 from memory.updaters.guard import guard
 from models.embedders import NgramEmbedder
@@ -144,6 +144,14 @@ def test_guard_keeps_rewrites_as_counterparts():
     assert actions["사용자는 서울에 산다."] == "rewritten" and model.asked == []
 
 
+def test_a_sentence_missing_the_facts_noun_is_no_counterpart():
+    """CareCall-style memory: two of three words shared, but the hospital is gone."""
+    previous = ["병원에 방문할 예정", "두통이 있음"]
+    sentences, actions, _ = _guard(["아는 언니네 방문할 예정", "두통이 있었으나 괜찮아짐"], judge="아니오", previous=previous)
+    assert actions == {"병원에 방문할 예정": "restored", "두통이 있음": "rewritten"}
+    assert "병원에 방문할 예정" in [s.text for s in sentences]
+
+
 def test_guard_runs_inside_the_updater_when_the_model_drops_facts():
     model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
                        update="사용자는 부산으로 이사했다.\n사용자는 바다를 좋아한다.", verify="통과", guard="예")
@@ -221,6 +229,10 @@ def test_parse_and_elapsed_helpers():
     assert parse_verdict("통과하지 못했습니다")[0] is False and parse_verdict("Looks good")[0] is None
     assert parse_yes_no("<think>음</think>\n답:\n예") is True and parse_yes_no("아니오") is False
     assert parse_yes_no("잘 모르겠어요") is None
+    # corpora that write memory otherwise (CareCall, MSC): every content line, but no English drift in Korean
+    assert lenient_sentences("```\n1. 손녀가 태어남\nNote: I kept every fact.\n2. 허리가 아프심\n```") == [
+        "손녀가 태어남", "허리가 아프심"]
+    assert lenient_sentences("- I have two cats.\n- I work as a nurse.") == ["I have two cats.", "I work as a nurse."]
     assert elapsed_text(date(2024, 1, 1), date(2024, 1, 4)) == "3일"
     assert elapsed_text(date(2024, 1, 1), date(2024, 3, 1)) == "2개월"
     assert elapsed_text(None, date(2024, 1, 1)) == "첫 대화"

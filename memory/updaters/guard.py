@@ -1,8 +1,9 @@
 """The deletion guard: a previous memory sentence may vanish only when the new session justifies it.
 
 How it decides, for each sentence of the previous memory:
-1. Counterpart: the new memory keeps it if some new sentence is identical or holds at least
-   `CONTAINMENT` of its Korean content words (Kiwi lemmas). Such new sentences are marked `kept` or
+1. Counterpart: the new memory keeps it if some new sentence is identical, or holds every noun of it and at
+   least `CONTAINMENT` of its Korean content words (Kiwi lemmas): "병원에 방문할 예정" is not continued by
+   "아는 언니네 방문할 예정", though two of its three words are there. Such new sentences are marked `kept` or
    `rewritten` with the old sentence as origin; one new sentence continues several old ones only when it
    contains each of them so (a merge).
 2. Otherwise it was dropped. A drop is justified only if the session is about the same thing
@@ -22,7 +23,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from memory.korean import content_words
+from memory.korean import content_nouns, content_words
 from memory.store import Sentence
 
 CONTAINMENT = 0.6
@@ -52,9 +53,9 @@ def guard(previous: list[Sentence], new_texts: list[str], *, session_texts: list
     origin: dict[int, Sentence] = {}
     decisions: dict[int, GuardDecision] = {}
     for i, old in enumerate(previous):  # pass 1: counterparts
-        old_words = content_words(old.text)
-        scores = [1.0 if text == old.text else _containment(old_words, new_words[j])
-                  for j, text in enumerate(new_texts)]
+        old_words, old_nouns = content_words(old.text), content_nouns(old.text)
+        scores = [1.0 if text == old.text else _containment(old_words, new_words[j]) if old_nouns <= new_words[j]
+                  else 0.0 for j, text in enumerate(new_texts)]
         best = max(range(len(scores)), key=scores.__getitem__, default=None)
         if best is not None and scores[best] >= CONTAINMENT:
             action = "kept" if new_texts[best] == old.text else "rewritten"
