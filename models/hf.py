@@ -88,7 +88,7 @@ class TransformersChatModel(ChatModel):
             if not droppable:
                 raise InputError(
                     f"the prompt needs {ids.shape[1]} tokens but model '{self.spec}' has room for {room}; "
-                    "shorten the message or the memory budget (--token-budget)")
+                    "shorten the message or lower the memory budget (KEEM_TOKEN_BUDGET)")
             del msgs[droppable[0]]
 
     # -- protocol ------------------------------------------------------------------------------
