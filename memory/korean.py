@@ -35,7 +35,13 @@ def content_words(text: str) -> frozenset[str]:
     return frozenset(morphemes(text))
 
 
+# Relative times: an update resolves them into dates ("지난주에 이사했다" -> "2024년 5월에 이사했다").
+RELATIVE_TIME = frozenset({"어제", "오늘", "내일", "모레", "그제", "지난주", "이번", "다음", "지난", "주", "주말", "지난달",
+                           "이번달", "다음달", "올해", "작년", "내년", "요즘", "최근", "아까", "방금", "나중", "얼마", "전",
+                           "후", "뒤"})
+
+
 @functools.lru_cache(maxsize=4096)
 def content_nouns(text: str) -> frozenset[str]:
-    """The nouns, numbers and foreign words of `content_words(text)`: what a fact is about."""
-    return frozenset(morphemes(text, NOUN_TAGS))
+    """The nouns, numbers and foreign words of `content_words(text)`, relative times aside: what a fact is about."""
+    return frozenset(morphemes(text, NOUN_TAGS)) - RELATIVE_TIME

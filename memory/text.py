@@ -122,15 +122,21 @@ def parse_verdict(text: str) -> tuple[bool | None, str]:
     return None, answer[:80]
 
 
+_YES = re.compile(r"^(?:예|네)(?![가-힣])|^yes\b", re.I)
+_NO = re.compile(r"^아니(?:오|요)?(?![가-힣])|^no\b", re.I)
+
+
 def parse_yes_no(text: str) -> bool | None:
-    """The guard judge's 예/아니오 (preamble lines and reasoning blocks skipped); None when it says neither."""
+    """The guard judge's 예/아니오 (preamble lines and reasoning blocks skipped); None when it says neither.
+
+    Whole words only: "Note: ..." is no "no", "예시" no "예"."""
     for line in strip_wrappers(text).splitlines():
         line = line.strip().strip("\"'*.")
         if not line or line.endswith((":", "：")):
             continue
-        if line.startswith(("아니", "no", "No", "NO")):
+        if _NO.match(line):
             return False
-        if line.startswith(("예", "yes", "Yes", "YES")):
+        if _YES.match(line):
             return True
     return None
 

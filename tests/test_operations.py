@@ -60,3 +60,9 @@ def test_apply_operation_does_not_mutate_its_input():
     memory = list(PREVIOUS)
     apply_operation(memory, "사용자는 x다.", "DELETE", 0)
     assert memory == PREVIOUS
+
+
+def test_wrapped_answers_are_read_and_appending_what_is_stored_adds_no_copy():
+    assert parse_operation("<think>음</think>\n네, 답입니다:\nREPLACE 2", size=3) == ("REPLACE", 1)
+    memory = [Sentence("사용자는 학생이다.", "kept", id=1)]
+    assert apply_operation(memory, "사용자는 학생이다.", "APPEND", None) == memory

@@ -161,6 +161,19 @@ def test_guard_runs_inside_the_updater_when_the_model_drops_facts():
     assert result.details["attempts"][0]["guard"]
 
 
+def test_news_the_rewrite_left_out_is_kept():
+    """The update model rewrites the old facts well but forgets this session's move: the summary line comes back."""
+    model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
+                       update="\n".join(PREVIOUS), verify="통과", guard="아니오")
+    result, _ = _run(model)
+    texts = [s.text for s in result.sentences]
+    assert texts[:3] == PREVIOUS and "사용자는 지난주에 부산으로 이사했다." in texts
+    assert result.details["attempts"][0]["summary_kept"] == ["사용자는 지난주에 부산으로 이사했다.",
+                                                             "사용자는 바다가 보여서 새 집에 만족하고 기뻐한다."]
+    rewritten = StageModel(**{k: list(v) for k, v in GOOD.answers.items()})  # the news, with its date resolved
+    assert _run(rewritten)[0].details["attempts"][0]["summary_kept"] == []
+
+
 # -- the job runner: memory is never lost ----------------------------------------------------------
 def _session(store, name="minsu"):
     uid = store.get_or_create_user(name)
@@ -229,6 +242,7 @@ def test_parse_and_elapsed_helpers():
     assert parse_verdict("통과하지 못했습니다")[0] is False and parse_verdict("Looks good")[0] is None
     assert parse_yes_no("<think>음</think>\n답:\n예") is True and parse_yes_no("아니오") is False
     assert parse_yes_no("잘 모르겠어요") is None
+    assert parse_yes_no("Note: I kept every fact.\n예") is True and parse_yes_no("예시 답: 예") is None  # words only
     # corpora that write memory otherwise (CareCall, MSC): every content line, but no English drift in Korean
     assert lenient_sentences("```\n1. 손녀가 태어남\nNote: I kept every fact.\n2. 허리가 아프심\n```") == [
         "손녀가 태어남", "허리가 아프심"]

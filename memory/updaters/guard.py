@@ -42,6 +42,24 @@ def _containment(old: frozenset[str], new: frozenset[str]) -> float:
     return len(old & new) / len(old) if old else 0.0
 
 
+def continuation(old: str, new_texts: list[str]) -> int | None:
+    """The index of the new sentence that continues `old` (identical, or holding every noun of it and
+    CONTAINMENT of its content words; the best such), or None."""
+    words, nouns = content_words(old), content_nouns(old)
+    scores = [1.0 if text == old else _containment(words, content_words(text)) if nouns <= content_words(text)
+              else 0.0 for text in new_texts]
+    best = max(range(len(scores)), key=scores.__getitem__, default=None)
+    return best if best is not None and scores[best] >= CONTAINMENT else None
+
+
+def keep_summary(sentences: list[Sentence], summary: list[str]) -> tuple[list[Sentence], list[str]]:
+    """The new memory with every summary sentence it does not continue appended (a model that leaves this
+    session's news out of its rewrite loses it otherwise); returns (sentences, the appended texts)."""
+    texts = [s.text for s in sentences]
+    missing = [line for line in dict.fromkeys(summary) if continuation(line, texts) is None]
+    return sentences + [Sentence(line, "added") for line in missing], missing
+
+
 def guard(previous: list[Sentence], new_texts: list[str], *, session_texts: list[str],
           judge: Callable[[str], tuple[bool | None, str]]) -> tuple[list[Sentence], list[GuardDecision]]:
     """Attribute each new sentence to its origin and restore unjustified drops; returns (sentences, decisions).
@@ -53,11 +71,8 @@ def guard(previous: list[Sentence], new_texts: list[str], *, session_texts: list
     origin: dict[int, Sentence] = {}
     decisions: dict[int, GuardDecision] = {}
     for i, old in enumerate(previous):  # pass 1: counterparts
-        old_words, old_nouns = content_words(old.text), content_nouns(old.text)
-        scores = [1.0 if text == old.text else _containment(old_words, new_words[j]) if old_nouns <= new_words[j]
-                  else 0.0 for j, text in enumerate(new_texts)]
-        best = max(range(len(scores)), key=scores.__getitem__, default=None)
-        if best is not None and scores[best] >= CONTAINMENT:
+        best = continuation(old.text, new_texts)
+        if best is not None:
             action = "kept" if new_texts[best] == old.text else "rewritten"
             origin.setdefault(best, Sentence(new_texts[best], action, old.id))
             decisions[i] = GuardDecision(old.text, action, new_texts[best])

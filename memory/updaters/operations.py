@@ -10,6 +10,7 @@ touches, numbered within that part; every other sentence stays as it is.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from memory.prompts import prompt_hash, render
 from memory.store import Sentence
@@ -19,7 +20,7 @@ from memory.updaters.steps import DEFAULT_CEILING, Steps
 from models.base import ChatModel
 from models.embedders import Embedder
 
-ANSWER_TOKENS = 16  # "REPLACE 12", with room for a wrapper
+ANSWER_TOKENS = 64  # "REPLACE 12", with room for the reasoning or preamble real models put first
 
 OPERATION = re.compile(r"^\s*(PASS|APPEND|REPLACE|DELETE)\b\s*(\d+)?", re.I)
 
@@ -43,7 +44,7 @@ def apply_operation(memory: list[Sentence], sentence: str, op: str, index: int |
     if op == "PASS":
         return list(memory)
     if op == "APPEND":
-        return [*memory, Sentence(sentence, "added")]
+        return list(memory) if sentence in {s.text for s in memory} else [*memory, Sentence(sentence, "added")]
     assert index is not None
     old = memory[index]
     if op == "REPLACE":
@@ -58,29 +59,30 @@ class OperationsUpdater:
         self.model = model
         self.steps = Steps.for_model(model, embedder, ceiling=max_new_tokens)
 
-    def choose(self, memory: list[Sentence], sentence: str) -> tuple[str, str, int | None]:
-        """(the answer, the operation, the index in `memory`) for one summary sentence; a cut or unusable
-        answer is APPEND, so nothing new is lost."""
+    def choose(self, memory: list[Sentence], sentence: str) -> tuple[str, str, int | None, bool]:
+        """(the answer, the operation, the index in `memory`, whether only part of the memory was shown) for one
+        summary sentence; a cut or unusable answer is APPEND, so nothing new is lost."""
         shown = self.steps.scope(memory, [sentence], [])
         part = list(range(len(memory))) if shown is None else shown
         answer = self.steps.call("operations", render("operations", memory=[memory[i].text for i in part],
                                                       sentence=sentence), ANSWER_TOKENS)
         op, index = parse_operation(strip_wrappers(answer or ""), len(part))
-        return answer or "", op, None if index is None else part[index]
+        return answer or "", op, None if index is None else part[index], shown is not None
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
         self.steps.problems = []
         progress("summarizing")
         summary, generated = self.steps.summarize(inp.dialogue, inp.session_date)
         progress("updating")
-        memory = [Sentence(s.text, "kept", s.id) for s in inp.previous]
+        # kept, with their stored vectors: the scope of each answer ranks them without embedding them again
+        memory = [replace(s, provenance="kept", origin_id=s.id, id=None) for s in inp.previous]
         operations = []
         for sentence in summary:
-            answer, op, index = "", "APPEND", None
+            answer, op, index, scoped = "", "APPEND", None, False
             if inp.previous:  # the first session's memory is its summary
-                answer, op, index = self.choose(memory, sentence)
+                answer, op, index, scoped = self.choose(memory, sentence)
             operations.append({"sentence": sentence, "answer": answer.strip()[:40], "operation": op,
-                               "target": None if index is None else memory[index].text})
+                               "target": None if index is None else memory[index].text, "scoped": scoped})
             memory = apply_operation(memory, sentence, op, index)
         if not memory:  # every sentence deleted: a version is never empty, keep the summary
             memory = [Sentence(t, "added") for t in summary]

@@ -9,6 +9,8 @@ model's context. An answer cut at its budget (finish reason "length") is never u
 with twice the budget (within the context, past the ceiling if need be), and if that is cut too the step
 reports no answer, so the caller's never-lose fallback takes over. Why is kept in `problems`.
 
+The guard also keeps this session's news: a reflected summary sentence the rewrite does not continue is appended.
+
 Large memories are rewritten in part: when re-writing the whole previous memory would need more than
 `ceiling` output tokens, only the sentences the session touches (Korean content words shared with the user's
 turns and the summary, plus the embedder's nearest sentences) go to the update prompt, as many as fit the
@@ -29,7 +31,7 @@ from memory.prompts import prompt_hash, render
 from memory.store import Sentence
 from memory.text import (UNKNOWN, elapsed_text, extractive_summary, format_dialogue, parse_sentences,
                          parse_verdict, parse_yes_no)
-from memory.updaters.guard import GuardDecision, decisions_json, guard
+from memory.updaters.guard import GuardDecision, decisions_json, guard, keep_summary
 from models.base import ChatModel, Completion, GenerationOptions, Message, estimate_tokens
 from models.embedders import Embedder
 from models.errors import InputError
@@ -44,8 +46,10 @@ MAX_REFLECTED = 30
 SENTENCE_TOKENS = 64          # the output budget of one memory sentence written from scratch (about 40-60 chars)
 MARGIN = 1.25                 # rewrite budgets: what must be re-written, plus a quarter
 SLACK_TOKENS = 64             # and room for a line the model adds
-VERIFY_TOKENS = 128           # a verdict line, or a short reasoning before it
-JUDGE_TOKENS = 32             # "예" / "아니오", with room for a wrapper
+# Short answers get room for the reasoning or preamble real models put first: a budget is a limit, not a cost,
+# for a model that ends its answer (retried at twice, when cut).
+VERIFY_TOKENS = 256           # a verdict line
+JUDGE_TOKENS = 64             # "예" / "아니오"
 RETRIEVED_PER_QUERY = 2       # scoped rewrite: nearest previous sentences per user turn and summary sentence
 DEFAULT_CEILING = 512         # KEEM_UPDATE_MAX_TOKENS: past this, an update rewrites only what the session touches
 
@@ -69,9 +73,11 @@ class Attempt:
     generated: list[str]
     decisions: list[GuardDecision]
     problem: str | None
+    summary_kept: list[str] = field(default_factory=list)   # summary sentences the rewrite left out, appended
 
     def json(self) -> dict[str, Any]:
-        return {"memory": self.generated, "guard": decisions_json(self.decisions), "problem": self.problem}
+        return {"memory": self.generated, "guard": decisions_json(self.decisions), "summary_kept": self.summary_kept,
+                "problem": self.problem}
 
 
 @dataclass
@@ -217,13 +223,15 @@ class Steps:
         progress("verifying")
         if not generated:
             return Attempt([], [], [], "the update produced no usable sentence")
+        summary_kept: list[str] = []
         if self.use_guard:
             sentences, decisions = guard(previous, generated, session_texts=user_turns + reflected,
                                          judge=lambda s: self.judge(s, session_dialogue))
+            sentences, summary_kept = keep_summary(sentences, reflected)
         else:
             sentences, decisions = [Sentence(t, "added") for t in generated], []
         problem = self.verify([s.text for s in previous], verify_dialogue, [s.text for s in sentences], session_date)
-        return Attempt(sentences, generated, decisions, problem)
+        return Attempt(sentences, generated, decisions, problem, summary_kept)
 
     def update(self, previous: list[Sentence], reflected: list[str], dialogue: list[dict[str, str]], *,
                session_date: date | None, previous_date: date | None, verify_dialogue: str | None = None,
