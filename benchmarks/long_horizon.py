@@ -20,8 +20,16 @@ does. Run `--model openai:<model>` or `--model hf:<id>` for that (the world then
 are not applied). `--embedder auto` is the app's default (multilingual-e5-small) and slower; `ngram` is the
 default here for speed (it only picks which sentences a scoped update rewrites).
 
-Small-talk sessions (weather, lunch) state no world fact; the oracle summarizes them as one dated sentence
-("사용자는 2024년 3월 5일 점심으로 김밥을 먹었다."), which counts toward memory size but is not scored.
+Scores, on the memory after the last session: a stable fact is kept if memory holds its sentence, a sentence
+containing it, or one holding >= 60% of its Kiwi content words (fair to rewrites); a changed fact (one per
+chain) is current if its latest state is kept so (or its key word, e.g. the new city, is stored) and no earlier
+state's sentence is stored verbatim. "Not stored by it": facts a session stated that its own update did not keep.
+Stored text that is neither an oracle sentence nor a rewrite containing one is counted as a user quote (the
+never-lose fallback), wrapper (<think>, a fence, an English phrase, a preamble), cut (not ending in 다/요), or
+other. Small-talk sessions (weather, lunch) state no world fact; the oracle summarizes them as one dated
+sentence ("사용자는 2024년 3월 5일 점심으로 김밥을 먹었다."), which counts toward memory size but is not scored.
+With --fail-rate, a failed update keeps the previous memory and that session's facts are gone (the app's job
+runner would retry the job at its next start; this does not). Fewer than 30 sessions compress the schedule.
 """
 
 from __future__ import annotations
@@ -33,11 +41,13 @@ import re
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -45,6 +55,7 @@ from memory.korean import content_words  # noqa: E402
 from memory.store import Sentence  # noqa: E402
 from memory.updaters import STRATEGIES, UpdateInput, make_updater  # noqa: E402
 from models.base import ChatModel, ChatStream, Completion, GenerationOptions, Message  # noqa: E402
+from models.embedders import Embedder  # noqa: E402
 from models.errors import GenerationError  # noqa: E402
 from models.fake import RealisticChatModel  # noqa: E402
 from models.spec import load_chat_model, load_embedder  # noqa: E402
@@ -387,12 +398,14 @@ def junk_kind(text: str, possible: set[str]) -> str | None:
     return "other"
 
 
-def run_user(strategy: str, user: User, model: Metered, embedder: Any, ceiling: int) -> dict[str, Any]:
+def run_user(strategy: str, user: User, model: Metered, embedder: Embedder | None, ceiling: int,
+             vectors: dict[str, np.ndarray]) -> dict[str, Any]:
     memory: list[Sentence] = []
     previous_date: date | None = None
     updates: list[dict[str, Any]] = []
     for day, dialogue, stated in zip(user.dates, user.dialogues, user.facts):
         updater = make_updater(strategy, model, embedder, ceiling)  # one per job, as the app's job runner makes
+        previous_texts = [x.text for x in memory]
         first, started = len(model.calls), time.perf_counter()
         result, error = None, None
         try:
@@ -400,15 +413,22 @@ def run_user(strategy: str, user: User, model: Metered, embedder: Any, ceiling: 
         except GenerationError as exc:  # the job fails; the app keeps the previous version
             error = str(exc)
         ms = (time.perf_counter() - started) * 1000
-        if result is not None:
-            memory = result.sentences
+        if result is not None:  # committed with each sentence's vector, as memory/engine.py stores them
+            todo = [x.text for x in result.sentences if x.text not in vectors]
+            if embedder is not None and todo:
+                vectors.update(zip(todo, embedder.embed(todo)))
+            memory = [replace(x, embedding=vectors.get(x.text), embedder=embedder.name if embedder else None)
+                      for x in result.sentences]
         now = [x.text for x in memory]
         calls = model.calls[first:]
         details = result.details if result is not None else {}
+        scoped = "scope" in details or strategy == "operations" and bool(previous_texts) and any(  # shown in part
+            updater.steps.rewrite_budget(previous_texts + [s]) > ceiling  # type: ignore[attr-defined]
+            for s in details.get("summary", []))
         last = (details.get("attempts") or [{}])[-1]
         updates.append({"calls": len(calls), "in": sum(c[0] for c in calls), "out": sum(c[1] for c in calls),
                         "cut": sum(c[2] == "length" for c in calls), "ms": ms, "error": error is not None,
-                        "scoped": "scope" in details, "fallback": result is not None and result.status == "fallback",
+                        "scoped": scoped, "fallback": result is not None and result.status == "fallback",
                         "restored": sum(d["action"] == "restored" for d in last.get("guard", [])),
                         "size": len(memory), "unstored": sum(not present(f, now) for f in stated)})
         previous_date = day
@@ -434,7 +454,7 @@ def run_user(strategy: str, user: User, model: Metered, embedder: Any, ceiling: 
             "current": changed - len(missed), "missed": missed,
             "junk": {k: kinds.count(k) for k in ("wrapper", "cut", "quote", "other")},
             "junk_examples": [t for t, k in zip(texts, kinds) if k in ("wrapper", "cut")][:5],
-            "dropped": len(getattr(model.inner, "dropped", [])), "memory": texts}
+            "dropped": len(getattr(model.inner, "dropped", []))}
 
 
 def summarize_runs(runs: list[dict[str, Any]], sessions: int) -> dict[str, Any]:
@@ -483,13 +503,14 @@ def main() -> None:
     habits = {**{h: args.habit_rate for h in WRAPPING}, "drop": args.drop_rate, "fail": args.fail_rate}
     real = load_chat_model(args.model) if args.model else None
     results: dict[str, dict[str, Any]] = {}
+    vectors: dict[str, np.ndarray] = {}  # text -> its stored vector, shared by every run (the engine's job)
     content_words("사용자는 고양이를 키운다.")  # load Kiwi before any update is timed
     for strategy in args.strategies:
         content_words.cache_clear()  # each strategy tokenizes its own sentences, none inherits the cache
         runs = []
         for u, user in enumerate(users):
             inner = real or RealisticChatModel(Oracle(user), habits, seed=args.seed * 1000 + u)
-            runs.append(run_user(strategy, user, Metered(inner), embedder, args.ceiling))
+            runs.append(run_user(strategy, user, Metered(inner), embedder, args.ceiling, vectors))
         results[strategy] = summarize_runs(runs, args.sessions)
     wall = time.perf_counter() - started
     if args.json:
