@@ -82,6 +82,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", required=True)
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
+    j = subs.add_parser("jobs", help="list memory-update jobs, or retry failed ones",
+                        description="Memory updates run as durable jobs. A failed one keeps its error and the "
+                                    "previous memory; it is retried with backoff, at every start, or by `jobs retry`.")
+    jsubs = j.add_subparsers(dest="jobs_command", required=True)
+    p = _sub(jsubs, "list", "list update jobs with their status, attempts and last error",
+             "keem jobs list --status failed --json")
+    p.add_argument("--user", help="only this user's jobs")
+    p.add_argument("--status", choices=["pending", "running", "done", "failed"], action="append",
+                   help="only jobs with this status (repeatable; default: all)")
+    p = _sub(jsubs, "retry", "run failed update jobs again now (all, a user's, or the ones named)",
+             "OPENAI_BASE_URL=http://127.0.0.1:8000/v1 keem jobs retry --user minsu --update-model openai:gpt-4o")
+    p.add_argument("job", type=int, nargs="*", help="job ids (default: every failed job)")
+    p.add_argument("--user", help="only this user's failed jobs")
+    p.add_argument("--model", help="chat model spec (KEEM_MODEL); the update model defaults to it")
+    p.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL)")
+    p.add_argument("--embedder", help="embedder spec (KEEM_EMBEDDER)")
+    p.add_argument("--no-run", action="store_true",
+                   help="only put them back in the queue, for the running app to take (it polls every second)")
+
     from chatbot.chat_command import add_chat_parser
     from evaluation.build_command import add_build_parser
     from evaluation.eval_command import add_eval_parser
@@ -122,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_session(settings, args)
         if args.command == "trial":
             return cmd_trial_export(settings, args)
+        if args.command == "jobs":
+            return cmd_jobs_list(settings, args) if args.jobs_command == "list" else cmd_jobs_retry(settings, args)
         return MEMORY_COMMANDS[args.memory_command](settings, args)
     except KeemError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -147,6 +168,62 @@ def _engine(settings: Settings):
 
 def _print(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+JOB_FIELDS = ("id", "user", "session_id", "strategy", "status", "stage", "attempts", "last_error", "version_id",
+              "updated_at")
+
+
+def cmd_jobs_list(settings: Settings, args: argparse.Namespace) -> int:
+    store = _store(settings)
+    user_id = store.require_user(args.user) if args.user else None
+    names = {u["id"]: u["name"] for u in store.users()}
+    statuses = tuple(args.status) if args.status else ("pending", "running", "done", "failed")
+    rows = [{**{k: job.get(k) for k in JOB_FIELDS}, "user": names.get(job["user_id"])}
+            for job in store.jobs(user_id, statuses)]
+    if args.json:
+        _print(rows)
+        return 0
+    for r in rows:
+        error = f"  last error: {r['last_error']}" if r["last_error"] and r["status"] != "done" else ""
+        print(f"job {r['id']}  {r['user']}  session {r['session_id']}  {r['strategy']}  {r['status']} ({r['stage']}), "
+              f"{r['attempts']} attempts{error}")
+    if not rows:
+        print("no update jobs")
+    return 0
+
+
+def cmd_jobs_retry(settings: Settings, args: argparse.Namespace) -> int:
+    """Failed jobs back to the queue; then run them here with the update model (unless --no-run)."""
+    store = _store(settings)
+    user_id = store.require_user(args.user) if args.user else None
+    ids = store.retry_jobs(args.job or None, user_id)
+    if not ids:
+        print("no failed update jobs to retry")
+        return 0
+    if args.no_run:
+        print(f"queued again: jobs {', '.join(map(str, ids))} (the running app takes them within a second)")
+        return 0
+    from chatbot.terminal import load_bot, print_sentences
+    from memory.backup import snapshot_if_configured
+
+    store.close()
+    bot = load_bot(settings)
+    failed = 0
+    for job_id in ids:
+        try:
+            version = bot.run_update(job_id, lambda stage: print(f"[job {job_id}: {stage}]", file=sys.stderr))
+        except KeemError as exc:
+            failed += 1
+            print(f"error: job {job_id} failed again and stays queued for retries ({exc})", file=sys.stderr)
+            continue
+        if version is None:
+            print(f"job {job_id}: another process is running it, or it had nothing to update")
+            continue
+        print(f"job {job_id}: memory v{version.number} ({version.strategy}, {version.status})")
+        print_sentences(version)
+    snapshot_if_configured(settings.backup_dir, bot.store)
+    return 1 if failed else 0
 
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:

@@ -13,14 +13,12 @@ from memory.backup import Backups
 log = logging.getLogger(__name__)
 
 
-RETRY_BASE_S = 30.0
-
 
 class Worker:
     """One daemon thread: claims pending update jobs one at a time and watches live sessions for idleness.
 
-    A job that fails goes back to pending (up to the runner's attempt limit) and is retried here after a
-    backoff of RETRY_BASE_S, doubling with each attempt, not in a hot loop. With KEEM_BACKUP_DIR set it also
+    A job that fails goes back to pending with its retry time in the database (memory/jobs.py retry_delay: 30 s,
+    doubling, at most an hour, over about two hours) and is retried here when that time comes, not in a hot loop. With KEEM_BACKUP_DIR set it also
     snapshots the database there every KEEM_BACKUP_EVERY_MIN when something changed, at once after a
     forget (dropping the snapshots that still hold the user), and at shutdown.
     """
@@ -36,7 +34,6 @@ class Worker:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._live: dict[int, tuple[ChatSession, float]] = {}   # session_id -> (session, last activity)
-        self._retry_at: dict[int, float] = {}                   # job id -> clock time it may run again
         self._thread: threading.Thread | None = None
         self.current_job: int | None = None
         settings = bot.settings
@@ -128,24 +125,25 @@ class Worker:
         self._wake.set()
 
     def run_pending(self) -> int:
-        """Run every pending job whose retry backoff has passed; returns how many ran."""
-        ran = 0
+        """Run every pending job whose retry time has come (each at most once per call); returns how many were run."""
+        ran, tried = 0, set()
         while not self._stop.is_set():
-            now = self.clock()
-            waiting = [j["id"] for j in self.store.jobs(statuses=("pending",)) if self._retry_at.get(j["id"], 0) <= now]
+            now = time.time()
+            waiting = [j["id"] for j in self.store.jobs(statuses=("pending",))
+                       if (j["next_attempt_at"] or 0) <= now and j["id"] not in tried]
             if not waiting:
                 break
             job_id = waiting[0]
+            tried.add(job_id)
             self.current_job = job_id
+            ran += 1
             try:
                 self.bot.run_update(job_id)
             except Exception as exc:  # recorded on the job by the runner (pending again unless out of attempts)
-                attempts = self.store.job(job_id)["attempts"]
-                self._retry_at[job_id] = self.clock() + RETRY_BASE_S * 2 ** max(attempts - 1, 0)
-                log.warning("memory update job %s failed (attempt %s): %s", job_id, attempts, exc)
+                log.warning("memory update job %s failed (attempt %s): %s", job_id, self.store.job(job_id)["attempts"],
+                            exc)
             finally:
                 self.current_job = None
-            ran += 1
         return ran
 
     # -- backups ----------------------------------------------------------------------------------

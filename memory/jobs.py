@@ -12,11 +12,24 @@ from memory.updaters import Updater, UpdateInput
 from memory.text import to_date
 
 log = logging.getLogger(__name__)
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = 8          # with RETRY_BASE_S doubling up to RETRY_MAX_S: retries over about two hours
+RETRY_BASE_S = 30.0
+RETRY_MAX_S = 3600.0
+
+
+def retry_delay(attempts: int) -> float:
+    """Seconds before the next try of a job that failed `attempts` times: 30 s, doubling, at most an hour."""
+    return min(RETRY_BASE_S * 2 ** max(attempts - 1, 0), RETRY_MAX_S)
 
 
 class JobRunner:
-    """Claims a job, runs its strategy, commits the result in one transaction; a failure leaves memory as it was."""
+    """Claims a job, runs its strategy, commits the result in one transaction; a failure leaves memory as it was.
+
+    A job is leased to the process that runs it (memory/store.py claim_job), so a second process on the same
+    database never runs a live job, and a job committed twice makes one version. A failed job is retried after
+    `retry_delay`; after `max_attempts` it is marked failed with its error, and `resume` (every start) or
+    `keem jobs retry` puts it back.
+    """
 
     def __init__(self, engine: MemoryEngine, updater_for: Callable[[str], Updater], max_attempts: int = MAX_ATTEMPTS,
                  cue_writer: CueWriter | None = None):
@@ -52,7 +65,7 @@ class JobRunner:
     def run(self, job_id: int | None = None, on_stage: Callable[[str], None] | None = None) -> Version | None:
         """Run one pending job (the given one, else the oldest). Returns the new version, or None.
 
-        Exceptions are recorded on the job (retried at the next start up to `max_attempts`) and re-raised.
+        Exceptions are recorded on the job (pending again after a backoff, up to `max_attempts`) and re-raised.
         """
         job = self.store.claim_job(job_id)
         if job is None:
@@ -81,7 +94,8 @@ class JobRunner:
                 prompt_hash=result.prompt_hash, note=result.note, details=details, job_id=job["id"])
         except Exception as exc:
             retry = job["attempts"] < self.max_attempts
-            self.store.fail_job(job["id"], f"{type(exc).__name__}: {exc}"[:500], retry=retry)
+            self.store.fail_job(job["id"], f"{type(exc).__name__}: {exc}"[:500],
+                                retry_in_s=retry_delay(job["attempts"]) if retry else None)
             if on_stage:
                 on_stage("failed")
             log.warning("update job %s failed (attempt %s, %s): %s", job["id"], job["attempts"],
@@ -92,6 +106,8 @@ class JobRunner:
         return version
 
     def resume(self) -> int:
-        """After a crash: jobs left running go back to pending. Returns how many are waiting now."""
+        """At a start: jobs a dead process left running, and jobs that failed for good, go back to pending (a job
+        another live process runs stays its). Returns how many are waiting now."""
         self.store.requeue_running()
+        self.store.retry_jobs()
         return len(self.store.jobs(statuses=("pending",)))

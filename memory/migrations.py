@@ -55,3 +55,13 @@ def m002_memory_cues(db: Database) -> None:
 def m003_user_strategy(db: Database) -> None:
     """The strategy a user trial assigned to the user (KEEM_STRATEGY=balanced); empty outside trials."""
     db["users"].add_column("strategy", str)
+
+
+@migrations(name="m004_job_leases")
+def m004_job_leases(db: Database) -> None:
+    """Update jobs are leased by the process that runs them (owner, lease expiry), and a failed attempt's retry
+    time is stored with the job (epoch seconds), so no second process takes a live job and backoff survives
+    restarts."""
+    db["update_jobs"].add_column("owner", str)
+    db["update_jobs"].add_column("lease_until", float)
+    db["update_jobs"].add_column("next_attempt_at", float)

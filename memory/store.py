@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -73,6 +75,25 @@ class Version:
 
 
 JOB_STATUSES = ("pending", "running", "done", "failed")
+LEASE_S = 900.0      # a running job's lease; every stage renews it. A job whose lease ran out is free to take again.
+
+
+def process_owner() -> str:
+    """This process, as a job's owner: host and pid (a dead pid on this host frees its jobs at once)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_is_dead(owner: str | None) -> bool:
+    host, _, pid = (owner or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another machine's process: only its lease tells
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 class Store:
@@ -266,6 +287,13 @@ class Store:
         if not sentences or not all(s.text.strip() for s in sentences):
             raise UpdateError("refusing to commit an empty memory or an empty sentence; the previous version stays")
         with self.write():
+            if job_id is not None:  # one version per session update: a job run twice commits once
+                done = self._one("select version_id from update_jobs where id = ? and version_id is not null", [job_id])
+                if done is not None:
+                    existing = self._version(self._one("select * from memory_versions where id = ?",
+                                                       [done["version_id"]]))
+                    if existing is not None:
+                        return existing
             last = self._one("select max(number) as n from memory_versions where user_id = ?", [user_id])
             number = int((last or {}).get("n") or 0) + 1
             version_id = int(self.db["memory_versions"].insert(
@@ -279,7 +307,7 @@ class Store:
                  "origin_id": s.origin_id, "cues": s.cues, "cue_embedding": _blob(s.cue_embedding)}
                 for i, s in enumerate(sentences))
             if job_id is not None:
-                self.db.execute("update update_jobs set status = 'done', stage = ?, version_id = ?, "
+                self.db.execute("update update_jobs set status = 'done', stage = ?, version_id = ?, owner = null, "
                                 "updated_at = ? where id = ?", [status, version_id, now_iso(), job_id])
         committed = self._version(self._one("select * from memory_versions where id = ?", [version_id]))
         assert committed is not None
@@ -301,31 +329,65 @@ class Store:
             raise InputError(f"no update job {job_id}")
         return row
 
-    def claim_job(self, job_id: int | None = None) -> dict[str, Any] | None:
-        """Mark a pending job running (the given one, else the oldest) and return it; None when none waits."""
+    def claim_job(self, job_id: int | None = None, owner: str | None = None,
+                  lease_s: float = LEASE_S) -> dict[str, Any] | None:
+        """Lease a job to `owner` (this process by default) and mark it running; None when none is free.
+
+        The given job if it is pending, else the oldest pending job whose retry time has come. A job another
+        process runs is never taken while its lease lasts; one whose lease ran out (its process died or hung)
+        is taken again.
+        """
+        owner = owner or process_owner()
+        now = time.time()
         with self.write():
-            where, params = ("id = ? and status = 'pending'", [job_id]) if job_id else ("status = 'pending'", [])
-            row = self._one(f"select * from update_jobs where {where} order by id limit 1", params)
+            free = "(status = 'pending' or (status = 'running' and coalesce(lease_until, 0) < ?))"
+            if job_id:
+                row = self._one(f"select * from update_jobs where id = ? and {free}", [job_id, now])
+            else:
+                row = self._one(f"select * from update_jobs where {free} and coalesce(next_attempt_at, 0) <= ? "
+                                "order by id limit 1", [now, now])
             if row is None:
                 return None
-            self.db.execute("update update_jobs set status = 'running', attempts = attempts + 1, "
-                            "updated_at = ? where id = ?", [now_iso(), row["id"]])
+            self.db.execute("update update_jobs set status = 'running', attempts = attempts + 1, owner = ?, "
+                            "lease_until = ?, updated_at = ? where id = ?", [owner, now + lease_s, now_iso(), row["id"]])
         return self.job(row["id"])
 
-    def set_job_stage(self, job_id: int, stage: str) -> None:
+    def set_job_stage(self, job_id: int, stage: str, lease_s: float = LEASE_S) -> None:
+        """Record the stage a running job reached, and renew its lease."""
         with self.write():
-            self.db.execute("update update_jobs set stage = ?, updated_at = ? where id = ?",
-                            [stage, now_iso(), job_id])
+            self.db.execute("update update_jobs set stage = ?, updated_at = ?, lease_until = ? where id = ?",
+                            [stage, now_iso(), time.time() + lease_s, job_id])
 
     def finish_job_without_version(self, job_id: int, stage: str) -> None:
         with self.write():
-            self.db.execute("update update_jobs set status = 'done', stage = ?, updated_at = ? where id = ?",
-                            [stage, now_iso(), job_id])
+            self.db.execute("update update_jobs set status = 'done', stage = ?, owner = null, updated_at = ? "
+                            "where id = ?", [stage, now_iso(), job_id])
 
-    def fail_job(self, job_id: int, error: str, *, retry: bool) -> None:
+    def fail_job(self, job_id: int, error: str, *, retry_in_s: float | None) -> None:
+        """Record a failed attempt: pending again after `retry_in_s`, or (None) failed until an operator or the next
+        start retries it. Either way the error stays on the job."""
         with self.write():
-            self.db.execute("update update_jobs set status = ?, stage = ?, last_error = ?, updated_at = ? "
-                            "where id = ?", ["pending" if retry else "failed", "failed", error, now_iso(), job_id])
+            self.db.execute("update update_jobs set status = ?, stage = 'failed', last_error = ?, owner = null, "
+                            "lease_until = null, next_attempt_at = ?, updated_at = ? where id = ?",
+                            ["failed" if retry_in_s is None else "pending", error,
+                             None if retry_in_s is None else time.time() + retry_in_s, now_iso(), job_id])
+
+    def retry_jobs(self, job_ids: list[int] | None = None, user_id: int | None = None) -> list[int]:
+        """Failed jobs (these, or this user's, or all) back to pending now, with a fresh count of attempts."""
+        with self.write():
+            where, params = "status = 'failed'", []
+            if job_ids:
+                where += f" and id in ({','.join('?' * len(job_ids))})"
+                params += job_ids
+            if user_id is not None:
+                where += " and user_id = ?"
+                params.append(user_id)
+            ids = [r["id"] for r in self._rows(f"select id from update_jobs where {where} order by id", params)]
+            if ids:
+                self.db.execute(f"update update_jobs set status = 'pending', stage = 'queued', attempts = 0, "
+                                f"next_attempt_at = null, updated_at = ? where id in ({','.join('?' * len(ids))})",
+                                [now_iso(), *ids])
+        return ids
 
     def jobs(self, user_id: int | None = None, statuses: tuple[str, ...] = JOB_STATUSES) -> list[dict[str, Any]]:
         marks = ",".join("?" * len(statuses))
@@ -335,8 +397,15 @@ class Store:
                           [user_id, *statuses])
 
     def requeue_running(self) -> int:
-        """Jobs left 'running' by a crash go back to 'pending'; returns how many."""
+        """Running jobs whose process is gone (a dead pid on this host, or a lease that ran out) go back to pending;
+        a job another live process runs is left alone. Returns how many went back."""
+        now = time.time()
         with self.write():
-            cursor = self.db.execute("update update_jobs set status = 'pending', stage = 'queued', "
-                                     "updated_at = ? where status = 'running'", [now_iso()])
-            return int(cursor.rowcount)
+            stale = [r["id"] for r in self._rows("select id, owner, lease_until from update_jobs "
+                                                 "where status = 'running'")
+                     if _owner_is_dead(r["owner"]) or (r["lease_until"] or 0) < now]
+            if stale:
+                self.db.execute(f"update update_jobs set status = 'pending', stage = 'queued', owner = null, "
+                                f"lease_until = null, updated_at = ? where id in ({','.join('?' * len(stale))})",
+                                [now_iso(), *stale])
+            return len(stale)

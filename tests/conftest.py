@@ -19,6 +19,17 @@ CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</
                  "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
 
+def dead_owner() -> str:
+    """A job owner whose process has exited: what a crash leaves on the jobs it was running."""
+    import socket
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return f"{socket.gethostname()}:{child.pid}"
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     s = Store(tmp_path / "keem.db")

@@ -147,3 +147,54 @@ def test_memory_cues_flag_writes_cues_through_an_openai_compatible_server(db, tm
     assert "[cues: KTX, 금요일 밤, 기차역]" in out
     code, out, _ = run(capsys, "memory", "show", "--user", "minsu", "--json")
     assert json.loads(out)["sentences"][0]["cues"] == "KTX, 금요일 밤, 기차역"
+
+
+def test_a_failed_update_becomes_a_version_by_jobs_retry_or_by_a_restart(db, tmp_path, capsys, monkeypatch):
+    """The update model is down for every attempt (the job ends failed, its error kept), then healthy again."""
+    from chatbot.session import Chatbot
+    from chatbot.settings import Settings
+    from chatbot.worker import Worker
+    from memory.jobs import MAX_ATTEMPTS
+    from models.embedders import NgramEmbedder
+    from models.errors import GenerationError
+    from models.fake import ScriptedChatModel
+    from tests.fake_openai import FakeOpenAIServer
+
+    down = ScriptedChatModel(responder=lambda msgs: (_ for _ in ()).throw(GenerationError("server down")))
+    bot = Chatbot(Settings(db=db, embedder="ngram"), chat_model=ScriptedChatModel(responder=lambda m: "그렇구나"),
+                  update_model=down, embedder=NgramEmbedder())
+    jobs = []
+    for name in ("minsu", "jiwoo"):
+        session = bot.start(name)
+        list(session.send("나 요즘 요가를 시작했어"))
+        jobs.append(session.end())
+    for job in jobs:
+        for _ in range(MAX_ATTEMPTS):
+            with pytest.raises(GenerationError):
+                bot.run_update(job)
+    bot.store.close()
+    code, out, _ = run(capsys, "jobs", "list", "--status", "failed", "--json")
+    failed = json.loads(out)
+    assert code == 0 and [(j["id"], j["user"], j["last_error"]) for j in failed] == [
+        (jobs[0], "minsu", "GenerationError: server down"), (jobs[1], "jiwoo", "GenerationError: server down")]
+    assert "last error: GenerationError: server down" in run(capsys, "jobs", "list")[1]
+
+    summary = "사용자는 요즘 요가를 시작했다."
+    healthy = lambda body: "통과" if "새 기억이 올바른지" in body["messages"][-1]["content"] else summary  # noqa: E731
+    with FakeOpenAIServer(reply=healthy) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        code, out, err = run(capsys, "jobs", "retry", "--user", "minsu", "--update-model", "openai:local",
+                             "--model", "openai:local", "--embedder", "ngram")
+        assert code == 0 and f"job {jobs[0]}: memory v1" in out and summary in out, err
+    assert run(capsys, "memory", "show", "--user", "minsu")[0] == 0
+
+    # jiwoo's failed job: a restart of the app takes it back, with the model healthy now
+    bot = Chatbot(Settings(db=db, embedder="ngram"), chat_model=ScriptedChatModel(responder=lambda m: "응"),
+                  update_model=ScriptedChatModel(responder=lambda msgs: "통과" if "새 기억이 올바른지" in
+                                                 msgs[-1]["content"] else summary), embedder=NgramEmbedder())
+    worker = Worker(bot, poll_s=0.05)
+    worker.recover()
+    worker.run_pending()
+    assert bot.store.job(jobs[1])["status"] == "done" and bot.store.latest_version(bot.store.find_user("jiwoo"))
+    code, out, _ = run(capsys, "jobs", "retry")
+    assert code == 0 and "no failed update jobs" in out

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from memory.migrations import migrations
-from memory.store import Sentence, Store
+from memory.store import Sentence, Store, process_owner
+from tests.conftest import dead_owner
 from models.errors import MigrationError, UnknownUserError, UpdateError
 
 
@@ -50,11 +51,56 @@ def test_job_queue_claims_fails_retries_and_requeues_after_a_crash(store):
     assert store.enqueue_job(uid, sid, "keem") == job  # one job per session
     claimed = store.claim_job()
     assert claimed["id"] == job and claimed["status"] == "running" and claimed["attempts"] == 1
+    assert claimed["owner"] == process_owner()
     assert store.claim_job() is None
-    assert store.requeue_running() == 1  # as after a crash
-    store.claim_job(job)
-    store.fail_job(job, "boom", retry=False)
+    assert store.requeue_running() == 0  # this process is alive: its job stays its own
+    store.fail_job(job, "boom", retry_in_s=60)
+    assert store.job(job)["status"] == "pending" and store.claim_job() is None  # backing off
+    assert store.claim_job(job)["attempts"] == 2  # named explicitly, it runs now
+    store.fail_job(job, "boom", retry_in_s=None)
     assert store.job(job)["status"] == "failed" and store.job(job)["last_error"] == "boom"
+    assert store.retry_jobs() == [job] and store.job(job)["status"] == "pending" and store.job(job)["attempts"] == 0
+    store.claim_job(owner=dead_owner())     # a process that then died
+    assert store.requeue_running() == 1 and store.job(job)["status"] == "pending"
+
+
+def test_a_job_another_process_runs_is_never_taken_until_its_lease_runs_out(tmp_path):
+    import threading
+
+    path = tmp_path / "shared.db"
+    first = Store(path)
+    uid = first.get_or_create_user("minsu")
+    job = first.enqueue_job(uid, first.start_session(uid, "keem", "fake"), "keem")
+    stores = [Store(path) for _ in range(6)]  # six processes racing for one job
+    barrier, won = threading.Barrier(len(stores)), []
+
+    def race(i: int, store: Store) -> None:
+        barrier.wait()
+        if store.claim_job(owner=f"{process_owner()}-{i}", lease_s=60) is not None:
+            won.append(i)
+
+    threads = [threading.Thread(target=race, args=(i, s)) for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1
+    assert first.requeue_running() == 0 and first.claim_job(job) is None  # alive and leased: nobody else takes it
+    first.db.execute("update update_jobs set lease_until = 0 where id = ?", [job])  # its process hung
+    assert first.claim_job(job)["owner"] == process_owner()
+    for s in (first, *stores):
+        s.close()
+
+
+def test_a_job_committed_twice_makes_one_version(store):
+    uid = store.get_or_create_user("minsu")
+    job = store.enqueue_job(uid, store.start_session(uid, "keem", "fake"), "keem")
+    store.claim_job(job)
+    one = store.commit_version(uid, [Sentence("사용자는 학생이다")], strategy="keem", status="ok", author="updater",
+                               job_id=job)
+    two = store.commit_version(uid, [Sentence("사용자는 학생이다")], strategy="keem", status="ok", author="updater",
+                               job_id=job)
+    assert one.id == two.id and [v.number for v in store.versions(uid)] == [1]
 
 
 def test_forget_deletes_everything_of_one_user_only(store):

@@ -24,6 +24,7 @@ from memory.store import Sentence
 from models.embedders import NgramEmbedder
 from models.errors import GenerationError, InputError, KeemError
 from models.fake import ScriptedChatModel
+from tests.conftest import dead_owner
 
 SECRET = "사용자는 비밀번호를 고양이 이름 나비로 정했다"
 MARKERS = {"summarize": "요약으로 정리하세요", "reflect": "감정과 그 감정의 원인", "update": "새 기억으로 통합",
@@ -199,7 +200,7 @@ def test_worker_ends_idle_sessions_and_recovers_after_a_crash(tmp_path: Path) ->
     frames = drain(ui.respond("다시 왔어", state))     # a new session starts by itself
     assert frames[-1][1][-1]["role"] == "assistant" and not state.session.ended
     # a "crash": the open session and a job left running are picked up by the next worker
-    bot.store.claim_job()
+    bot.store.claim_job(owner=dead_owner())
     bot2 = make_bot(tmp_path / "k.db")
     worker2 = Worker(bot2, poll_s=0.05).start()
     try:
@@ -417,7 +418,7 @@ def test_with_auth_the_login_name_cannot_be_spoofed(tmp_path: Path) -> None:
 
 
 def test_a_failed_update_is_retried_after_a_backoff_until_it_succeeds(tmp_path: Path) -> None:
-    from chatbot import worker as worker_module
+    from memory import jobs as worker_module
     from models.errors import GenerationError
 
     now = [0.0]
@@ -430,7 +431,8 @@ def test_a_failed_update_is_retried_after_a_backoff_until_it_succeeds(tmp_path: 
     model.queue.appendleft(GenerationError("server went away"))  # the first update call fails
     assert worker.run_pending() == 1 and bot.store.job(job_id)["status"] == "pending"
     assert worker.run_pending() == 0  # still backing off
-    now[0] += worker_module.RETRY_BASE_S
+    assert bot.store.job(job_id)["next_attempt_at"] - time.time() > worker_module.RETRY_BASE_S - 5
+    bot.store.db.execute("update update_jobs set next_attempt_at = 0 where id = ?", [job_id])  # its time came
     assert worker.run_pending() == 1 and bot.store.job(job_id)["status"] == "done"
 
 

@@ -16,6 +16,7 @@ from memory.updaters.guard import guard
 from models.embedders import NgramEmbedder
 from models.errors import GenerationError
 from models.fake import ScriptedChatModel
+from tests.conftest import dead_owner
 
 MARKERS = {"summarize": "요약으로 정리하세요", "reflect": "감정과 그 감정의 원인", "update": "새 기억으로 통합",
            "verify": "새 기억이 올바른지", "guard": "새 기억에서 빠졌습니다"}
@@ -214,7 +215,7 @@ def test_exception_mid_update_leaves_memory_intact_and_the_job_retryable(store):
 def test_job_left_running_by_a_crash_is_resumed(store):
     engine = MemoryEngine(store, NgramEmbedder())
     uid, sid, job = _session(store)
-    store.claim_job(job)  # the process died here, mid-job
+    store.claim_job(job, owner=dead_owner())  # the process died here, mid-job
     model = StageModel(**{k: list(v) for k, v in GOOD.answers.items()})
     runner = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder))
     assert runner.run() is None  # nothing pending until resumed
