@@ -29,6 +29,13 @@ def _sub(subs: Any, name: str, help_text: str, example: str) -> argparse.Argumen
     return p
 
 
+def _group(subs: Any, name: str, help_text: str, description: str, example: str) -> Any:
+    """A command group (`keem memory ...`): its parser with an example, and the subparsers for its commands."""
+    p = subs.add_parser(name, help=help_text, description=description, epilog=f"example:\n  {example}",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    return p.add_subparsers(dest=f"{name}_command", required=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="keem", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -54,9 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "second view (one extra call per update; KEEM_MEMORY_CUES=1)")
     s.add_argument("--script", type=Path, help="file with one user message per line (UTF-8)")
 
-    m = subs.add_parser("memory", help="show, search, import or forget a user's memory",
-                        description="Inspect and manage one user's memory.")
-    msubs = m.add_subparsers(dest="memory_command", required=True)
+    msubs = _group(subs, "memory", "show, search, import or forget a user's memory",
+                   "Inspect and manage one user's memory.", "keem memory show --user minsu")
     p = _sub(msubs, "show", "print a user's memory (latest version, or --version N)",
              "keem memory show --user minsu --json")
     p.add_argument("--user", required=True)
@@ -82,10 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", required=True)
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
-    j = subs.add_parser("jobs", help="list memory-update jobs, or retry failed ones",
-                        description="Memory updates run as durable jobs. A failed one keeps its error and the "
-                                    "previous memory; it is retried with backoff, at every start, or by `jobs retry`.")
-    jsubs = j.add_subparsers(dest="jobs_command", required=True)
+    jsubs = _group(subs, "jobs", "list memory-update jobs, or retry failed ones",
+                   "Memory updates run as durable jobs. A failed one keeps its error and the previous memory; it is "
+                   "retried with backoff, at every start, or by `jobs retry`.", "keem jobs list --status failed")
     p = _sub(jsubs, "list", "list update jobs with their status, attempts and last error",
              "keem jobs list --status failed --json")
     p.add_argument("--user", help="only this user's jobs")
@@ -105,10 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     from evaluation.build_command import add_build_parser
     from evaluation.eval_command import add_eval_parser
 
-    t = subs.add_parser("trial", help="export what a user trial collected (participants, sessions, memories)",
-                        description="Tools for multi-session user trials. Run the app with KEEM_STRATEGY=balanced "
-                                    "to give each participant one strategy, balanced and kept across sessions.")
-    tsubs = t.add_subparsers(dest="trial_command", required=True)
+    tsubs = _group(subs, "trial", "export what a user trial collected (participants, sessions, memories)",
+                   "Tools for multi-session user trials. Run the app with KEEM_STRATEGY=balanced to give each "
+                   "participant one strategy, balanced and kept across sessions.",
+                   "keem trial export --out trial-data --pseudonymize")
     p = _sub(tsubs, "export", "write participants.csv, sessions.jsonl and memory_versions.jsonl into a new folder",
              "keem trial export --out trial-2026-11 --pseudonymize   # names -> P001...; key.csv maps them back")
     p.add_argument("--out", type=Path, required=True, help="a new (or empty) folder")
