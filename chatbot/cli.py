@@ -125,6 +125,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one `keem` command; errors end as one line with a fix (exit 2), a reader that left early quietly."""
+    try:
+        code = _run(argv)
+        sys.stdout.flush()   # here, not at exit: a closed pipe (`keem memory users | head -1`) is caught below
+        return code
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to say to a closed pipe
+        return 0
+
+
+def _run(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "build-dataset":

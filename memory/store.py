@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import threading
@@ -18,7 +19,7 @@ import numpy as np
 from sqlite_utils import Database
 
 from memory.migrations import migrations
-from models.errors import InputError, MigrationError, UnknownUserError, UpdateError
+from models.errors import InputError, MigrationError, StorageError, UnknownUserError, UpdateError
 
 
 def now_iso() -> str:
@@ -96,11 +97,45 @@ def _owner_is_dead(owner: str | None) -> bool:
     return False
 
 
+def storage_error(path: str, exc: BaseException) -> StorageError:
+    """What went wrong with the database file, in one line with the fix (`code` for the UI's translation)."""
+    text = str(exc).lower()
+    folder = Path(path).resolve().parent
+    try:
+        free = shutil.disk_usage(folder).free if folder.exists() else None
+    except OSError:
+        free = None
+    if Path(path).is_dir():
+        return StorageError(f"{path} is a folder, not a database file; point --db (KEEM_DB) at a file such as "
+                            f"{Path(path) / 'keem.db'}", code="storage_folder", path=path)
+    if "not a database" in text or "malformed" in text:
+        return StorageError(f"{path} is not a keem database (SQLite says: {exc}); point --db (KEEM_DB) at another "
+                            "file, or restore it from a backup", code="storage_not_sqlite", path=path)
+    if "full" in text or isinstance(exc, OSError) and exc.errno == 28 or free is not None and free < 256 * 1024:
+        return StorageError(f"the disk holding {path} is full; free some space and try again (nothing already "
+                            "stored is lost)", code="storage_full", path=path)
+    if ("readonly" in text or "read-only" in text or isinstance(exc, PermissionError)
+            or folder.exists() and not os.access(folder, os.W_OK)):
+        return StorageError(f"{path} cannot be written (read-only file or folder); fix its permissions or point "
+                            "--db (KEEM_DB) at a writable place", code="storage_read_only", path=path)
+    return StorageError(f"cannot use the database {path} ({exc}); check the file and its folder, or point --db "
+                        "(KEEM_DB) elsewhere", code="storage_other", path=path)
+
+
 class Store:
-    """One SQLite file in WAL mode; safe to share between threads (one connection, one lock)."""
+    """One SQLite file in WAL mode; safe to share between threads (one connection, one lock).
+
+    SQLite and file-system errors become a StorageError that says what is wrong and how to fix it.
+    """
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = str(path)
+        try:
+            self._open()
+        except (sqlite3.Error, OSError) as exc:
+            raise storage_error(self.path, exc) from None
+
+    def _open(self) -> None:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
@@ -137,13 +172,18 @@ class Store:
             if self.db.conn.in_transaction:
                 yield
                 return
-            self.db.conn.execute("BEGIN IMMEDIATE")
             try:
-                yield
-            except BaseException:
-                self.db.conn.rollback()
-                raise
-            self.db.conn.commit()
+                self.db.conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield
+                except BaseException:
+                    self.db.conn.rollback()
+                    raise
+                self.db.conn.commit()
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+                    raise
+                raise storage_error(self.path, exc) from None
 
     def _rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         with self.lock:

@@ -45,5 +45,9 @@ class UpdateError(KeemError):
     """A memory update could not run; the previous memory is untouched."""
 
 
+class StorageError(KeemError):
+    """The database cannot be opened or written: a folder or another kind of file, read-only, a full disk."""
+
+
 class MigrationError(KeemError):
     """The database schema is newer than this program, or a migration failed."""

@@ -1,0 +1,96 @@
+"""Broken storage as users meet it: a folder or a stranger's file as --db, a read-only mount, a full disk, a closed
+pipe. Each is one line that says how to fix it (exit 2), and nothing already stored is lost.
+
+The mount tests use real tmpfs mounts (root, as on CI); elsewhere they skip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chatbot.cli import main
+
+KEEM = [sys.executable, "-m", "chatbot.cli"]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(err: str, *words: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    assert all(w in lines[0] for w in words), lines[0]
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str):
+    path.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_a_folder_or_a_file_that_is_no_database_is_one_line_with_the_fix(tmp_path, capsys):
+    stranger = tmp_path / "notes.db"
+    stranger.write_text("my shopping list\n", encoding="utf-8")
+    for argv in (["memory", "users"], ["memory", "show", "--user", "minsu"], ["jobs", "list"]):
+        code, _, err = run(capsys, *argv, "--db", str(tmp_path))
+        assert code == 2
+        one_line_error(err, "is a folder", "--db")
+        code, _, err = run(capsys, *argv, "--db", str(stranger))
+        assert code == 2
+        one_line_error(err, "is not a keem database", "--db")
+    assert stranger.read_text(encoding="utf-8") == "my shopping list\n"  # untouched
+
+
+def test_a_read_only_mount_and_a_full_disk_say_so_and_lose_nothing(tmp_path, capsys):
+    sentences = tmp_path / "mem.txt"
+    sentences.write_text("사용자는 고양이 두 마리를 키운다.\n", encoding="utf-8")
+    many = tmp_path / "many.txt"
+    many.write_text("".join(f"사용자는 {i}번째로 아주 긴 이야기를 여러 번 좋아한다고 말했다.\n" for i in range(3000)),
+                    encoding="utf-8")
+    with tmpfs(tmp_path / "disk", "400k") as disk:
+        db = str(disk / "keem.db")
+        assert run(capsys, "memory", "import", "--user", "minsu", "--db", db, "--embedder", "ngram", str(sentences))[0] == 0
+        with (disk / "filler").open("wb", buffering=0) as filler, contextlib.suppress(OSError):
+            while True:  # fill the disk to the brim
+                filler.write(b"\0" * 4096)
+        code, _, err = run(capsys, "memory", "import", "--user", "minsu", "--db", db, "--embedder", "ngram", str(many))
+        assert code == 2
+        one_line_error(err, "disk", "is full", "nothing already stored is lost")
+        (disk / "filler").unlink()
+        code, out, _ = run(capsys, "memory", "show", "--user", "minsu", "--db", db, "--json")
+        assert code == 0 and '"version": 1' in out and "고양이 두 마리" in out
+        gc.collect()  # the in-process commands' connections, so the mount can turn read-only
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        code, _, err = run(capsys, "memory", "users", "--db", db)
+        assert code == 2
+        one_line_error(err, "cannot be written", "--db")
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
+    from memory.store import Store
+
+    db = tmp_path / "keem.db"
+    store = Store(db)
+    for i in range(3000):
+        store.get_or_create_user(f"user{i:04d}")
+    store.close()
+    env = {**os.environ, "KEEM_DB": str(db), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(f"{' '.join(KEEM)} memory users | head -1", shell=True, capture_output=True, text=True,
+                          env=env, cwd=Path(__file__).resolve().parents[1])
+    assert done.stdout.startswith("user0000") and done.stderr == "", done.stderr
