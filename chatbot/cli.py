@@ -320,16 +320,17 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_IMPORT_SENTENCES = 5000        # a memory is tens to hundreds of sentences; this is far past any real one
+MAX_IMPORT_BYTES = 2_000_000
+
+
 def read_import_file(path: Path) -> list[str]:
     """Plain text (one sentence per line) or JSONL with a 'text' field; every bad line is reported."""
+    from chatbot.files import read_lines
     from memory.text import MAX_SENTENCE_CHARS
 
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InputError(f"no such file: {path}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    lines = read_lines(path, "memory import", MAX_IMPORT_BYTES, MAX_IMPORT_SENTENCES,
+                       "a memory is tens to hundreds of sentences: import the ones that matter, or split the file")
     jsonl = path.suffix == ".jsonl" or next((ln.lstrip().startswith("{") for ln in lines if ln.strip()), False)
     texts, problems = [], []
     for number, line in enumerate(lines, 1):

@@ -15,14 +15,15 @@ from models.errors import InputError, KeemError
 END_COMMANDS = ("/end", "/quit", "/끝")
 
 
+MAX_SCRIPT_MESSAGES = 500          # one session; a longer conversation is several sessions
+
+
 def read_script(path: Path, max_chars: int) -> list[str]:
     """All messages of a script, checked before anything is written; blank lines are skipped."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InputError(f"no such script: {path}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path} is not UTF-8 text; save it as UTF-8") from None
+    from chatbot.files import read_lines
+
+    lines = read_lines(path, "script", MAX_SCRIPT_MESSAGES * (max_chars + 1) * 4, MAX_SCRIPT_MESSAGES,
+                       "one script is one session: split it into several scripts, one per session")
     messages, problems = [], []
     for number, line in enumerate(lines, 1):
         if not line.strip():

@@ -198,3 +198,17 @@ def test_a_failed_update_becomes_a_version_by_jobs_retry_or_by_a_restart(db, tmp
     assert bot.store.job(jobs[1])["status"] == "done" and bot.store.latest_version(bot.store.find_user("jiwoo"))
     code, out, _ = run(capsys, "jobs", "retry")
     assert code == 0 and "no failed update jobs" in out
+
+
+def test_imports_and_scripts_past_their_size_are_refused_at_once_with_what_to_do(db, tmp_path, capsys):
+    from chatbot.cli import MAX_IMPORT_SENTENCES
+
+    huge = tmp_path / "huge.txt"
+    huge.write_text("".join(f"사용자는 {i}번째 문장이다\n" for i in range(MAX_IMPORT_SENTENCES + 1)), encoding="utf-8")
+    code, _, err = run(capsys, "memory", "import", "--user", "u1", str(huge))
+    assert code == 2 and f"{MAX_IMPORT_SENTENCES + 1:,} lines" in err and "split the file" in err
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"\xea\xb0\x80" * 3_000_000)  # 9 MB of one line
+    code, _, err = run(capsys, "session", "--user", "u1", "--model", "demo", "--script", str(big))
+    assert code == 2 and "9,000,000 bytes" in err and "one script is one session" in err
+    assert run(capsys, "memory", "users", "--json")[1].strip() == "[]"  # nothing was written
