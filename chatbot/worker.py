@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 from chatbot.session import Chatbot, ChatSession
@@ -14,8 +15,19 @@ log = logging.getLogger(__name__)
 
 
 
+def pool_size(bot: Chatbot) -> int:
+    """Update jobs run at once: KEEM_UPDATE_WORKERS, else 4 for a model behind a server (it serves calls in
+    parallel) and 1 for a model in this process (one generation at a time is all it does well)."""
+    if bot.settings.update_workers > 0:
+        return bot.settings.update_workers
+    return 4 if bot.update_model.spec.startswith("openai:") else 1
+
+
 class Worker:
-    """One daemon thread: claims pending update jobs one at a time and watches live sessions for idleness.
+    """A daemon thread that hands pending update jobs to a small pool and watches live sessions for idleness.
+
+    Jobs of different users run at once (`pool_size`), one user's jobs one at a time, in order, so a session's
+    update never races the next one's.
 
     A job that fails goes back to pending with its retry time in the database (memory/jobs.py retry_delay: 30 s,
     doubling, at most an hour, over about two hours) and is retried here when that time comes, not in a hot loop. With KEEM_BACKUP_DIR set it also
@@ -35,7 +47,8 @@ class Worker:
         self._lock = threading.Lock()
         self._live: dict[int, tuple[ChatSession, float]] = {}   # session_id -> (session, last activity)
         self._thread: threading.Thread | None = None
-        self.current_job: int | None = None
+        self.pool = ThreadPoolExecutor(max_workers=pool_size(bot), thread_name_prefix="keem-update")
+        self._running: dict[int, tuple[int, Future]] = {}     # job id -> (user id, its run)
         settings = bot.settings
         self.backups = Backups(settings.backup_dir) if settings.backup_dir else None
         self.backup_every_s = settings.backup_every_min * 60.0
@@ -77,6 +90,7 @@ class Worker:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        self.pool.shutdown(wait=False, cancel_futures=True)  # jobs not started stay pending for the next start
         self.backup(force=True)
         return job_ids
 
@@ -124,26 +138,47 @@ class Worker:
     def notify(self) -> None:
         self._wake.set()
 
+    def dispatch(self) -> int:
+        """Hand every pending job whose retry time has come to the pool, at most one per user at a time and at
+        most one try per job per call; returns how many were handed over."""
+        now, handed = time.time(), 0
+        with self._lock:
+            for done in [j for j, (_, f) in self._running.items() if f.done()]:
+                del self._running[done]
+            busy = {user for user, _ in self._running.values()}
+        for job in self.store.jobs(statuses=("pending",)):
+            if self._stop.is_set() or (job["next_attempt_at"] or 0) > now or job["user_id"] in busy:
+                continue
+            with self._lock:
+                if job["id"] in self._running:
+                    continue
+                busy.add(job["user_id"])
+                self._running[job["id"]] = (job["user_id"], self.pool.submit(self._run, job["id"]))
+            handed += 1
+        return handed
+
+    def _run(self, job_id: int) -> None:
+        try:
+            self.bot.run_update(job_id)
+        except Exception as exc:  # recorded on the job by the runner (pending again unless out of attempts)
+            log.warning("memory update job %s failed (attempt %s): %s", job_id, self.store.job(job_id)["attempts"], exc)
+        finally:
+            self._wake.set()  # the next of this user's jobs may go now
+
     def run_pending(self) -> int:
-        """Run every pending job whose retry time has come (each at most once per call); returns how many were run."""
+        """Run the pending jobs whose time has come and wait for them (each at most once per call); returns how many
+        were run."""
         ran, tried = 0, set()
         while not self._stop.is_set():
-            now = time.time()
-            waiting = [j["id"] for j in self.store.jobs(statuses=("pending",))
-                       if (j["next_attempt_at"] or 0) <= now and j["id"] not in tried]
-            if not waiting:
+            before = set(self._running)
+            handed = self.dispatch()
+            new = [f for j, (_, f) in list(self._running.items()) if j not in before and j not in tried]
+            tried |= set(self._running) - before
+            for future in new:
+                future.result()
+            ran += len(new)
+            if not handed:
                 break
-            job_id = waiting[0]
-            tried.add(job_id)
-            self.current_job = job_id
-            ran += 1
-            try:
-                self.bot.run_update(job_id)
-            except Exception as exc:  # recorded on the job by the runner (pending again unless out of attempts)
-                log.warning("memory update job %s failed (attempt %s): %s", job_id, self.store.job(job_id)["attempts"],
-                            exc)
-            finally:
-                self.current_job = None
         return ran
 
     # -- backups ----------------------------------------------------------------------------------
@@ -169,7 +204,7 @@ class Worker:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self.run_pending()
+                self.dispatch()
                 self.end_idle()
                 self.backup()
             except Exception:  # never let the worker die; the next tick tries again

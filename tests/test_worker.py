@@ -1,0 +1,57 @@
+"""The update worker's pool: several users' updates at once, one user's in order, one at a time."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from chatbot.session import Chatbot
+from chatbot.settings import Settings
+from chatbot.worker import Worker, pool_size
+from models.embedders import NgramEmbedder
+from models.fake import ScriptedChatModel
+
+
+class SlowUpdates(ScriptedChatModel):
+    """Every update call takes 0.2 s; records how many users' calls overlap, and whether one user's ever do."""
+
+    def __init__(self):
+        super().__init__(responder=lambda msgs: "통과" if "새 기억이 올바른지" in msgs[-1]["content"]
+                         else "사용자는 요가를 시작했다.")
+        self.lock, self.active, self.most, self.same_user_overlap = threading.Lock(), [], 0, False
+
+    def stream(self, messages, options=None):
+        user = next((name for name in ("민수", "지우", "서연") if name in messages[-1]["content"]), None)
+        with self.lock:
+            self.same_user_overlap |= user in self.active
+            self.active.append(user)
+            self.most = max(self.most, len(self.active))
+        time.sleep(0.2)
+        with self.lock:
+            self.active.remove(user)
+        return (yield from super().stream(messages, options or __import__("models").GenerationOptions()))
+
+
+def test_updates_of_several_users_run_at_once_and_one_users_in_order(store):
+    model = SlowUpdates()
+    bot = Chatbot(Settings(db=store.path, update_workers=3), chat_model=ScriptedChatModel(responder=lambda m: "응"),
+                  update_model=model, embedder=NgramEmbedder(), store=store)
+    worker = Worker(bot)
+    assert pool_size(bot) == 3
+    jobs = []
+    for name in ("민수", "지우", "서연", "민수"):
+        session = bot.start(name)
+        list(session.send(f"나 {name}인데 요가를 시작했어"))
+        jobs.append(worker.end(session))
+    assert worker.run_pending() == 4
+    assert all(store.job(j)["status"] == "done" for j in jobs)
+    assert model.most >= 2 and not model.same_user_overlap  # users at once; one user's updates never
+    minsu = store.versions(store.find_user("민수"))
+    assert [v.session_id for v in minsu] == [store.job(jobs[0])["session_id"], store.job(jobs[3])["session_id"]]
+    worker.stop()
+
+
+def test_a_model_in_this_process_gets_one_update_at_a_time(store):
+    bot = Chatbot(Settings(db=store.path), chat_model=ScriptedChatModel(responder=lambda m: "응"),
+                  embedder=NgramEmbedder(), store=store)
+    assert pool_size(bot) == 1
