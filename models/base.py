@@ -68,10 +68,11 @@ ChatStream = Generator[str, None, "Finish | None"]
 
 
 def finish_reason(reason: str | None, completion_tokens: int | None, max_new_tokens: int) -> str:
-    """A server's finish reason in our two words; where it gives none, a reply that used the whole budget is cut."""
+    """A server's finish reason in our two words. A reply that used its whole budget counts as cut whatever the
+    server says: older Ollama answers "stop" for a reply cut at max_tokens, some servers give no reason at all."""
     if reason in ("length", "max_tokens", "max_length"):
         return "length"
-    if reason is None and completion_tokens is not None and completion_tokens >= max_new_tokens:
+    if completion_tokens is not None and completion_tokens >= max_new_tokens:
         return "length"
     return "stop"
 

@@ -78,10 +78,12 @@ class OpenAIChatModel(ChatModel):
         if not response.choices:
             return Completion("", Finish("stop"))
         choice, usage = response.choices[0], response.usage
+        text = choice.message.content or ""
         completion = usage.completion_tokens if usage else None
-        return Completion(choice.message.content or "", Finish(
-            finish_reason(choice.finish_reason, completion, options.max_new_tokens),
-            usage.prompt_tokens if usage else None, completion))
+        # A server that gives neither a reason nor usage: our own (generous) count of the answer stands in.
+        counted = completion if completion is not None or choice.finish_reason else self.count_tokens(text)
+        return Completion(text, Finish(finish_reason(choice.finish_reason, counted, options.max_new_tokens),
+                                       usage.prompt_tokens if usage else None, completion))
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:

@@ -1,8 +1,10 @@
 """A loopback OpenAI-compatible server for tests: scripted replies, latency and failure injection.
 
 Like a real backend it stops at `max_tokens` (tokens estimated as models.base.estimate_tokens counts them) and
-says so: finish_reason "length", and `usage` on non-streaming answers. `finish_reason=False` leaves the finish
-reason out (null), as some local servers do.
+says so: finish_reason "length", and `usage` on non-streaming answers. Local servers differ, and `flavor` imitates
+them: "openai" (the above), "ollama" (no key; its /v1/models list; an older Ollama says "stop" even for an answer
+cut at max_tokens, which only `usage` gives away), "llama-server" (a /v1/models list with "meta", `usage` and
+"timings" in the last stream chunk), "bare" (no /v1/models at all, no finish reason, no usage).
 """
 
 from __future__ import annotations
@@ -17,12 +19,24 @@ from models.base import estimate_tokens
 from models.fake import cut_to_budget
 
 
+def tokens(text: str) -> list[str]:
+    """`text` in pieces of one estimated token each (a Hangul syllable, or up to three other characters)."""
+    pieces: list[str] = []
+    for ch in text:
+        if ord(ch) >= 0x1100 or not pieces or ord(pieces[-1][-1]) >= 0x1100 or len(pieces[-1]) == 3:
+            pieces.append(ch)
+        else:
+            pieces[-1] += ch
+    return pieces
+
+
 class FakeOpenAIServer:
     """Serves /v1/models and /v1/chat/completions (streaming or not) on 127.0.0.1."""
 
     def __init__(self, reply: Callable[[dict], str] = lambda body: "안녕하세요", latency_s: float = 0.0,
-                 fail_first: int = 0, fail_status: int = 429, finish_reason: bool = True):
-        self.reply, self.latency_s, self.finish_reason = reply, latency_s, finish_reason
+                 fail_first: int = 0, fail_status: int = 429, flavor: str = "openai"):
+        assert flavor in ("openai", "ollama", "llama-server", "bare"), flavor
+        self.reply, self.latency_s, self.flavor = reply, latency_s, flavor
         self.fail_first, self.fail_status = fail_first, fail_status
         self.requests: list[dict] = []
         self.lock = threading.Lock()
@@ -41,7 +55,16 @@ class FakeOpenAIServer:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
-                self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                if server.flavor == "bare":
+                    self._json(404, {"error": "not found"})
+                elif server.flavor == "ollama":
+                    self._json(200, {"object": "list", "data": [{"id": "exaone3.5:7.8b", "object": "model",
+                                                                 "created": 0, "owned_by": "library"}]})
+                elif server.flavor == "llama-server":
+                    self._json(200, {"object": "list", "data": [{"id": "EXAONE-3.5-7.8B-Q4_K_M.gguf", "object": "model",
+                                                                 "owned_by": "llamacpp", "meta": {"n_ctx_train": 32768}}]})
+                else:
+                    self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -56,24 +79,27 @@ class FakeOpenAIServer:
                 text, reason = server.reply(body), "stop"
                 if body.get("max_tokens"):
                     text, reason = cut_to_budget(text, int(body["max_tokens"]))
-                reason = reason if server.finish_reason else None
+                reason = {"openai": reason, "llama-server": reason, "ollama": "stop", "bare": None}[server.flavor]
+                prompt = sum(estimate_tokens(str(m.get("content", ""))) for m in body["messages"])
+                usage = {"prompt_tokens": prompt, "completion_tokens": estimate_tokens(text),
+                         "total_tokens": prompt + estimate_tokens(text)}
                 if not body.get("stream"):
-                    prompt = sum(estimate_tokens(str(m.get("content", ""))) for m in body["messages"])
                     self._json(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
                                      "choices": [{"index": 0, "finish_reason": reason,
                                                   "message": {"role": "assistant", "content": text}}],
-                                     "usage": {"prompt_tokens": prompt, "completion_tokens": estimate_tokens(text),
-                                               "total_tokens": prompt + estimate_tokens(text)}})
+                                     **({} if server.flavor == "bare" else {"usage": usage})})
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                for i in range(0, len(text), 3):
+                for piece in tokens(text):  # about one token a chunk, as servers stream
                     chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "fake",
-                             "choices": [{"index": 0, "delta": {"content": text[i:i + 3]}, "finish_reason": None}]}
+                             "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 last = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "fake",
                         "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}
+                if server.flavor == "llama-server":
+                    last.update(usage=usage, timings={"predicted_n": usage["completion_tokens"]})
                 self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
                 self.wfile.write(b"data: [DONE]\n\n")
 

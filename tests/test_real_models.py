@@ -80,11 +80,15 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def session_with(server: FakeOpenAIServer, tmp_path: Path, capsys, monkeypatch) -> list[dict[str, Any]]:
+def session_with(server: FakeOpenAIServer, tmp_path: Path, capsys, monkeypatch, key: bool = True,
+                 ) -> list[dict[str, Any]]:
     """`keem memory import` of FACTS, one scripted `keem session` about yoga; the memory after it."""
     monkeypatch.setenv("KEEM_DB", str(tmp_path / "keem.db"))
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    if key:
+        monkeypatch.setenv("OPENAI_API_KEY", "local")
+    else:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     (tmp_path / "mem.txt").write_text("\n".join(FACTS) + "\n", encoding="utf-8")
     (tmp_path / "s.txt").write_text(SCRIPT, encoding="utf-8")
     assert cli(capsys, "memory", "import", "--user", "minji", str(tmp_path / "mem.txt"))[0] == 0
@@ -103,9 +107,11 @@ def assert_whole(sentences: list[dict[str, Any]]) -> None:
     assert all(re.fullmatch(r"사용자는 .+다\.", t) for t in texts)  # no cut sentence, no wrapper text
 
 
-def test_a_server_that_stops_at_max_tokens_cuts_nothing_into_memory(tmp_path, capsys, monkeypatch):
-    with FakeOpenAIServer(reply=lambda body: ideal(body["messages"])) as server:
-        sentences = session_with(server, tmp_path, capsys, monkeypatch)
+@pytest.mark.parametrize("flavor", ["openai", "ollama", "llama-server"])
+def test_a_server_that_stops_at_max_tokens_cuts_nothing_into_memory(tmp_path, capsys, monkeypatch, flavor):
+    """Also as a laptop user meets it: Ollama or llama.cpp's llama-server, no API key, their quirks."""
+    with FakeOpenAIServer(reply=lambda body: ideal(body["messages"]), flavor=flavor) as server:
+        sentences = session_with(server, tmp_path, capsys, monkeypatch, key=flavor == "openai")
         budgets = [r["max_tokens"] for r in server.requests if stage_of(r["messages"][-1]["content"]) == "update"]
     assert_whole(sentences)
     assert budgets and max(budgets) <= 512  # 40 sentences: scoped, within KEEM_UPDATE_MAX_TOKENS
