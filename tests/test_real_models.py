@@ -268,3 +268,16 @@ def test_wrapped_verdicts_and_sentences_parse_the_same_in_every_caller():
     assert generated and summary == [YOGA]
     assert steps.verify(PREVIOUS, "사용자: 안녕", PREVIOUS, date(2026, 12, 1)) is None
     assert parse_sentences(model.spoil("\n".join(PREVIOUS), "")) == PREVIOUS
+
+
+def test_the_builder_never_writes_a_cut_answer_into_a_row(tmp_path):
+    first = Session("s1", [Turn("user", "나는 고양이를 키워."), Turn("assistant", "귀엽겠다!")], list(PREVIOUS), "2026-11-20")
+    second = Session("s2", [Turn(t["role"], t["text"]) for t in DIALOGUE], [], "2026-12-01")
+    model = RealisticChatModel(padded("update", 5000, {}), {"think": 0.0})
+    stats = build_dataset([Episode("e1", "synthetic", [first, second])], model,
+                          BuildConfig(out_dir=tmp_path, progress=False))
+    assert (stats.rows, stats.rejects) == (0, 1)
+    reject = json.loads((tmp_path / "rejects.jsonl").read_text(encoding="utf-8"))
+    assert reject["reason"] == "the update produced no usable sentence" and reject["memory"] == []
+    assert [c["finish"] for c in reject["calls"] if c["stage"] == "update"] == ["length", "length"]
+    assert any("not used" in p for p in reject["problems"])
