@@ -118,7 +118,7 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     auth = logins(args)
     from chatbot.terminal import load_bot
-    from chatbot.ui import CSS, Backend, build_app
+    from chatbot.ui import CSS, Backend, build_app, launch_options
     from chatbot.worker import Worker
 
     def load() -> tuple[Any, Worker]:
@@ -145,7 +145,8 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     try:
         app.queue(default_concurrency_limit=4).launch(
             server_name=settings.host, server_port=settings.port, share=bool(getattr(args, "share", False)),
-            auth=auth, show_error=False, css=CSS, footer_links=[], run_history=False, quiet=False)
+            auth=auth, show_error=False, css=CSS, footer_links=[], run_history=False, quiet=False,
+            **launch_options())
     except KeyboardInterrupt:
         pass
     finally:

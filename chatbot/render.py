@@ -21,13 +21,16 @@ EMOTION = re.compile(r"(기쁘|기뻐|기쁨|행복|즐거|신나|설레|뿌듯|
                      r"속상|서운|실망|후회|불안|걱정|두려|무서|긴장|초조|화가|화를|짜증|답답|억울|스트레스|힘들|"
                      r"괴로|지쳐|지친|피곤|부끄|창피|그리워|아쉬|좋아해|싫어|happy|sad|worried|anxious|angry)")
 CAUSE = re.compile(r"(서 |서,|때문|덕분|탓에|로 인해|바람에|면서|니까|because)")
-MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+# ":" too: marked (Gradio's Markdown) turns a bare http:// or ftp:// address into a link whose text is the raw
+# source, so the backslashes escaping its "." and "_" would show ("127\.0\.0\.1"); "http\://" is no link
+MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>:])")
 IMAGES = re.compile(r"!\[([^\]]*)\]\([^)]*\)|<\s*img\b[^>]*>?", re.I)
 
 
 # -- text helpers ----------------------------------------------------------------------------------
 def md(text: str) -> str:
-    """Escape user- or model-written text for Markdown (no links, images, HTML or headings sneak in)."""
+    """Escape user- or model-written text for Markdown (no links, images, HTML or headings sneak in; a bare
+    address such as http://127.0.0.1:8000 shows as plain text, not as a link spelled with backslashes)."""
     return MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False)).replace("\n", " ")
 
 

@@ -7,9 +7,10 @@ import logging
 import re
 import secrets
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+import fastapi
 import gradio as gr
 
 from chatbot.render import (LOADING, choices, korean_error, md, model_banner, render_hits, render_history,
@@ -24,13 +25,36 @@ BROWSER_KEY = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass
+class Answering:
+    """The message being answered now: its session, the history length before it, and the reply so far."""
+
+    session: ChatSession
+    base: int
+    text: str
+    reply: str = ""
+
+
+@dataclass
 class UserState:
-    """One browser tab's identity and live session, held by Gradio on the server (never sent to the client)."""
+    """One browser tab's identity and live session, held by Gradio on the server (never sent to the client).
+
+    `pending` holds messages typed while a reply streams; one `respond` at a time answers them in order.
+    """
 
     user_id: int
     name: str
     session: ChatSession
     job_id: int | None = None
+    pending: list[str] = field(default_factory=list)
+    answering: bool = False
+    current: Answering | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def take_pending(self) -> list[str]:
+        """Remove and return every message still waiting (the tab logs out, forgets, or ends the session)."""
+        with self.lock:
+            taken, self.pending = self.pending, []
+        return taken
 
 
 # -- the app -------------------------------------------------------------------------------------
@@ -140,54 +164,127 @@ class ChatUI:
         return (*out, key) if self.browser_identity else out
 
     def logout(self, state: UserState | None) -> tuple[Any, ...]:
+        if state is not None:
+            state.take_pending()  # leaving: nothing more is answered for this tab
         if state is not None and not state.session.ended:
             self.worker.end(state.session, "logout")
         return (None, gr.update(visible=True), gr.update(visible=False), "", [], "", "", "", "",
                 gr.update(choices=[], value=None))
 
     # chat
-    def respond(self, text: str, state: UserState | None) -> Iterator[tuple[Any, ...]]:
-        """Stream the reply: (textbox, chatbot, hits); the user's message shows at once."""
+    def send(self, text: str, state: UserState | None) -> tuple[Any, Any, Any]:
+        """Accept a typed message: (textbox, chatbot, note). The box is cleared only when the message is accepted;
+        a refused one stays in the box with a Korean warning. Accepted messages wait in `state.pending` and the
+        chained `respond` answers them in order, so one sent while a reply streams is queued, never dropped."""
         if state is None:
             gr.Warning("먼저 이름을 입력하고 대화를 시작하세요.")
-            yield gr.update(), gr.update(), gr.update()
-            return
+            return gr.update(), gr.update(), gr.update()
         try:
             clean = clean_message(text, self.bot.settings.max_message_chars)
+            model = self.bot.chat_model
+            need, window = model.count_tokens(clean), model.context_window
+            if need > window // 2:  # the session would refuse it after the box was cleared: refuse it here
+                raise InputError(f"메시지가 이 모델에 너무 깁니다 ({need:,}토큰, 최대 {window // 2:,}토큰). "
+                                 "나누어 보내 주세요.")
         except InputError as exc:
-            gr.Warning(korean_error(exc))
-            yield gr.update(), gr.update(), gr.update()
+            gr.Warning(korean_error(exc) if getattr(exc, "code", None) else str(exc))
+            return gr.update(), gr.update(), gr.update()
+        with state.lock:
+            state.pending.append(clean)
+        if not state.session.ended:  # an ended one is replaced when this message's turn comes
+            self.worker.touch(state.session)
+        return "", self._view(state), self._note(state)
+
+    def respond(self, state: UserState | None) -> Iterator[tuple[Any, Any, Any]]:
+        """Stream replies to the waiting messages, oldest first: (chatbot, hits, note). It never touches the textbox,
+        so a draft typed meanwhile stays. A second call while one is answering returns at once (the first one
+        answers everything queued, including messages that arrive while it streams)."""
+        if state is None:
+            yield gr.skip(), gr.skip(), gr.skip()
             return
+        with state.lock:
+            if state.answering:
+                yield gr.skip(), gr.skip(), gr.skip()
+                return
+            state.answering = True
+        answered = 0
+        try:
+            while True:
+                with state.lock:  # checked and released together: a message queued after this is another's
+                    if not state.pending:
+                        state.answering = False
+                        break
+                    text = state.pending.pop(0)
+                yield from self._answer(state, text)
+                answered += 1
+        finally:
+            with state.lock:
+                state.answering, state.current = False, None
+        if not answered:  # e.g. the message was refused: nothing to show
+            yield gr.skip(), gr.skip(), gr.skip()
+
+    def _answer(self, state: UserState, text: str) -> Iterator[tuple[Any, Any, Any]]:
         if state.session.ended:
             self._fresh_session(state)
             gr.Info("이전 대화가 끝나 새 대화를 시작했습니다.")
         session = state.session
         self.worker.touch(session)
-        before = [shown(m) for m in session.history] + [shown({"role": "user", "content": clean})]
-        yield "", [*before, {"role": "assistant", "content": "…"}], gr.update()
-        reply = ""
+        state.current = Answering(session, len(session.history), text)  # shown as "…" until the first piece
         try:
-            for piece in session.send(clean):
-                reply += piece
-                yield "", [*before, shown({"role": "assistant", "content": reply})], gr.update()
+            for piece in session.send(text):
+                state.current.reply += piece
+                yield self._view(state), gr.update(), self._note(state)
         except Exception as exc:  # what streamed so far is already saved by the session
             if not isinstance(exc, KeemError):
                 log.exception("chat turn failed")
             gr.Warning(f"답변 생성 중 문제가 생겼습니다. {korean_error(exc)}")
         finally:
             self.worker.touch(session)
-        yield "", [shown(m) for m in session.history], render_hits(session.last_hits)
+            state.current = None
+        yield self._view(state), render_hits(session.last_hits), self._note(state)
 
-    def end_session(self, state: UserState | None) -> tuple[Any, ...]:
-        """Queue the memory update and answer at once; the timer then polls its progress."""
+    @staticmethod
+    def _view(state: UserState) -> list[dict[str, Any]]:
+        """The chat as shown: the session's turns, the reply streaming now, then the messages still waiting."""
+        session, current = state.session, state.current
+        rows = [shown(m) for m in session.history]
+        if current is not None and current.session is session:
+            added = len(session.history) - current.base  # 0: not yet recorded, 1: the user turn, 2: the reply too
+            if added == 0:
+                rows.append(shown({"role": "user", "content": current.text}))
+            if added < 2:
+                rows.append(shown({"role": "assistant", "content": current.reply or "…"}))
+        waiting = list(state.pending)
+        rows += [shown({"role": "user", "content": t}) for t in waiting]
+        if waiting and current is None:
+            rows.append({"role": "assistant", "content": "…"})
+        return rows
+
+    @staticmethod
+    def _note(state: UserState) -> str:
+        waiting = len(state.pending)
+        if not waiting or state.current is None:
+            return ""
+        return f"⏳ 답변을 기다리는 메시지 {waiting}개: 지금 답변이 끝나면 보낸 순서대로 답합니다."
+
+    def end_session(self, state: UserState | None, draft: str = "") -> tuple[Any, ...]:
+        """Queue the memory update and answer at once; the timer then polls its progress.
+
+        Messages still waiting for a reply are not sent into the ended conversation: they go back into the
+        textbox, before the draft, for the next conversation.
+        """
         if state is None or state.session.ended:
             return state, "이미 끝난 대화입니다.", gr.Timer(active=False), gr.update(), gr.update()
+        unsent = state.take_pending()
+        box = gr.update(interactive=False)  # the box's text stays as it is, unless waiting messages come back
+        if unsent:
+            box = gr.update(interactive=False, value="\n".join(unsent + ([draft] if (draft or "").strip() else [])))
         state.job_id = self.worker.end(state.session, "user")
         if state.job_id is None:
-            return (state, "나눈 말이 없어 기억은 그대로입니다.", gr.Timer(active=False),
-                    gr.update(interactive=False), gr.update(visible=True))
+            return (state, "나눈 말이 없어 기억은 그대로입니다.", gr.Timer(active=False), box,
+                    gr.update(visible=True))
         return (state, "기억 갱신: 대기 중 … (백그라운드에서 진행됩니다. 계속 둘러보셔도 됩니다)",
-                gr.Timer(active=True), gr.update(interactive=False), gr.update(visible=True))
+                gr.Timer(active=True), box, gr.update(visible=True))
 
     def poll(self, state: UserState | None) -> tuple[Any, ...]:
         """Progress of this tab's update job; refreshes the memory panel when it finishes."""
@@ -264,6 +361,7 @@ class ChatUI:
             raise InputError("먼저 대화를 시작하세요.")
         if (confirm or "").strip() != state.name:
             raise InputError("확인란에 이름을 정확히 입력해야 삭제됩니다.")
+        state.take_pending()
         state.session.ended = True  # no update job for a user being forgotten
         self.worker.end(state.session, "forget")
         self.bot.engine.forget(state.user_id)
@@ -291,6 +389,23 @@ def guarded(n_outputs: int) -> Callable[[Callable[..., Any]], Callable[..., Any]
 CSS = """
 .keem-banner {font-size: 0.9em; opacity: 0.9}
 """
+UPLOAD_PATH = "/gradio_api/upload"
+MAX_FILE_SIZE = "1kb"  # the page has no upload control; this also caps Gradio's other multipart routes
+
+
+def refuse_uploads(request: fastapi.Request) -> None:
+    """A FastAPI dependency on every route: Gradio's upload route answers 403 (the app takes no files)."""
+    if request.url.path.rstrip("/").endswith(UPLOAD_PATH):
+        raise fastapi.HTTPException(status_code=403, detail="uploads are off: this app takes no files")
+
+
+def launch_options() -> dict[str, Any]:
+    """What every launch of the app passes to `Blocks.launch` besides host and port: no file uploads.
+
+    A fresh dict each call (Gradio adds its own entries to `app_kwargs`).
+    """
+    return {"max_file_size": MAX_FILE_SIZE,
+            "app_kwargs": {"dependencies": [fastapi.Depends(refuse_uploads)]}}
 
 
 def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: str = "KEEM 채팅",
@@ -327,6 +442,7 @@ def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: st
                         message = gr.Textbox(show_label=False, placeholder="메시지를 입력하고 Enter", scale=5,
                                              max_lines=6, elem_id="message-input")
                         send = gr.Button("보내기", variant="primary", scale=1, elem_id="send-button")
+                    note = gr.Markdown(elem_id="pending-note")
                     with gr.Accordion("이번 답변에 쓰인 기억", open=False, elem_id="hits-accordion"):
                         hits = gr.Markdown(elem_id="hits")
                     with gr.Row():
@@ -359,11 +475,16 @@ def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: st
         gr.on([start.click, name.submit], guarded(len(after_login) + len(key))(ui.login), [name, *key],
               [*after_login, *key], **hidden)
         logout.click(guarded(len(cleared))(ui.logout), [state], cleared, **hidden)
-        gr.on([send.click, message.submit], ui.respond, [message, state], [message, chat, hits],
-              concurrency_limit=4, **hidden)
+        # sending only queues the message (never waiting behind other users' replies); `respond` then answers
+        # everything queued. "multiple": a message sent while a reply streams must reach the server (Gradio's
+        # default "once" would drop it); a respond started while another answers returns at once.
+        gr.on([send.click, message.submit], guarded(3)(ui.send), [message, state], [message, chat, note],
+              concurrency_limit=None, show_progress="hidden", **hidden
+              ).then(ui.respond, [state], [chat, hits, note], concurrency_limit=4, trigger_mode="multiple",
+                     show_progress="minimal", **hidden)
         # no queue: the answer must not wait behind streaming replies (target: under 0.5 s)
-        end.click(guarded(5)(ui.end_session), [state], [state, progress, timer, message, again], queue=False,
-                  show_progress="hidden", **hidden)
+        end.click(guarded(5)(ui.end_session), [state, message], [state, progress, timer, message, again],
+                  queue=False, show_progress="hidden", **hidden)
         timer.tick(guarded(5)(ui.poll), [state], [progress, timer, *panel], concurrency_limit=None,
                    show_progress="hidden", **hidden)
         again.click(guarded(6)(ui.new_session), [state], [state, chat, message, again, hits, progress], **hidden)

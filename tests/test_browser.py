@@ -217,6 +217,61 @@ def test_bad_input_in_the_page_shows_a_message_and_the_app_stays_usable(browser:
         worker.stop()
 
 
+def bot_texts(page: Any) -> list[str]:
+    return page.evaluate("() => [...document.querySelectorAll('[data-testid=bot]')].map(b => b.innerText)")
+
+
+@needs_chromium
+def test_a_message_sent_while_a_reply_is_coming_is_answered_and_a_draft_survives(browser: Any,
+                                                                                  tmp_path: Path) -> None:
+    """Issue 10: with a slow model server, a second message sent 0.5 s after the first was thrown away (in a load
+    run one typed turn in 102), and a draft typed while a reply streamed was wiped when it ended."""
+    from models.openai_backend import OpenAIChatModel
+    from tests.fake_openai import FakeOpenAIServer
+
+    def reply(body: dict) -> str:
+        messages = body["messages"]
+        if "당신은 사용자와" in messages[0]["content"]:
+            return f"네, «{messages[-1]['content'][:6]}» 잘 들었어요. 조금 더 이야기해 주세요."
+        return answer(messages)
+
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    with FakeOpenAIServer(reply, latency_s=2.0) as server:  # every answer starts 2 s after it was asked
+        model = OpenAIChatModel("fake-slow", base_url=server.url, api_key="test")
+        url, app, bot, worker = serve(tmp_path / "keem.db", model=model)  # type: ignore[arg-type]
+        try:
+            page = browser.new_context(locale="ko-KR").new_page()
+            enter(page, url, "민수")
+            box = page.locator("#message-input textarea")
+            box.fill("첫 번째: 오늘 면접을 봤어")
+            box.press("Enter")
+            page.wait_for_timeout(500)
+            assert not any("잘 들었어요" in t for t in bot_texts(page))  # the first reply is still coming
+            box.fill("두 번째: 결과는 다음 주에 나와")
+            box.press("Enter")
+            page.locator("#pending-note").get_by_text("답변을 기다리는 메시지 1개").wait_for(timeout=5_000)
+            assert box.input_value() == ""                                # accepted, so the box cleared
+            assert "두 번째" in page.get_by_test_id("user").last.inner_text()   # shown at once, waiting
+            box.fill("아직 쓰는 중인 초안")                                 # typed while the replies stream
+            page.wait_for_function("() => [...document.querySelectorAll('[data-testid=bot]')]"
+                                   ".filter(b => b.innerText.includes('잘 들었어요')).length == 2", timeout=20_000)
+            page.locator("#pending-note").get_by_text("답변을 기다리는").wait_for(state="detached", timeout=5_000)
+            page.wait_for_timeout(500)                                    # any last frame has landed
+            assert box.input_value() == "아직 쓰는 중인 초안"                # the draft survived the replies
+            texts = bot_texts(page)
+            assert "«첫 번째: " in texts[-2] and "«두 번째: " in texts[-1], texts
+            [session] = bot.store.open_sessions()
+            turns = bot.store.turns(session["id"])
+            assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant"]
+            assert [turns[0]["text"], turns[2]["text"]] == ["첫 번째: 오늘 면접을 봤어", "두 번째: 결과는 다음 주에 나와"]
+            # the banner names the server's address as written, not "127\.0\.0\.1"
+            banner = page.locator("#model-banner").inner_text()
+            assert f"fake-slow at {server.url}" in banner and "\\" not in banner, banner
+        finally:
+            app.close()
+            worker.stop()
+
+
 SERVER = """
 import sys, time
 from pathlib import Path
@@ -242,7 +297,7 @@ def test_sigkill_mid_session_loses_no_shown_turn_and_the_restart_finishes_the_up
 
     db = tmp_path / "keem.db"
     app = build_app(make_bot(tmp_path / "index.db"))   # same code as the server, so the same event indexes
-    login, respond = dep_index(app, "login"), dep_index(app, "respond")
+    login, send, respond = dep_index(app, "login"), dep_index(app, "send"), dep_index(app, "respond")
     proc = subprocess.Popen([sys.executable, "-c", SERVER, str(db)], cwd=Path(__file__).resolve().parent.parent,
                             stdout=subprocess.PIPE, env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"})
     try:
@@ -251,7 +306,8 @@ def test_sigkill_mid_session_loses_no_shown_turn_and_the_restart_finishes_the_up
         who = uuid.uuid4().hex
         call(url, login, ["민수"], who)
         said = "나 다음 달에 마라톤 나가! 긴장돼서 잠이 안 와"
-        shown = call(url, respond, [said, None], who)[-1]["output"]["data"][1]
+        call(url, send, [said, None], who)
+        shown = call(url, respond, [None], who)[-1]["output"]["data"][0]
         assert shown[-1]["role"] == "assistant"
     finally:
         proc.send_signal(signal.SIGKILL)

@@ -18,7 +18,7 @@ from chatbot.session import Chatbot, check_user_name, clean_message
 from chatbot.render import (is_emotion, korean_error, md, model_banner, render_history, render_memory, shown,
                             stage_text, version_diff)
 from chatbot.settings import Settings
-from chatbot.ui import Backend, ChatUI, UserState, build_app
+from chatbot.ui import Backend, ChatUI, UserState, build_app, launch_options
 from chatbot.worker import Worker
 from memory.store import Sentence
 from models.embedders import NgramEmbedder
@@ -60,6 +60,11 @@ def drain(gen: Iterator[Any]) -> list[Any]:
     return list(gen)
 
 
+def say(ui: ChatUI, text: str, state: UserState) -> tuple[tuple[Any, ...], list[Any]]:
+    """Type a message and let the page's chained `respond` answer: (send's outputs, respond's frames)."""
+    return ui.send(text, state), drain(ui.respond(state))
+
+
 @pytest.fixture
 def ui(tmp_path: Path) -> Iterator[ChatUI]:
     bot = make_bot(tmp_path / "keem.db")
@@ -85,21 +90,23 @@ def wait_job(ui: ChatUI, state: UserState, timeout: float = 10) -> tuple[Any, ..
 # -- handlers, called directly ---------------------------------------------------------------------
 def test_chat_streams_persists_and_shows_hits(ui: ChatUI) -> None:
     state = login(ui, "민수")
-    frames = drain(ui.respond("안녕! 나 오늘 부산에 왔어", state))
-    assert frames[0][1][-2] == {"role": "user", "content": "안녕! 나 오늘 부산에 왔어"}
-    assert frames[0][1][-1]["content"] == "…"             # the user's message shows before generation
+    sent, frames = say(ui, "안녕! 나 오늘 부산에 왔어", state)
+    assert sent[0] == ""                                   # accepted: the box clears
+    assert sent[1][-2] == {"role": "user", "content": "안녕! 나 오늘 부산에 왔어"}
+    assert sent[1][-1]["content"] == "…"                   # the user's message shows before generation
     assert len(frames) > 3                                 # several streamed frames
-    final = frames[-1][1]
+    final = frames[-1][0]
     assert final[-1]["role"] == "assistant" and final[-1]["content"].startswith("네, 잘 들었어요")
     assert [t["role"] for t in ui.bot.store.turns(state.session.session_id)] == ["user", "assistant"]
-    assert "불러온 기억이 없습니다" in frames[-1][2]
+    assert "불러온 기억이 없습니다" in frames[-1][1]
 
 
 def test_bad_input_is_a_korean_warning_and_the_app_stays_usable(ui: ChatUI) -> None:
     state = login(ui, "민수")
     for bad in ("", "   \n\t ", "\x00\x07\x1b", "가" * 100_000):
-        frames = drain(ui.respond(bad, state))
-        assert len(frames) == 1 and ui.bot.store.turns(state.session.session_id) == []
+        sent, frames = say(ui, bad, state)
+        assert sent[0] == gr.update()                      # refused: the text stays in the box
+        assert frames == [(gr.skip(),) * 3] and ui.bot.store.turns(state.session.session_id) == []
     with pytest.raises(InputError) as empty:
         clean_message(" \x00 ", 4000)
     assert korean_error(empty.value).startswith("빈 메시지")
@@ -110,8 +117,63 @@ def test_bad_input_is_a_korean_warning_and_the_app_stays_usable(ui: ChatUI) -> N
         check_user_name("<b>")
     assert korean_error(name.value).startswith("이름은")
     assert korean_error(InputError("anything else")) == "오류: anything else"
-    drain(ui.respond("이제 괜찮아", state))
+    say(ui, "이제 괜찮아", state)
     assert len(ui.bot.store.turns(state.session.session_id)) == 2
+
+
+def test_a_message_sent_while_a_reply_streams_waits_and_is_answered_in_order(ui: ChatUI) -> None:
+    """Issue 10: a message sent during streaming was thrown away. Now it waits, is shown, and is answered next."""
+    state = login(ui, "민수")
+    ui.send("첫 번째 이야기: 오늘 면접을 봤어", state)
+    stream = ui.respond(state)
+    next(stream)                                           # the first reply is streaming
+    sent = ui.send("두 번째 이야기: 결과는 다음 주래", state)  # typed while it streams
+    assert sent[0] == ""                                   # accepted, so (only then) the box clears
+    assert [m["role"] for m in sent[1][-3:]] == ["user", "assistant", "user"]   # first, its partial reply, second
+    assert sent[1][-1]["content"] == "두 번째 이야기: 결과는 다음 주래"
+    assert "답변을 기다리는 메시지 1개" in sent[2]
+    assert drain(ui.respond(state)) == [(gr.skip(),) * 3]  # the page's second respond: the first one answers it
+    frames = drain(stream)
+    turns = ui.bot.store.turns(state.session.session_id)
+    assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant"]
+    assert [turns[0]["text"], turns[2]["text"]] == ["첫 번째 이야기: 오늘 면접을 봤어", "두 번째 이야기: 결과는 다음 주래"]
+    assert all(t["text"].startswith("네, 잘 들었어요") for t in turns[1::2])
+    assert [m["role"] for m in frames[-1][0]] == ["user", "assistant", "user", "assistant"] and frames[-1][2] == ""
+    assert ui.bot.chat_model.calls[-1][-1]["content"].startswith("두 번째")   # answered with the whole history
+    assert [m["role"] for m in ui.bot.chat_model.calls[-1][1:]] == ["user", "assistant", "user"]
+    assert not state.answering and not state.pending
+    say(ui, "세 번째", state)                              # and the next message is answered as usual
+    assert len(ui.bot.store.turns(state.session.session_id)) == 6
+
+
+def test_streaming_never_writes_the_textbox_so_a_draft_survives(tmp_path: Path) -> None:
+    """Only `send` may change the message box (clearing what it accepted); the reply's frames never touch it."""
+    app = build_app(make_bot(tmp_path / "k.db"))
+    config = app.config
+    box = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "message-input")
+    deps = {d["api_name"]: d for d in config["dependencies"]}
+    writers = sorted(name for name, d in deps.items() if box in d["outputs"])
+    assert writers == ["end_session", "login", "new_session", "send"]
+    assert deps["respond"]["trigger_mode"] == "multiple"   # a send during streaming reaches the server
+    assert deps["respond"]["trigger_after"] == next(i for i, d in enumerate(config["dependencies"])
+                                                     if d["api_name"] == "send")
+
+
+def test_ending_the_session_puts_messages_still_waiting_back_in_the_box(ui: ChatUI) -> None:
+    state = login(ui, "민수")
+    ui.send("첫 번째", state)
+    stream = ui.respond(state)
+    next(stream)
+    ui.send("아직 답을 못 받은 말", state)
+    out = ui.end_session(state, "쓰던 초안")
+    assert out[3]["value"] == "아직 답을 못 받은 말\n쓰던 초안" and out[3]["interactive"] is False
+    drain(stream)                                          # the reply streaming now still finishes
+    texts = [t["text"] for t in ui.bot.store.turns(state.session.session_id)]
+    assert "첫 번째" in texts and "아직 답을 못 받은 말" not in texts
+    assert ui.end_session(state, "")[3] == gr.update()     # already ended: the box is left alone
+    ui.send("나간다", state)
+    ui.logout(state)
+    assert state.pending == []                             # a tab that leaves gets nothing more answered
 
 
 @pytest.mark.parametrize("name", ["<script>alert(1)</script>", "x'; drop table users; --", "", "a" * 65, "**굵게**"])
@@ -125,17 +187,17 @@ def test_generation_failure_keeps_the_user_turn_and_warns(tmp_path: Path) -> Non
     model = ScriptedChatModel(replies=[GenerationError("server down")], responder=answer)
     ui = ChatUI(make_bot(tmp_path / "k.db", model), Worker(make_bot(tmp_path / "k.db", model)))
     state = login(ui, "민수")
-    frames = drain(ui.respond("안녕", state))
-    assert frames[-1][1][-1]["role"] == "user"
+    frames = say(ui, "안녕", state)[1]
+    assert frames[-1][0][-1]["role"] == "user"
     assert [t["role"] for t in ui.bot.store.turns(state.session.session_id)] == ["user"]
-    drain(ui.respond("다시 해 볼게", state))
+    say(ui, "다시 해 볼게", state)
     assert ui.bot.store.turns(state.session.session_id)[-1]["role"] == "assistant"
 
 
 def test_end_session_answers_at_once_and_the_worker_commits_a_version(ui: ChatUI) -> None:
     ui.worker.start()
     state = login(ui, "민수")
-    drain(ui.respond("나 지난주에 부산으로 이사했어. 바다가 보여서 너무 좋아", state))
+    say(ui, "나 지난주에 부산으로 이사했어. 바다가 보여서 너무 좋아", state)
     started = time.perf_counter()
     out = ui.end_session(state)
     assert time.perf_counter() - started < 0.5
@@ -146,8 +208,8 @@ def test_end_session_answers_at_once_and_the_worker_commits_a_version(ui: ChatUI
     assert ui.bot.store.job(ui.bot.store.jobs(statuses=("done",))[0]["id"])["stage"] == "ok"
     # the next session starts from the new memory and the hits panel shows it
     ui.new_session(state)
-    frames = drain(ui.respond("부산 생활 어때?", state))
-    assert "부산" in frames[-1][2]
+    frames = say(ui, "부산 생활 어때?", state)[1]
+    assert "부산" in frames[-1][1]
 
 
 def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
@@ -176,7 +238,7 @@ def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
 
 def test_forget_needs_the_name_then_deletes_everything(ui: ChatUI) -> None:
     state = login(ui, "민수")
-    drain(ui.respond("안녕", state))
+    say(ui, "안녕", state)
     with pytest.raises(InputError):
         ui.forget("다른이름", state)
     out = ui.forget("민수", state)
@@ -191,14 +253,14 @@ def test_worker_ends_idle_sessions_and_recovers_after_a_crash(tmp_path: Path) ->
     worker = Worker(bot, idle_timeout_s=60, clock=lambda: now[0])
     ui = ChatUI(bot, worker)
     state = login(ui, "민수")
-    drain(ui.respond("안녕", state))
+    say(ui, "안녕", state)
     now[0] = 30
     assert worker.end_idle() == []
     now[0] = 200
     assert worker.end_idle() == [state.session.session_id]
     assert bot.store.session(state.session.session_id)["end_reason"] == "idle"
-    frames = drain(ui.respond("다시 왔어", state))     # a new session starts by itself
-    assert frames[-1][1][-1]["role"] == "assistant" and not state.session.ended
+    frames = say(ui, "다시 왔어", state)[1]           # a new session starts by itself
+    assert frames[-1][0][-1]["role"] == "assistant" and not state.session.ended
     # a "crash": the open session and a job left running are picked up by the next worker
     bot.store.claim_job(owner=dead_owner())
     bot2 = make_bot(tmp_path / "k.db")
@@ -215,7 +277,7 @@ def test_worker_ends_idle_sessions_and_recovers_after_a_crash(tmp_path: Path) ->
 
 def test_shutdown_ends_open_sessions_and_queues_their_updates(ui: ChatUI) -> None:
     state = login(ui, "민수")
-    drain(ui.respond("안녕", state))
+    say(ui, "안녕", state)
     jobs = ui.worker.stop()
     assert len(jobs) == 1 and ui.bot.store.session(state.session.session_id)["end_reason"] == "shutdown"
 
@@ -226,6 +288,8 @@ def test_markdown_escaping_emotion_marks_and_banner(ui: ChatUI) -> None:
     reply = shown({"role": "assistant", "content": "보세요 ![a](http://evil/x.png) <img src=http://evil/y> **굵게**"})
     assert "http://evil" not in reply["content"] and "**굵게**" in reply["content"]
     assert is_emotion("사용자는 시험에 떨어져서 속상했다.") and not is_emotion("사용자는 서울에 산다.")
+    # a bare address is no autolink (its text would keep the backslashes: "127\.0\.0\.1")
+    assert "http://" not in md("fake at http://127.0.0.1:8000/v1") and "www." not in md("www.evil.com")
     assert "임베더" in model_banner(ui.bot) and "ngram" in model_banner(ui.bot)
 
 
@@ -320,7 +384,7 @@ def serve(db: Path, auth: list[tuple[str, str]] | None = None, model: ScriptedCh
     app = build_app(bot, worker, browser_identity=browser_identity)
     port = free_port()
     app.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                       footer_links=[], run_history=False, auth=auth)
+                       footer_links=[], run_history=False, auth=auth, **launch_options())
     return f"http://127.0.0.1:{port}/", app, bot, worker
 
 
@@ -349,7 +413,8 @@ def seed_owner(url: str, app: gr.Blocks, bot: Chatbot, cookies: httpx.Cookies | 
     owner = uuid.uuid4().hex
     call(url, dep_index(app, "login"), ["민수"], owner, cookies)
     user_id = bot.store.require_user("민수")
-    call(url, dep_index(app, "respond"), [SECRET, None], owner, cookies)
+    call(url, dep_index(app, "send"), [SECRET, None], owner, cookies)
+    call(url, dep_index(app, "respond"), [None], owner, cookies)
     bot.engine.commit(user_id, [Sentence(SECRET)], strategy="import", status="ok", author="import")
     return user_id
 
@@ -394,6 +459,30 @@ def test_no_public_endpoint_and_strangers_reach_nothing_of_another_user(tmp_path
         assert sweep(url, app, [uuid.uuid4().hex, other], ["기억", "1:0", "2:0", None, "", 1, "영희"]) > 50
         assert_owner_untouched(bot, user_id, 1)
         assert bot.store.versions(bot.store.require_user("영희")) == []
+    finally:
+        app.close()
+        worker.stop()
+
+
+def test_the_app_takes_no_uploads(tmp_path: Path) -> None:
+    """Issue 10: /gradio_api/upload took 50 MB from anyone and served it back, though the page has no upload."""
+    import os
+
+    from gradio.utils import get_upload_folder
+
+    url, app, bot, worker = serve(tmp_path / "keem.db")
+    try:
+        started = time.perf_counter()
+        for name, size in (("big.bin", 3 * 1024 * 1024), ("tiny.txt", 5)):
+            try:
+                r = httpx.post(f"{url}gradio_api/upload", files={"files": (name, os.urandom(size))}, timeout=30)
+                assert r.status_code == 403, (name, r.status_code, r.text)
+            except httpx.TransportError:  # the server may answer and close before the body is sent: refused too
+                pass
+        assert time.perf_counter() - started < 10
+        assert not [p for p in Path(get_upload_folder()).rglob("*") if p.name in ("big.bin", "tiny.txt")]
+        assert app.max_file_size == 1024                   # Gradio's other multipart routes are capped as well
+        assert httpx.get(url).status_code == 200           # the page itself still serves
     finally:
         app.close()
         worker.stop()
