@@ -65,8 +65,9 @@ class ChatSession:
     def system_prompt(self, hits: list[Hit]) -> str:
         return chat_system_prompt([h.text for h in hits], date.today(), self.previous_date)
 
-    def prepare(self, text: str) -> list[Message]:
-        """Validate and persist the user's message, retrieve memory, and build the prompt (everything but generation)."""
+    def record(self, text: str) -> str:
+        """Validate and store the user's message (before any generation: a crash never loses what was typed);
+        returns it cleaned. A message that cannot be stored raises, and nothing of it is kept."""
         if self.ended:
             raise InputError("this session has ended; start a new one")
         settings, model = self.bot.settings, self.bot.chat_model
@@ -76,7 +77,15 @@ class ChatSession:
             raise InputError(f"message is {need:,} tokens, more than this model's context allows ({window:,} in all); "
                              "shorten it or use a model with a longer context")
         self.bot.store.add_turn(self.session_id, self.user_id, "user", text)
-        room = window - settings.reply_max_tokens - model.count_tokens(self.system_prompt([])) - need - 32
+        self.history.append({"role": "user", "content": text})
+        return text
+
+    def prompt(self) -> list[Message]:
+        """The chat prompt for the last recorded user message: memory retrieved for it, as much as the context holds."""
+        settings, model = self.bot.settings, self.bot.chat_model
+        text = self.history[-1]["content"]
+        room = (model.context_window - settings.reply_max_tokens - model.count_tokens(self.system_prompt([]))
+                - model.count_tokens(text) - 32)
         hits = self.bot.engine.search(self.user_id, text, k=settings.k, token_budget=settings.token_budget)
         self.last_hits = []
         for hit in hits:  # as many of the most relevant sentences as the model's context holds
@@ -84,12 +93,21 @@ class ChatSession:
             if room < 0:
                 break
             self.last_hits.append(hit)
-        self.history.append({"role": "user", "content": text})
         return [{"role": "system", "content": self.system_prompt(self.last_hits)}, *self.history]
+
+    def prepare(self, text: str) -> list[Message]:
+        """Record the user's message and build the prompt (everything but generation)."""
+        self.record(text)
+        return self.prompt()
 
     def send(self, text: str) -> Iterator[str]:
         """Stream the reply to `text`; what was streamed is persisted even if generation fails half-way."""
-        messages = self.prepare(text)
+        self.record(text)
+        return self.reply()
+
+    def reply(self) -> Iterator[str]:
+        """Stream the reply to the last recorded user message; what streamed is stored even if generation fails."""
+        messages = self.prompt()
         pieces: list[str] = []
         try:
             for piece in self.bot.chat_model.stream(
@@ -107,11 +125,12 @@ class ChatSession:
         """End the session and enqueue its memory update; returns the job id (None when nothing was said)."""
         if self.ended:
             return None
+        with self.bot.store.write():  # both or neither: a disk that is full leaves the session open, as it is
+            self.bot.store.end_session(self.session_id, reason)
+            job = (self.bot.store.enqueue_job(self.user_id, self.session_id, self.strategy)
+                   if any(m["role"] == "user" for m in self.history) else None)
         self.ended = True
-        self.bot.store.end_session(self.session_id, reason)
-        if not any(m["role"] == "user" for m in self.history):
-            return None
-        return self.bot.store.enqueue_job(self.user_id, self.session_id, self.strategy)
+        return job
 
 
 class Chatbot:

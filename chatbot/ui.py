@@ -38,7 +38,8 @@ class Answering:
 class UserState:
     """One browser tab's identity and live session, held by Gradio on the server (never sent to the client).
 
-    `pending` holds messages typed while a reply streams; one `respond` at a time answers them in order.
+    A message sent while nothing streams is stored at once (`awaiting` its reply); `pending` holds messages typed
+    while a reply streams, stored when their turn comes. One `respond` at a time answers them in order.
     """
 
     user_id: int
@@ -46,14 +47,15 @@ class UserState:
     session: ChatSession
     job_id: int | None = None
     pending: list[str] = field(default_factory=list)
+    awaiting: bool = False          # the last user turn is stored and its reply not yet begun
     answering: bool = False
     current: Answering | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def take_pending(self) -> list[str]:
         """Remove and return every message still waiting (the tab logs out, forgets, or ends the session)."""
-        with self.lock:
-            taken, self.pending = self.pending, []
+        with self.lock:  # a stored message awaiting its reply stays in its session's record
+            taken, self.pending, self.awaiting = self.pending, [], False
         return taken
 
 
@@ -190,7 +192,16 @@ class ChatUI:
             gr.Warning(korean_error(exc) if getattr(exc, "code", None) else str(exc))
             return gr.update(), gr.update(), gr.update()
         with state.lock:
-            state.pending.append(clean)
+            idle = not (state.answering or state.awaiting or state.pending) and not state.session.ended
+            if idle:  # stored before the box is cleared: a message the disk cannot take stays in the box
+                try:
+                    state.session.record(clean)
+                except KeemError as exc:
+                    gr.Warning(f"메시지를 저장하지 못했습니다. 입력한 내용은 그대로 있습니다. {korean_error(exc)}")
+                    return gr.update(), gr.update(), gr.update()
+                state.awaiting = True
+            else:
+                state.pending.append(clean)
         if not state.session.ended:  # an ended one is replaced when this message's turn comes
             self.worker.touch(state.session)
         return "", self._view(state), self._note(state)
@@ -211,11 +222,15 @@ class ChatUI:
         try:
             while True:
                 with state.lock:  # checked and released together: a message queued after this is another's
-                    if not state.pending:
+                    if state.awaiting:
+                        state.awaiting, text, stored = False, str(state.session.history[-1]["content"]), True
+                    elif state.pending:
+                        text, stored = state.pending.pop(0), False
+                    else:
                         state.answering = False
                         break
-                    text = state.pending.pop(0)
-                yield from self._answer(state, text)
+                if not (yield from self._answer(state, text, stored)):
+                    break  # not stored (the disk is full): it waits again, shown, for the next send or end
                 answered += 1
         finally:
             with state.lock:
@@ -223,15 +238,27 @@ class ChatUI:
         if not answered:  # e.g. the message was refused: nothing to show
             yield gr.skip(), gr.skip(), gr.skip()
 
-    def _answer(self, state: UserState, text: str) -> Iterator[tuple[Any, Any, Any]]:
+    def _answer(self, state: UserState, text: str, stored: bool) -> Iterator[tuple[Any, Any, Any]]:
+        """Stream the reply to one message (`stored`: its user turn is already in the database); returns False
+        when a queued message could not be stored, which then goes back to the front of the queue."""
         if state.session.ended:
             self._fresh_session(state)
             gr.Info("이전 대화가 끝나 새 대화를 시작했습니다.")
+            stored = False
         session = state.session
         self.worker.touch(session)
-        state.current = Answering(session, len(session.history), text)  # shown as "…" until the first piece
+        if not stored:
+            try:
+                session.record(text)
+            except KeemError as exc:
+                with state.lock:
+                    state.pending.insert(0, text)
+                gr.Warning(f"메시지를 저장하지 못했습니다. 보낼 때까지 기다리는 중입니다. {korean_error(exc)}")
+                yield self._view(state), gr.update(), self._note(state)
+                return False
+        state.current = Answering(session, len(session.history) - 1, text)  # shown as "…" until the first piece
         try:
-            for piece in session.send(text):
+            for piece in session.reply():
                 state.current.reply += piece
                 yield self._view(state), gr.update(), self._note(state)
         except Exception as exc:  # what streamed so far is already saved by the session
@@ -242,6 +269,7 @@ class ChatUI:
             self.worker.touch(session)
             state.current = None
         yield self._view(state), render_hits(session.last_hits), self._note(state)
+        return True
 
     @staticmethod
     def _view(state: UserState) -> list[dict[str, Any]]:
@@ -256,7 +284,7 @@ class ChatUI:
                 rows.append(shown({"role": "assistant", "content": current.reply or "…"}))
         waiting = list(state.pending)
         rows += [shown({"role": "user", "content": t}) for t in waiting]
-        if waiting and current is None:
+        if (waiting or state.awaiting) and current is None:  # its reply is about to begin
             rows.append({"role": "assistant", "content": "…"})
         return rows
 
@@ -275,11 +303,16 @@ class ChatUI:
         """
         if state is None or state.session.ended:
             return state, "이미 끝난 대화입니다.", gr.Timer(active=False), gr.update(), gr.update()
+        try:
+            job_id = self.worker.end(state.session, "user")
+        except KeemError as exc:  # nothing ended: the conversation goes on, and the page says why
+            return (state, f"대화를 끝내지 못했습니다. {korean_error(exc)}", gr.Timer(active=False), gr.update(),
+                    gr.update())
         unsent = state.take_pending()
         box = gr.update(interactive=False)  # the box's text stays as it is, unless waiting messages come back
         if unsent:
             box = gr.update(interactive=False, value="\n".join(unsent + ([draft] if (draft or "").strip() else [])))
-        state.job_id = self.worker.end(state.session, "user")
+        state.job_id = job_id
         if state.job_id is None:
             return (state, "나눈 말이 없어 기억은 그대로입니다.", gr.Timer(active=False), box,
                     gr.update(visible=True))

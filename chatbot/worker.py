@@ -108,10 +108,15 @@ class Worker:
         self.track(session)
 
     def end(self, session: ChatSession, reason: str = "user") -> int | None:
-        """End a session now and queue its update; returns at once with the job id (None when nothing was said)."""
+        """End a session now and queue its update; returns at once with the job id (None when nothing was said).
+
+        A storage error is raised (the session stays open and watched), so the page can tell the truth."""
+        job_id = session.end(reason)
         with self._lock:
             self._live.pop(session.session_id, None)
-        return self._end(session, reason)
+        if job_id is not None:
+            self._wake.set()
+        return job_id
 
     def _end(self, session: ChatSession, reason: str) -> int | None:
         try:

@@ -6,7 +6,6 @@ The mount tests use real tmpfs mounts (root, as on CI); elsewhere they skip.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from chatbot.cli import main
+from tests.conftest import fill, tmpfs
 
 KEEM = [sys.executable, "-m", "chatbot.cli"]
 
@@ -30,18 +30,6 @@ def one_line_error(err: str, *words: str) -> None:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
     assert all(w in lines[0] for w in words), lines[0]
-
-
-@contextlib.contextmanager
-def tmpfs(path: Path, size: str):
-    path.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 def test_a_folder_or_a_file_that_is_no_database_is_one_line_with_the_fix(tmp_path, capsys):
@@ -66,9 +54,7 @@ def test_a_read_only_mount_and_a_full_disk_say_so_and_lose_nothing(tmp_path, cap
     with tmpfs(tmp_path / "disk", "400k") as disk:
         db = str(disk / "keem.db")
         assert run(capsys, "memory", "import", "--user", "minsu", "--db", db, "--embedder", "ngram", str(sentences))[0] == 0
-        with (disk / "filler").open("wb", buffering=0) as filler, contextlib.suppress(OSError):
-            while True:  # fill the disk to the brim
-                filler.write(b"\0" * 4096)
+        fill(disk)
         code, _, err = run(capsys, "memory", "import", "--user", "minsu", "--db", db, "--embedder", "ngram", str(many))
         assert code == 2
         one_line_error(err, "disk", "is full", "nothing already stored is lost")

@@ -566,3 +566,26 @@ def test_browser_identity_is_on_for_a_public_space_without_logins(monkeypatch: p
     assert not browser_identity(Settings(identity="name"), None)
     with pytest.raises(InputError, match="KEEM_IDENTITY"):
         browser_identity(Settings(identity="cookie"), None)
+
+
+def test_a_full_disk_keeps_the_typed_message_in_the_box_and_end_session_tells_the_truth(tmp_path: Path) -> None:
+    from tests.conftest import fill, tmpfs
+
+    with tmpfs(tmp_path / "disk", "2m") as disk:
+        bot = make_bot(disk / "keem.db")
+        ui = ChatUI(bot, Worker(bot))
+        state = login(ui, "민수")
+        sent, _ = say(ui, "오늘 부산에 왔어", state)
+        assert sent[0] == ""                                          # stored, so the box clears
+        fill(disk)
+        with pytest.warns(UserWarning, match="저장 공간이 가득 찼습니다"):
+            sent = ui.send("내일은 제주도에 가", state)
+        assert sent[0] != ""                                          # not stored: the box keeps the text
+        assert [t["text"] for t in bot.store.turns(state.session.session_id) if t["role"] == "user"] == ["오늘 부산에 왔어"]
+        out = ui.end_session(state, "내일은 제주도에 가")
+        assert "끝내지 못했습니다" in out[1] and "가득 찼습니다" in out[1] and not state.session.ended
+        (disk / "filler").unlink()
+        out = ui.end_session(state, "")
+        assert "기억 갱신" in out[1] and state.session.ended              # with room again, it ends and queues
+        assert [t["role"] for t in bot.store.turns(state.session.session_id)] == ["user", "assistant"]
+        bot.store.close()
