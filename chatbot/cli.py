@@ -110,14 +110,27 @@ def build_parser() -> argparse.ArgumentParser:
     from evaluation.build_command import add_build_parser
     from evaluation.eval_command import add_eval_parser
 
-    tsubs = _group(subs, "trial", "export what a user trial collected (participants, sessions, memories)",
+    tsubs = _group(subs, "trial", "export and analyse what a user trial collected (participants, sessions, "
+                   "memories, questionnaires)",
                    "Tools for multi-session user trials. Run the app with KEEM_STRATEGY=balanced to give each "
-                   "participant one strategy, balanced and kept across sessions.",
+                   "participant one strategy, balanced and kept across sessions (KEEM_STUDY: a study plan with "
+                   "consent and questionnaire, chatbot/study.py).",
                    "keem trial export --out trial-data --pseudonymize")
-    p = _sub(tsubs, "export", "write participants.csv, sessions.jsonl and memory_versions.jsonl into a new folder",
+    p = _sub(tsubs, "export", "write participants.csv, sessions.jsonl, memory_versions.jsonl, questionnaire.csv and "
+             "manifest.json into a new folder, personal data replaced by tags",
              "keem trial export --out trial-2026-11 --pseudonymize   # names -> P001...; key.csv maps them back")
     p.add_argument("--out", type=Path, required=True, help="a new (or empty) folder")
     p.add_argument("--pseudonymize", action="store_true", help="replace names by P001, P002, ... (key.csv maps back)")
+    p.add_argument("--no-scrub", action="store_true",
+                   help="keep phone numbers, e-mail addresses, ID, card and account numbers and street addresses "
+                        "as typed (default: replaced by tags such as [전화번호])")
+    p = _sub(tsubs, "report", "analyse an export: ratings per strategy and session with confidence intervals, "
+             "Kruskal-Wallis and Holm-corrected Mann-Whitney tests, completion, memory size; report.md with PNGs",
+             "keem trial report --export trial-2026-11 --out trial-2026-11-report --study study.toml")
+    p.add_argument("--export", type=Path, required=True, help="a folder `keem trial export` wrote")
+    p.add_argument("--out", type=Path, required=True, help="output folder (report.md, report.json, PNGs)")
+    p.add_argument("--study", help="the study plan (KEEM_STUDY): its strategies and sessions per participant "
+                                   "(default: the strategies seen, the most sessions any participant held)")
     add_chat_parser(subs)
     add_build_parser(subs)
     add_eval_parser(subs)
@@ -158,7 +171,7 @@ def _run(argv: list[str] | None) -> int:
 
             return run_session(settings, args)
         if args.command == "trial":
-            return cmd_trial_export(settings, args)
+            return (cmd_trial_export if args.trial_command == "export" else cmd_trial_report)(settings, args)
         if args.command == "jobs":
             return cmd_jobs_list(settings, args) if args.jobs_command == "list" else cmd_jobs_retry(settings, args)
         return MEMORY_COMMANDS[args.memory_command](settings, args)
@@ -398,13 +411,32 @@ def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_trial_export(settings: Settings, args: argparse.Namespace) -> int:
+    from chatbot.pii import TAGS
     from chatbot.trials import FILES, export
 
-    counts = export(_store(settings), args.out, args.pseudonymize)
+    if args.no_scrub:
+        print("warning: --no-scrub: the export keeps phone numbers, e-mail addresses, ID, card and account numbers "
+              "and street addresses as typed; keep it as safe as the database itself", file=sys.stderr)
+    counts = export(_store(settings), args.out, args.pseudonymize, scrub=not args.no_scrub)
     _print({"out": str(args.out), **counts}) if args.json else print(
-        f"exported {counts['participants']} participants, {counts['sessions']} sessions, {counts['turns']} turns "
-        f"and {counts['versions']} memory versions to {args.out}/ ({', '.join(FILES)}"
-        f"{', key.csv' if args.pseudonymize else ''})")
+        f"exported {counts['participants']} participants, {counts['sessions']} sessions, {counts['turns']} turns, "
+        f"{counts['versions']} memory versions and {counts['answers']} questionnaire answers to {args.out}/ "
+        f"({', '.join(FILES)}{', key.csv' if args.pseudonymize else ''})\n"
+        + ("personal data left as typed (--no-scrub)" if args.no_scrub else
+           "personal data replaced: " + ", ".join(f"{TAGS[k]} {n}" for k, n in counts["pii"].items())))
+    return 0
+
+
+def cmd_trial_report(settings: Settings, args: argparse.Namespace) -> int:
+    from chatbot.study import load_study
+    from chatbot.trial_report import run_report
+
+    study = load_study(settings.study) if settings.study else None
+    result = run_report(args.export, args.out, study)
+    files = result["files"]
+    _print({"out": str(args.out), **files}) if args.json else print(
+        f"report: {files['report']}\nresult: {files['json']}\nplots: "
+        + ", ".join(Path(v).name for k, v in files.items() if v.endswith(".png")))
     return 0
 
 

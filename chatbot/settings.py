@@ -37,6 +37,7 @@ class Settings:
     identity: str = "auto"            # KEEM_IDENTITY: auto, name or browser (chatbot/chat_command.py: browser_identity)
     backup_dir: str = ""              # KEEM_BACKUP_DIR: snapshot the database into this folder (memory/backup.py)
     backup_every_min: float = 10.0    # KEEM_BACKUP_EVERY_MIN: how often, when something changed
+    study: str = ""                   # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/study.py)
 
     @property
     def db_path(self) -> str:

@@ -1,12 +1,19 @@
 """`keem trial export`: what a multi-session user trial collected, per participant, ready for analysis.
 
 Writes into a new folder:
-  participants.csv       one row per participant: strategy, sessions, user turns, first and last session, versions
-  sessions.jsonl         one line per session with its turns (role, text, time) and how it ended
+  participants.csv       one row per participant: strategy, sessions, user turns, first and last session, versions,
+                         sessions with a questionnaire
+  sessions.jsonl         one line per session with its number (1, 2, ... among the sessions the participant spoke
+                         in), its turns (role, text, time) and how it ended
   memory_versions.jsonl  one line per memory version with its sentences (provenance, cue words)
-With --pseudonymize, names become P001, P002, ... (by order of first use) and key.csv maps them back: keep it
-apart from the data. Turn texts are exported as typed; they may still name people. A browser-identity user
-("name#key", KEEM_IDENTITY=browser) appears with only the key's first 6 characters: the full key is a credential.
+  questionnaire.csv      one row per session and questionnaire item (chatbot/study.py), with the session's strategy
+  manifest.json          when, what, the counts, and how many pieces of personal data were replaced, per kind
+Every exported text (turns, memory sentences and cues, notes, free-text answers, names) goes through
+chatbot/pii.py: phone numbers, e-mail addresses, resident registration, card and account numbers and street
+addresses become tags ([전화번호] ...). The database keeps what was typed. scrub=False (--no-scrub) exports raw text.
+With --pseudonymize, names become P001, P002, ... (by order of first use) and key.csv maps them back (raw names,
+the one file never scrubbed): keep it apart from the data. A browser-identity user ("name#key",
+KEEM_IDENTITY=browser) appears with only the key's first 6 characters: the full key is a credential.
 """
 
 from __future__ import annotations
@@ -16,39 +23,59 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memory.store import Store
+from chatbot.pii import TAGS, Scrubber
+from memory.store import Store, now_iso
 from models.errors import InputError
 
-FILES = ("participants.csv", "sessions.jsonl", "memory_versions.jsonl")
+FILES = ("participants.csv", "sessions.jsonl", "memory_versions.jsonl", "questionnaire.csv", "manifest.json")
+QUESTIONNAIRE_FIELDS = ("participant", "session", "session_number", "strategy", "study", "item", "kind",
+                        "question", "value", "answered_at")
 
 
-def export(store: Store, out: Path, pseudonymize: bool = False) -> dict[str, int]:
-    """Write the export files into `out` (which must not hold an earlier export); returns counts."""
+def export(store: Store, out: Path, pseudonymize: bool = False, scrub: bool = True) -> dict[str, Any]:
+    """Write the export files into `out` (which must not hold an earlier export); returns counts, with `pii`:
+    the pieces of personal data replaced per kind (all 0 when scrub=False)."""
     if out.exists() and any(out.iterdir()):
         raise InputError(f"{out} is not empty; give --out a new folder (an earlier export is never overwritten)")
     users = store.users()
     if not users:
         raise InputError("the database has no participants yet; check --db / KEEM_DB")
     out.mkdir(parents=True, exist_ok=True)
-    alias = {u["id"]: f"P{i:03d}" if pseudonymize else _shown(u["name"]) for i, u in enumerate(users, 1)}
-    counts = {"participants": len(users), "sessions": 0, "turns": 0, "versions": 0}
+    scrubber = Scrubber()
+    clean = scrubber if scrub else (lambda text: text)
+    alias = _aliases(users, pseudonymize, clean)
+    counts: dict[str, Any] = {"participants": len(users), "sessions": 0, "turns": 0, "versions": 0, "answers": 0}
     rows: list[dict[str, Any]] = []
+    answers: list[dict[str, Any]] = []
     with open(out / "sessions.jsonl", "w", encoding="utf-8") as sessions_file, \
             open(out / "memory_versions.jsonl", "w", encoding="utf-8") as versions_file:
         for user in users:
             sessions, versions = store.sessions(user["id"]), store.versions(user["id"])
-            user_turns = 0
+            user_turns, number, numbers = 0, 0, {}
             for s in sessions:
-                turns = [{"role": t["role"], "text": t["text"], "at": t["created_at"]} for t in store.turns(s["id"])]
-                user_turns += sum(t["role"] == "user" for t in turns)
+                turns = [{"role": t["role"], "text": clean(t["text"]), "at": t["created_at"]}
+                         for t in store.turns(s["id"])]
+                said = sum(t["role"] == "user" for t in turns)
+                number += bool(said)
+                numbers[s["id"]] = number if said else None
+                user_turns += said
                 counts["turns"] += len(turns)
                 sessions_file.write(json.dumps(
-                    {"participant": alias[user["id"]], "session": s["id"], "strategy": s["strategy"],
-                     "chat_model": s["chat_model"], "started_at": s["started_at"], "ended_at": s["ended_at"],
-                     "end_reason": s["end_reason"], "turns": turns}, ensure_ascii=False) + "\n")
+                    {"participant": alias[user["id"]], "session": s["id"], "number": numbers[s["id"]],
+                     "strategy": s["strategy"], "chat_model": s["chat_model"], "started_at": s["started_at"],
+                     "ended_at": s["ended_at"], "end_reason": s["end_reason"], "turns": turns},
+                    ensure_ascii=False) + "\n")
             for v in versions:
-                versions_file.write(json.dumps({"participant": alias[user["id"]], **v.as_json()},
+                versions_file.write(json.dumps({"participant": alias[user["id"]], **_clean_version(v.as_json(), clean)},
                                                ensure_ascii=False) + "\n")
+            strategy_of = {s["id"]: s["strategy"] for s in sessions}
+            mine = [{"participant": alias[user["id"]], "session": a["session_id"],
+                     "session_number": numbers.get(a["session_id"]), "strategy": strategy_of.get(a["session_id"]),
+                     "study": a["study_id"], "item": a["item"], "kind": a["kind"],
+                     "question": clean(a["question"] or ""),
+                     "value": a["value"] if a["kind"] == "likert" else clean(str(a["value"])),
+                     "answered_at": a["created_at"]} for a in store.answers(user_id=user["id"])]
+            answers += mine
             counts["sessions"] += len(sessions)
             counts["versions"] += len(versions)
             rows.append({"participant": alias[user["id"]],
@@ -56,11 +83,41 @@ def export(store: Store, out: Path, pseudonymize: bool = False) -> dict[str, int
                          "sessions": len(sessions), "user_turns": user_turns,
                          "first_session": sessions[0]["started_at"] if sessions else "",
                          "last_session": sessions[-1]["started_at"] if sessions else "",
-                         "memory_versions": len(versions)})
+                         "memory_versions": len(versions),
+                         "questionnaires": len({a["session"] for a in mine})})
+    counts["answers"] = len(answers)
     _csv(out / "participants.csv", rows)
+    _csv(out / "questionnaire.csv", answers, QUESTIONNAIRE_FIELDS)
     if pseudonymize:
         _csv(out / "key.csv", [{"participant": alias[u["id"]], "name": _shown(u["name"])} for u in users])
+    counts["pii"] = scrubber.report()
+    files = [*FILES, *(["key.csv"] if pseudonymize else [])]
+    (out / "manifest.json").write_text(json.dumps(
+        {"created_at": now_iso(), "files": files, "pseudonymized": pseudonymize, "scrubbed": scrub,
+         "counts": {k: v for k, v in counts.items() if k != "pii"},
+         "pii_replaced": {TAGS[k]: n for k, n in counts["pii"].items()} if scrub else None},
+        ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return counts
+
+
+def _aliases(users: list[dict[str, Any]], pseudonymize: bool, clean: Any) -> dict[int, str]:
+    """P001, P002, ... or the shown name, scrubbed (a login may be an e-mail address; a scrubbed one keeps its
+    participant number so two stay apart)."""
+    if pseudonymize:
+        return {u["id"]: f"P{i:03d}" for i, u in enumerate(users, 1)}
+    alias = {}
+    for i, u in enumerate(users, 1):
+        shown = _shown(u["name"])
+        cleaned = clean(shown)
+        alias[u["id"]] = cleaned if cleaned == shown else f"{cleaned}-P{i:03d}"
+    return alias
+
+
+def _clean_version(version: dict[str, Any], clean: Any) -> dict[str, Any]:
+    """A memory version's sentences, cue words and note scrubbed (the memory may repeat a phone number)."""
+    return {**version, "note": clean(version["note"]) if version.get("note") else version.get("note"),
+            "sentences": [{**s, "text": clean(s["text"]), **({"cues": clean(s["cues"])} if s.get("cues") else {})}
+                          for s in version["sentences"]]}
 
 
 def _shown(name: str) -> str:
@@ -69,8 +126,8 @@ def _shown(name: str) -> str:
     return f"{base}#{key[:6]}" if sep else name
 
 
-def _csv(path: Path, rows: list[dict[str, Any]]) -> None:
+def _csv(path: Path, rows: list[dict[str, Any]], fields: tuple[str, ...] | None = None) -> None:
     with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(f, fieldnames=list(fields or rows[0]))
         writer.writeheader()
         writer.writerows(rows)

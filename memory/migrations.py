@@ -65,3 +65,28 @@ def m004_job_leases(db: Database) -> None:
     db["update_jobs"].add_column("owner", str)
     db["update_jobs"].add_column("lease_until", float)
     db["update_jobs"].add_column("next_attempt_at", float)
+
+
+@migrations(name="m005_trial_questionnaires")
+def m005_trial_questionnaires(db: Database) -> None:
+    """User trials (chatbot/study.py): a participant's consent to a study, and their questionnaire answers per
+    session. Both go with the user when "forget" deletes their sessions and then the user (ON DELETE CASCADE)."""
+    db.execute("""create table consents (
+        id integer primary key,
+        user_id integer not null references users(id) on delete cascade,
+        study_id text not null,
+        text_hash text not null,
+        created_at text not null)""")
+    db.execute("create index idx_consents_user_study on consents (user_id, study_id)")
+    db.execute("""create table answers (
+        id integer primary key,
+        session_id integer not null references sessions(id) on delete cascade,
+        user_id integer not null references users(id) on delete cascade,
+        study_id text not null,
+        item text not null,
+        kind text not null,
+        question text,
+        value text not null,
+        created_at text not null)""")
+    db.execute("create unique index idx_answers_session_item on answers (session_id, study_id, item)")
+    db.execute("create index idx_answers_user on answers (user_id, study_id)")

@@ -449,3 +449,82 @@ class Store:
                                 f"lease_until = null, updated_at = ? where id in ({','.join('?' * len(stale))})",
                                 [now_iso(), *stale])
             return len(stale)
+
+    # -- user trials: consent and questionnaire answers (chatbot/study.py) ------------------------
+    def record_consent(self, user_id: int, study_id: str, text_hash: str,
+                       at: datetime | str | None = None) -> dict[str, Any]:
+        """Record that the user agreed to this study's consent text (its hash); agreeing again to the same text
+        keeps the first record. Returns the record."""
+        if isinstance(at, datetime):
+            at = (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+        when = at.isoformat(timespec="seconds") if isinstance(at, datetime) else (at or now_iso())
+        same = "select * from consents where user_id = ? and study_id = ? and text_hash = ? order by id limit 1"
+        with self.write():
+            if self._one(same, [user_id, study_id, text_hash]) is None:
+                self.db.execute("insert into consents (user_id, study_id, text_hash, created_at) values (?, ?, ?, ?)",
+                                [user_id, study_id, text_hash, when])
+            row = self._one(same, [user_id, study_id, text_hash])
+        assert row is not None
+        return row
+
+    def consent(self, user_id: int, study_id: str) -> dict[str, Any] | None:
+        """The user's latest consent to this study (user_id, study_id, text_hash, created_at), or None."""
+        return self._one("select * from consents where user_id = ? and study_id = ? order by id desc limit 1",
+                         [user_id, study_id])
+
+    def save_answers(self, session_id: int, user_id: int, study_id: str, answers: dict[str, Any],
+                     check: Any = None) -> int:
+        """Store one session's questionnaire, all answers or none; returns how many were written.
+
+        `check(answers) -> rows` (chatbot/study.py: Study.check_answers) validates the answers against the study
+        and returns rows of item, kind, question and value; it raises InputError naming the first bad answer.
+        Without it, an int is a rating and a str a free text. A second submission for the same session is refused.
+        """
+        session = self._one("select user_id from sessions where id = ?", [session_id])
+        if session is None or session["user_id"] != user_id:
+            raise InputError(f"no session {session_id} of this participant; answer the questionnaire of one of "
+                             "their own sessions", code="questionnaire_no_session")
+        answered = "select 1 from answers where session_id = ? and study_id = ? limit 1"
+        twice = InputError("이미 응답한 설문입니다. 한 대화의 설문은 한 번만 제출할 수 있습니다.",
+                           code="questionnaire_done")
+        if self._one(answered, [session_id, study_id]):
+            raise twice
+        rows = check(answers) if check else [
+            {"item": k, "kind": "likert" if isinstance(v, int) else "text", "question": None, "value": v}
+            for k, v in answers.items()]
+        if not rows:
+            raise InputError("설문에 답한 항목이 없습니다. 답을 고른 뒤 제출해 주세요.", code="questionnaire_empty")
+        created = now_iso()
+        with self.write():
+            if self._one(answered, [session_id, study_id]):   # another tab submitted meanwhile
+                raise twice
+            for r in rows:
+                self.db.execute("insert into answers (session_id, user_id, study_id, item, kind, question, value, "
+                                "created_at) values (?, ?, ?, ?, ?, ?, ?, ?)",
+                                [session_id, user_id, study_id, r["item"], r["kind"], r.get("question"),
+                                 str(r["value"]), created])
+        return len(rows)
+
+    def answers(self, study_id: str | None = None, user_id: int | None = None,
+                session_id: int | None = None) -> list[dict[str, Any]]:
+        """Stored questionnaire answers, filtered by any of study, user and session; ratings come back as int."""
+        where, params = [], []
+        for column, value in (("study_id", study_id), ("user_id", user_id), ("session_id", session_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        rows = self._rows("select * from answers" + (" where " + " and ".join(where) if where else "")
+                          + " order by session_id, id", params)
+        for r in rows:
+            if r["kind"] == "likert":
+                r["value"] = int(r["value"])
+        return rows
+
+    def unanswered_sessions(self, user_id: int, study_id: str) -> list[dict[str, Any]]:
+        """The user's ended sessions in which they said something and whose questionnaire for this study is
+        still unanswered, oldest first."""
+        return self._rows(
+            "select * from sessions s where user_id = ? and status = 'ended' "
+            "and exists (select 1 from turns t where t.session_id = s.id and t.role = 'user') "
+            "and not exists (select 1 from answers a where a.session_id = s.id and a.study_id = ?) order by id",
+            [user_id, study_id])
