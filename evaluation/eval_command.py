@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 from evaluation import retrieval_command
 from evaluation.conflict import MAX_PAIRS
+from evaluation.episodes import FORMATS
+from evaluation.files import read_json
 from models.errors import InputError, NotSupportedError
 
 LoadModel = Callable[[str], Any]
@@ -65,16 +67,20 @@ def run_eval(args: argparse.Namespace, load_model: LoadModel | None = None) -> i
 
 
 # -- keem eval memory ----------------------------------------------------------------------------
-MEMORY_EXAMPLE = ("keem eval memory --data evaluation/fixtures/carecall_eval.json --strategies keem,accumulate,operations "
-                  "--update-model openai:gpt-4o --judge openai:gpt-4o --ppl-model hf:MLP-KTLim/llama-3-Korean-"
-                  "Bllossom-8B --out runs/eval1")
+MEMORY_EXAMPLE = ("keem eval memory --data evaluation/fixtures/carecall_eval.json --strategies keem,accumulate,"
+                  "operations,data --update-model openai:gpt-4o --judge openai:gpt-4o "
+                  "--ppl-model hf:MLP-KTLim/llama-3-Korean-Bllossom-8B --out runs/eval1")
 
 
 def _memory_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", type=Path, required=True, help="CareCall-memory style JSON (see evaluation/memory_eval.py)")
+    p.add_argument("--data", type=Path, required=True,
+                   help="the corpus: CareCall-memory JSON (e.g. naver-ai/carecall-memory's sample), or KMSC, MSC, "
+                        "LoCoMo (evaluation/episodes.py lists the fields read)")
+    p.add_argument("--format", default="auto", choices=["auto", *FORMATS],
+                   help="corpus format of --data (default: detected from the file)")
     p.add_argument("--strategies", default="keem,accumulate,operations",
                    help="comma-separated: keem, accumulate, operations, data (= the memory the "
-                        "dataset gives, e.g. CareCallmem); default keem,accumulate,operations")
+                        "dataset gives after each session, e.g. CareCallmem's); default keem,accumulate,operations")
     p.add_argument("--update-model", help="model spec for the memory updates (hf:, openai:, demo, auto)")
     p.add_argument("--judge", required=True, help="model spec of the NLI and voting judge")
     p.add_argument("--nli", help="hf:<hub id or folder> of a 3-way NLI classifier to judge conflicts instead of the "
@@ -112,7 +118,9 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
         raise InputError("--strategies names a strategy twice")
     if args.limit is not None and args.limit < 1:
         raise InputError("--limit must be at least 1")
-    episodes = me.load_eval_data(args.data)[:args.limit]
+    episodes = me.load_eval_data(args.data, args.format)[:args.limit]
+    if me.DATA_STRATEGY in strategies:
+        me.check_data(episodes)
     show = not args.no_progress
     loaded: dict[str, Any] = {}
 
@@ -131,9 +139,11 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
     (args.out / "memories.json").write_text(json.dumps(me.memories_json(episodes, memories), ensure_ascii=False,
                                                        indent=2, default=str), encoding="utf-8")
     judge_model = model(args.judge)
-    samples = sum(max(0, len(e.sessions) - 1) for e in episodes)
+    samples = me.measured_samples(episodes, memories)
     meta = {**base_meta(), "data": str(args.data), "data_sha256": me.file_sha256(args.data), "seed": args.seed,
-            "episodes": len(episodes), "samples": samples, "strategies": strategies,
+            "format": episodes[0].source, "episode_ids": [e.id for e in episodes],
+            "episodes": len(episodes), "samples": len(samples), "samples_left_out": me.left_out(episodes, memories),
+            "strategies": strategies,
             "arguments": {k: str(v) for k, v in vars(args).items() if k not in ("command", "eval_command")},
             "models": {"update": args.update_model, "judge": args.judge, "nli": args.nli or args.judge,
                        "ppl": args.ppl_model,
@@ -152,18 +162,21 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
                               "updated_samples": len(updated), "skipped": True}
     else:
         nli = ClassifierNLIJudge(args.nli.removeprefix("hf:")) if args.nli else NLIJudge(judge_model)
-        result["conflict"] = me.measure_conflicts(memories, nli, updated, show, args.max_pairs)
-    has_probe = any(e.probe for e in episodes)
+        result["conflict"] = me.measure_conflicts(memories, nli, updated, show, args.max_pairs,
+                                                  {(e.id, t) for e, t in samples})
+    has_probe = bool(me.probe_episodes(episodes, memories))
+    no_probe = ("the data has no probe sessions" if not any(e.probe for e in episodes) else
+                "strategy 'data' has no memory before any probe session; give each probe session its 'memory'")
     if args.ppl_model and has_probe:
         try:
             result["perplexity"] = me.measure_perplexity(episodes, memories, model(args.ppl_model), show)
         except NotSupportedError as exc:
             result["perplexity_skipped"] = str(exc)
     else:
-        result["perplexity_skipped"] = "no --ppl-model given" if has_probe else "the data has no probe sessions"
+        result["perplexity_skipped"] = "no --ppl-model given" if has_probe else no_probe
     chat_spec = args.chat_model or args.ppl_model or args.update_model
     if args.no_voting or not has_probe or not chat_spec or len(strategies) < 2:
-        result["voting_skipped"] = ("--no-voting" if args.no_voting else "the data has no probe sessions"
+        result["voting_skipped"] = ("--no-voting" if args.no_voting else no_probe
                                     if not has_probe else "no --chat-model" if not chat_spec
                                     else "needs two strategies")
     else:
@@ -174,12 +187,16 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
         print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
     else:
         print(f"report: {files['report']}\nresult: {files['json']}\nmemories: {args.out / 'memories.json'}")
+        print(f"episodes: {', '.join(meta['episode_ids'])}; {len(samples)} samples")
+        if meta["samples_left_out"]["samples"]:
+            print(f"note: {meta['samples_left_out']['samples']} samples left out for every strategy: "
+                  f"{meta['samples_left_out']['reason']}")
         for s in strategies:
-            kw = result["keyword_recall"][s]["mean"]
+            kw = result["keyword_recall"][s]["mean"].get("5")
             cr = result["conflict"]["strategies"][s]["all"].get("ratio")
             ppl = result.get("perplexity", {}).get("strategies", {}).get(s, {}).get("perplexity")
-            print(f"  {s:12s} recall@5 {kw.get('5', 0):.3f}  conflict {cr if cr is None else round(cr, 3)}  "
-                  f"ppl {ppl if ppl is None else round(ppl, 2)}")
+            print(f"  {s:12s} recall@5 {kw if kw is None else round(kw, 3)}  "
+                  f"conflict {cr if cr is None else round(cr, 3)}  ppl {ppl if ppl is None else round(ppl, 2)}")
     return 0
 
 
@@ -196,12 +213,11 @@ def _export_args(p: argparse.ArgumentParser) -> None:
 def run_export(args: argparse.Namespace, load_model: LoadModel) -> int:
     from evaluation.human import export_sheets
 
-    try:
-        rows = json.loads(args.memories.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"no such file: {args.memories}; run `keem eval memory` first") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{args.memories} is not JSON ({exc})") from None
+    rows = read_json(args.memories, if_missing="run `keem eval memory` first",
+                     if_invalid="give the memories.json that `keem eval memory` wrote")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"strategy", "episode", "session"} <= r.keys()
+                                             for r in rows):
+        raise InputError(f"{args.memories} is not a memories.json of `keem eval memory`; give the one it wrote")
     if args.strategies:
         wanted = {s.strip() for s in args.strategies.split(",")}
         rows = [r for r in rows if r["strategy"] in wanted]

@@ -1,138 +1,46 @@
 """LoCoMo retrieval hit@k through the product's own retrieval path (SQLite store + MemoryEngine + FAISS).
 
-A LoCoMo file (snap-research/locomo, data/locomo10.json) is a JSON list of conversation samples. Per sample:
-  observation: {"session_N_observation": {speaker: [[text, dia_id], ...]}}   -> the memory (one user per sample)
-  qa:          [{"question", "answer", "evidence": [dia_id, ...], "category": 1..5}] -> the queries
-An observation is relevant to a question when one of its dialogue ids is among the question's evidence ids;
-a question is a hit at k when one of the k sentences the engine returns is relevant. Category 5 (adversarial,
-unanswerable) is left out by default. The file format is read tolerantly: dia_id may be a string ("D1:3",
-"D1:3; D1:5", the stray "D:1:3") or a list; observations may also sit at the top level of the sample.
+The LoCoMo file (snap-research/locomo, data/locomo10.json) is read by evaluation/episodes.py like every corpus:
+each sample is an Episode whose sessions carry LoCoMo's observations (`session_N_observation`: the memory, one
+user per sample, every speaker's) and whose questions are its `qa`. An observation is relevant to a question when
+one of its dialogue ids is among the question's evidence ids; a question is a hit at k when one of the k
+sentences the engine returns is relevant. Category 5 (adversarial, unanswerable) is left out by default.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from evaluation.episodes import Episode, Observation, dia_ids, read_episodes
 from models.embedders import Embedder
 from models.errors import InputError
+
+__all__ = ["CATEGORY_NAMES", "DEFAULT_CATEGORIES", "Result", "dia_ids", "evaluate", "load_locomo", "observations"]
 
 # The usual reading of LoCoMo's category numbers (as in the Mem0 and A-Mem evaluations).
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 DEFAULT_CATEGORIES = (1, 2, 3, 4)
-_DIA_ID = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)", re.IGNORECASE)
-_SESSION_OBS = re.compile(r"^session_(\d+)_observation$")
 
 
-@dataclass(frozen=True)
-class Observation:
-    text: str
-    dia_ids: frozenset[str]
-    speaker: str
-    session: int
+def observations(episode: Episode) -> list[Observation]:
+    """Every observation of every session, in session order: the memory retrieval searches."""
+    return [o for s in episode.sessions for o in s.observations]
 
 
-@dataclass(frozen=True)
-class Question:
-    text: str
-    category: int
-    evidence: frozenset[str]
-    answer: str = ""
-
-
-@dataclass
-class Conversation:
-    sample_id: str
-    observations: list[Observation]
-    questions: list[Question]
-
-
-def dia_ids(value: Any) -> frozenset[str]:
-    """Every dialogue id in a string, list (nested) or None, normalised to 'D<session>:<turn>'."""
-    if value is None:
-        return frozenset()
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return frozenset().union(*(dia_ids(v) for v in value)) if value else frozenset()
-    return frozenset(f"D{int(s)}:{int(t)}" for s, t in _DIA_ID.findall(str(value)))
-
-
-def _observation_blocks(sample: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
-    """(session number, {speaker: entries}) from sample['observation'] or, failing that, the sample itself."""
-    source = sample.get("observation")
-    if not isinstance(source, dict):
-        source = sample
-    blocks = []
-    for key, block in source.items():
-        m = _SESSION_OBS.match(str(key))
-        if m and isinstance(block, dict):
-            blocks.append((int(m.group(1)), block))
-    return sorted(blocks, key=lambda b: b[0])
-
-
-def _entry(item: Any) -> tuple[str, Any] | None:
-    """[text, dia_id] (or a {"text", "dia_id"} object) -> (text, dia_id); None for anything else."""
-    if isinstance(item, dict):
-        text, ids = item.get("text") or item.get("observation"), item.get("dia_id", item.get("evidence"))
-    elif isinstance(item, (list, tuple)) and item:
-        text, ids = item[0], (item[1] if len(item) == 2 else list(item[1:]))
-    else:
-        return None
-    return (text, ids) if isinstance(text, str) and text.strip() else None
-
-
-def parse_sample(sample: dict[str, Any], index: int) -> Conversation:
-    sample_id = str(sample.get("sample_id") or f"sample-{index}")
-    observations = []
-    for session, block in _observation_blocks(sample):
-        for speaker, items in block.items():
-            for item in items if isinstance(items, list) else []:
-                entry = _entry(item)
-                if entry is not None:
-                    observations.append(Observation(entry[0].strip(), dia_ids(entry[1]), str(speaker), session))
-    questions = []
-    for qa in sample.get("qa") or []:
-        if not isinstance(qa, dict) or not str(qa.get("question") or "").strip():
-            continue
-        try:
-            category = int(qa.get("category"))
-        except (TypeError, ValueError):
-            continue
-        answer = qa.get("answer", qa.get("adversarial_answer", ""))
-        questions.append(Question(str(qa["question"]).strip(), category, dia_ids(qa.get("evidence")),
-                                  "" if answer is None else str(answer)))
-    return Conversation(sample_id, observations, questions)
-
-
-def parse_locomo(data: Any) -> list[Conversation]:
-    """The conversations of a parsed LoCoMo file (a list of samples, or one sample)."""
-    samples = [data] if isinstance(data, dict) else data
-    if not isinstance(samples, list) or not all(isinstance(s, dict) for s in samples):
-        raise InputError("not a LoCoMo file: expected a JSON list of samples with 'observation' and 'qa'")
-    conversations = [parse_sample(s, i) for i, s in enumerate(samples)]
-    if not any(c.observations for c in conversations):
-        raise InputError("no observations found: a LoCoMo sample needs "
+def load_locomo(path: str | Path) -> list[Episode]:
+    """The samples of a LoCoMo file, refused when no sample has observations or questions to score."""
+    episodes = read_episodes(path, "locomo")
+    if not any(observations(e) for e in episodes):
+        raise InputError(f"{path}: no observations found: a LoCoMo sample needs "
                          "'observation': {'session_1_observation': {speaker: [[text, dia_id], ...]}}")
-    if not any(c.questions for c in conversations):
-        raise InputError("no questions found: a LoCoMo sample needs 'qa': [{'question', 'evidence', 'category'}]")
-    return conversations
-
-
-def load_locomo(path: str | Path) -> list[Conversation]:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"no such file: {path}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path} is not UTF-8 text (byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path} is not JSON (line {exc.lineno}: {exc.msg})") from None
-    return parse_locomo(data)
+    if not any(e.questions for e in episodes):
+        raise InputError(f"{path}: no questions found: a LoCoMo sample needs "
+                         "'qa': [{'question', 'evidence', 'category'}]")
+    return episodes
 
 
 @dataclass
@@ -191,12 +99,12 @@ class Result:
         return out
 
 
-def evaluate(conversations: Iterable[Conversation], embedder: Embedder, k: int = 5,
+def evaluate(conversations: Iterable[Episode], embedder: Embedder, k: int = 5,
              categories: Iterable[int] = DEFAULT_CATEGORIES, db_dir: str | Path | None = None) -> Result:
     """hit@k of every question (of the chosen categories, with evidence) of every conversation.
 
-    Each conversation becomes one user of a fresh SQLite store whose memory is one imported version holding
-    that conversation's observations; each question goes through MemoryEngine.search, exactly as a chat turn.
+    Each conversation (a LoCoMo sample) becomes one user of a fresh SQLite store whose memory is one imported
+    version holding its observations; each question goes through MemoryEngine.search, exactly as a chat turn.
     """
     from memory.engine import MemoryEngine
     from memory.store import Sentence, Store
@@ -211,7 +119,8 @@ def evaluate(conversations: Iterable[Conversation], embedder: Embedder, k: int =
         try:
             engine = MemoryEngine(store, embedder)
             for number, conv in enumerate(conversations, 1):
-                row = {"sample_id": conv.sample_id, "observations": len(conv.observations)}
+                observed = observations(conv)
+                row = {"sample_id": conv.id, "observations": len(observed)}
                 tally = _Tally()
                 questions = []
                 for q in conv.questions:
@@ -221,14 +130,14 @@ def evaluate(conversations: Iterable[Conversation], embedder: Embedder, k: int =
                         result.skipped_no_evidence += 1
                     else:
                         questions.append(q)
-                if not conv.observations or not questions:
+                if not observed or not questions:
                     result.per_conversation.append({**row, **tally.as_json()})
                     continue
                 user_id = store.get_or_create_user(f"locomo-{number}")
-                version = engine.commit(user_id, [Sentence(o.text, "imported") for o in conv.observations],
+                version = engine.commit(user_id, [Sentence(o.text, "imported") for o in observed],
                                         strategy="import", status="ok", author="import",
-                                        note=f"LoCoMo {conv.sample_id} observations")
-                ids_of = {s.id: o.dia_ids for s, o in zip(version.sentences, conv.observations)}
+                                        note=f"LoCoMo {conv.id} observations")
+                ids_of = {s.id: o.dia_ids for s, o in zip(version.sentences, observed)}
                 known = frozenset().union(*ids_of.values())
                 for q in questions:
                     hits = engine.search(user_id, q.text, k=k)
@@ -238,7 +147,7 @@ def evaluate(conversations: Iterable[Conversation], embedder: Embedder, k: int =
                     for t in (tally, result.overall, result.per_category.setdefault(q.category, _Tally())):
                         t.add(reachable, rank)
                     if rank is None:
-                        result.misses.append({"sample_id": conv.sample_id, "category": q.category,
+                        result.misses.append({"sample_id": conv.id, "category": q.category,
                                               "question": q.text, "evidence": sorted(q.evidence),
                                               "reachable": reachable, "retrieved": [h.text for h in hits]})
                 result.per_conversation.append({**row, **tally.as_json()})

@@ -110,9 +110,15 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     strategies: list[str] = result["meta"]["strategies"]
     files: dict[str, Path] = {}
+    meta = result["meta"]
     md = ["# KEEM memory evaluation", "",
-          f"Strategies: {', '.join(strategies)}. Episodes: {result['meta'].get('episodes')}; samples (episode x "
-          f"session >= 2): {result['meta'].get('samples')}.", ""]
+          f"Strategies: {', '.join(strategies)}. Episodes: {meta.get('episodes')}; samples (episode x "
+          f"session >= 2): {meta.get('samples')}.", ""]
+    if meta.get("episode_ids"):
+        md += [f"Episode ids: {', '.join(meta['episode_ids'])}.", ""]
+    if (meta.get("samples_left_out") or {}).get("samples"):
+        md += [f"{meta['samples_left_out']['samples']} more samples are left out for every strategy: "
+               f"{meta['samples_left_out']['reason']}.", ""]
 
     md += ["## Memory updates", "", _table(["Strategy", *sorted({k for v in result["updates"].values() for k in v})],
            [[s, *(result["updates"][s].get(k, 0) for k in sorted({k for v in result["updates"].values() for k in v}))]

@@ -59,6 +59,50 @@ def test_carecall_fields() -> None:
     assert s.turns[1].role == "user" and s.summary[0].startswith("사용자는 무릎 주사를")
 
 
+def test_carecall_memory_is_the_memory_before_each_session() -> None:
+    """The public CareCall sample's shape: `memory` is what the bot knew before the session (session 1's is empty)."""
+    first, second, third = read_episodes(FIXTURES / "carecall_memory_sample.json")
+    assert [first.id, second.id, third.id] == ["interactive-1", "interactive-2", "interactive-3"]
+    assert [s.id for s in first.sessions] == [f"interactive-1-S{n}" for n in range(1, 5)]
+    s1, s2, s3, s4 = first.sessions
+    assert s1.memory_before == [] and s1.memory_after == s2.memory_before == ["허리가 아파 한의원에 다니심",
+                                                                             "입맛이 없어 죽을 드심"]
+    assert s3.memory_after == s4.memory_before and s4.memory_after is None       # nothing after the last session
+    assert s1.turns[0].role == "assistant" and s1.turns[1].role == "user"       # "system" is CareCall's bot
+    assert s1.summary == ["허리가 아파 한의원에 다니심", "입맛이 없어 죽을 드심"] and s1.date is None
+    assert first.probe is None and s1.updated is None and second.sessions[-1].memory_after is None
+
+
+def test_carecall_probe_session_holds_the_memory_after_the_last_session() -> None:
+    first, second = read_episodes(FIXTURES / "carecall_eval.json")
+    assert first.id == "cc001" and second.id == "cc002" and len(first.sessions) == 4
+    assert first.probe is not None and first.probe.id == "cc001_5"
+    assert first.sessions[-1].memory_after == first.probe.memory_before
+    assert "사용자의 강아지 초코가 장염에 걸렸다." in first.sessions[-1].memory_after
+    marked = [t for t in first.probe.dialogue() if t.get("probe")]
+    assert len(marked) == 3 and all(t["role"] == "assistant" for t in marked)
+    assert [s.updated for s in first.sessions] == [None, True, True, True]
+
+
+def test_carecall_variants_wrapper_probe_object_and_guid_ids(tmp_path: Path) -> None:
+    def session(guid: str, memory: list[str] | None, probe: bool = False) -> dict:
+        turn = {"role": "system", "text": "안녕하세요", **({"probe": True} if probe else {})}
+        return {"guid": guid, "dialogue": [turn, {"role": "사용자", "text": "네"}],
+                **({"memory": memory} if memory is not None else {})}
+    data = {"episodes": [
+        {"id": "given", "sessions": [session("a_1", []), session("a_2", ["x"])], "probe": session("a_5", ["y"])},
+        [session("cc009_1", []), session("cc009_2", None)],
+        [session("left", []), session("right", [])]]}
+    path = tmp_path / "variants.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    assert detect_format(path) == "carecall"
+    given, unnamed, mixed = read_episodes(path)
+    assert given.id == "given" and given.probe is not None and given.sessions[-1].memory_after == ["y"]
+    assert given.sessions[1].turns[1].role == "user"
+    assert unnamed.id == "cc009" and unnamed.sessions[0].memory_after is None   # session 2 gives no 'memory'
+    assert mixed.id == "episode-2"
+
+
 def test_msc_fields() -> None:
     first, second = read_episodes(FIXTURES / "msc.jsonl")
     assert first.id == "train:ordered_101" and len(first.sessions) == 3 and len(second.sessions) == 4
@@ -88,6 +132,8 @@ def test_normalize_date() -> None:
     ('{"a": ', "carecall", "line 1"),
     ('[[{"guid": "g-1", "dialogue": []}, {"guid": "g-2"}]]', "carecall", "episode 0, session 2"),
     ('[[{"guid": "g-1", "dialogue": [{"role": "user"}]}]]', "carecall", "episode 0, session 1, turn 1"),
+    ('[[{"guid": "g-1", "dialogue": [{"role": "robot", "text": "hi"}]}]]', "carecall", "unknown role 'robot'.*'system'"),
+    ('[[{"guid": "g-1", "dialogue": [], "memory": [1]}]]', "carecall", "'memory' is not a list of sentences"),
     ('{"dialog": [{"text": "hi"}]}\nnot json\n', "msc", "line 2"),
     ('[{"sample_id": "s", "conversation": {"speaker_a": "A"}}]', "locomo", "session_1"),
     ('{"FileInfo": {}, "sessionInfo": [{"dialog": [{"speaker": "speaker1"}]}]}', "kmsc", "turn 1"),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.locomo import dia_ids, evaluate, load_locomo, parse_locomo
+from evaluation.locomo import dia_ids, evaluate, load_locomo, observations
 from chatbot.cli import main as keem
 
 
@@ -32,14 +32,26 @@ def conversations():
 
 
 def test_fixture_parses_to_the_hand_count(conversations):
-    assert [c.sample_id for c in conversations] == ["conv-a", "conv-b"]
-    assert [len(c.observations) for c in conversations] == [11, 10]
+    assert [c.id for c in conversations] == ["conv-a", "conv-b"]
+    assert [len(observations(c)) for c in conversations] == [11, 10]
     assert [len(c.questions) for c in conversations] == [9, 9]
     assert sum(q.category == 5 for c in conversations for q in c.questions) == 2
-    physio = next(o for o in conversations[0].observations if "physical therapy" in o.text)
-    assert physio.dia_ids == {"D2:5", "D2:6"}                  # a list of ids
-    wrist = next(o for o in conversations[1].observations if "wrist" in o.text)
+    physio = next(o for o in observations(conversations[0]) if "physical therapy" in o.text)
+    assert physio.dia_ids == {"D2:5", "D2:6"} and physio.session == 2    # a list of ids
+    wrist = next(o for o in observations(conversations[1]) if "wrist" in o.text)
     assert wrist.dia_ids == {"D2:7", "D2:8"}                   # "D2:7, D2:8" in one string
+
+
+def test_retrieval_reads_the_same_episodes_as_the_builder(conversations):
+    """One reader: the sessions' observations are every speaker's, their summary speaker_a's."""
+    from evaluation.episodes import read_episodes
+
+    (first, _) = read_episodes(FIXTURE)
+    session = first.sessions[0]
+    assert first.source == "locomo" and session.date == "2023-05-08" and session.turns[0].role == "user"
+    assert {o.speaker for o in session.observations} == {"Ana", "Ben"}
+    assert session.summary == [o.text for o in session.observations if o.speaker == "Ana"]
+    assert [(q.text, q.category) for q in first.questions] == [(q.text, q.category) for q in conversations[0].questions]
 
 
 def test_dialogue_ids_are_read_tolerantly():
@@ -66,7 +78,7 @@ def test_category_5_is_ignored_unless_asked_for(conversations):
     assert with_5["queries"] == 17 and with_5["per_category"]["5"]["queries"] == 2
 
 
-def _tiny(questions_match: bool) -> list:
+def _tiny(path: Path, questions_match: bool) -> list:
     """One conversation of 4 observations; each question is the verbatim text of one observation, and its
     evidence points at that observation (hit@1 = 1 for any embedder) or at the next one (hit@1 = 0)."""
     texts = ["Mia keeps bees on her roof.", "Mia's brother is a pilot.", "Mia ran a half marathon in May.",
@@ -74,13 +86,16 @@ def _tiny(questions_match: bool) -> list:
     ids = [f"D1:{i}" for i in range(1, 5)]
     qa = [{"question": t, "evidence": [ids[i if questions_match else (i + 1) % 4]], "category": 4}
           for i, t in enumerate(texts)]
-    return parse_locomo([{"sample_id": "tiny", "observation": {"session_1_observation": {
-        "Mia": [[t, d] for t, d in zip(texts, ids)]}}, "qa": qa}])
+    path.write_text(json.dumps([{"sample_id": "tiny", "conversation": {
+        "speaker_a": "Mia", "session_1": [{"speaker": "Mia", "dia_id": d, "text": t} for t, d in zip(texts, ids)]},
+        "observation": {"session_1_observation": {"Mia": [[t, d] for t, d in zip(texts, ids)]}}, "qa": qa}]),
+        encoding="utf-8")
+    return load_locomo(path)
 
 
-def test_verbatim_questions_hit_at_1_and_wrong_evidence_misses():
-    assert evaluate(_tiny(True), NgramEmbedder(), k=1).hit_at_k == 1.0
-    assert evaluate(_tiny(False), NgramEmbedder(), k=1).hit_at_k == 0.0
+def test_verbatim_questions_hit_at_1_and_wrong_evidence_misses(tmp_path):
+    assert evaluate(_tiny(tmp_path / "match.json", True), NgramEmbedder(), k=1).hit_at_k == 1.0
+    assert evaluate(_tiny(tmp_path / "miss.json", False), NgramEmbedder(), k=1).hit_at_k == 0.0
 
 
 def test_ngram_regression_on_the_fixture(conversations):
@@ -102,11 +117,18 @@ def test_cli_json_and_text(capsys):
 def test_cli_errors_are_one_line(tmp_path, capsys):
     assert main(["--locomo", str(tmp_path / "nope.json"), "--embedder", "ngram"]) == 2
     bad = tmp_path / "bad.json"
-    bad.write_text('[{"sample_id": "x", "qa": []}]', encoding="utf-8")
+    bad.write_text('[{"sample_id": "x", "conversation": {"session_1": []}, "qa": []}]', encoding="utf-8")
     assert main(["--locomo", str(bad), "--embedder", "ngram"]) == 2
+    no_conversation = tmp_path / "obs.json"
+    no_conversation.write_text('[{"sample_id": "x", "qa": []}]', encoding="utf-8")
+    assert main(["--locomo", str(no_conversation), "--embedder", "ngram"]) == 2
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"sample_id": ', encoding="utf-8")
+    assert main(["--locomo", str(broken), "--embedder", "ngram"]) == 2
     assert main(["--locomo", str(FIXTURE), "--embedder", "ngram", "--k", "0"]) == 2
     err = capsys.readouterr().err
     assert "no such file" in err and "no observations found" in err and "--k must be at least 1" in err
+    assert "sample 0: no 'conversation' object" in err and "is not valid JSON (line 1" in err
 
 
 def test_help_says_the_data_is_not_bundled(capsys):

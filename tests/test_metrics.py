@@ -16,6 +16,7 @@ from evaluation.eval_command import EVAL_COMMANDS, add_eval_parser, run_eval
 from models.fake import ScriptedChatModel
 
 FIXTURE = Path(__file__).parent.parent / "evaluation" / "fixtures" / "carecall_eval.json"
+SAMPLE = FIXTURE.parent / "carecall_memory_sample.json"   # the shape of naver-ai/carecall-memory's public sample
 
 
 # -- keyword recall -------------------------------------------------------------------------------
@@ -320,6 +321,44 @@ def test_keem_eval_memory_on_the_carecall_fixture_writes_the_report(tmp_path, ca
                            str(export / "sheet_rater2.csv"), "--out", str(export)]), load_model=fake_models) == 0
     assert "## Inter-rater agreement" in (export / "human.md").read_text(encoding="utf-8")
     assert (export / "human.png").exists()
+
+
+def test_keem_eval_memory_compares_with_the_carecall_memory_the_dataset_gives(tmp_path, capsys):
+    """On a file in the real CareCall sample's shape, `data` is the memory given before the next session."""
+    out = tmp_path / "run"
+    args = _keem(["eval", "memory", "--data", str(SAMPLE), "--strategies", "keem,accumulate,operations,data",
+                  "--update-model", "fake", "--judge", "fake-judge", "--out", str(out), "--json", "--no-progress"])
+    assert run_eval(args, load_model=fake_models) == 0
+    result = json.loads(capsys.readouterr().out)
+    report = (out / "report.md").read_text(encoding="utf-8")
+    ids = ["interactive-1", "interactive-2", "interactive-3"]
+    assert result["meta"]["episode_ids"] == ids and f"Episode ids: {', '.join(ids)}." in report
+    for strategy in ("keem", "accumulate", "operations", "data"):
+        rows_of = [line for line in report.splitlines() if line.startswith(f"| {strategy} |")]
+        assert len(rows_of) == 3                                     # updates, keyword recall, conflict tables
+    # 4 + 2 + 3 sessions; the dataset gives no memory after each episode's last one
+    assert result["updates"]["data"] == {"data": 6, "no memory after last session": 3}
+    assert result["updates"]["keem"] == {"ok": 9} and "| no memory after last session |" in report
+    assert result["meta"]["samples"] == 3 and result["meta"]["samples_left_out"]["samples"] == 3
+    assert "3 more samples are left out for every strategy" in report
+    assert all(len(result["keyword_recall"][s]["samples"]) == 3 for s in result["keyword_recall"])
+    assert {(r["episode"], r["session"]) for r in result["conflict"]["samples"]} == {
+        ("interactive-1", 2), ("interactive-1", 3), ("interactive-3", 2)}
+    rows = json.loads((out / "memories.json").read_text(encoding="utf-8"))
+    data = {(r["episode"], r["session"]): r for r in rows if r["strategy"] == "data"}
+    assert data[("interactive-1", 1)]["previous"] == [] and data[("interactive-1", 1)]["memory"] == [
+        "허리가 아파 한의원에 다니심", "입맛이 없어 죽을 드심"]          # = session 2's `memory`
+    assert data[("interactive-1", 3)]["memory"] == ["복지관 노래 교실에 다니심", "허리가 거의 나으심", "아들이 반찬을 보내줌"]
+    assert ("interactive-1", 4) not in data and ("interactive-2", 2) not in data
+    assert result["perplexity_skipped"] == result["voting_skipped"] == "the data has no probe sessions"
+
+
+def test_strategy_data_is_refused_on_a_corpus_that_gives_no_memory(tmp_path):
+    kmsc = FIXTURE.parent / "kmsc"
+    args = _keem(["eval", "memory", "--data", str(kmsc), "--strategies", "keem,data", "--update-model", "fake",
+                  "--judge", "fake-judge", "--out", str(tmp_path)])
+    with pytest.raises(Exception, match="kmsc data gives none.*drop 'data' from --strategies"):
+        run_eval(args, load_model=lambda spec: pytest.fail("no model should load"))
 
 
 def test_eval_help_lists_every_registered_subcommand_with_examples(capsys):
