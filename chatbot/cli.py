@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     from chatbot.chat_command import add_chat_parser
     from evaluation.build_command import add_build_parser
     from evaluation.eval_command import add_eval_parser
+    from evaluation.train_command import add_train_parser
 
     tsubs = _group(subs, "trial", "export and analyse what a user trial collected (participants, sessions, "
                    "memories, questionnaires)",
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(default: the strategies seen, the most sessions any participant held)")
     add_chat_parser(subs)
     add_build_parser(subs)
+    add_train_parser(subs)  # before add_eval_parser: it also adds `keem eval updater`
     add_eval_parser(subs)
     return parser
 
@@ -157,6 +159,10 @@ def _run(argv: list[str] | None) -> int:
             from evaluation.build_command import run_build
 
             return run_build(args)
+        if args.command == "train-updater":
+            from evaluation.train_command import run_train
+
+            return run_train(args)
         if args.command == "eval":
             from evaluation.eval_command import run_eval
 

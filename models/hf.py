@@ -1,4 +1,5 @@
-"""Transformers backend: a hub id or local folder (or a .gguf file), chat template, streaming via a thread."""
+"""Transformers backend: a hub id or local folder (or a .gguf file), optionally with a LoRA adapter on top; chat
+template, streaming via a thread."""
 
 from __future__ import annotations
 
@@ -26,10 +27,14 @@ def split_gguf(source: str) -> tuple[str, str | None]:
 
 
 class TransformersChatModel(ChatModel):
-    """bf16 on CUDA (optionally 4-bit), float32 on CPU; the tokenizer's chat template; streaming."""
+    """bf16 on CUDA (optionally 4-bit), float32 on CPU; the tokenizer's chat template; streaming.
+
+    `adapter`: a LoRA adapter folder (what `keem train-updater` writes) or hub id, applied with peft on top of
+    `source` and merged into its weights (kept separate on a 4-bit base, which cannot be merged exactly).
+    """
 
     def __init__(self, source: str, *, spec: str | None = None, load_in_4bit: bool = False,
-                 device: str | None = None, max_context: int = 8192):
+                 device: str | None = None, max_context: int = 8192, adapter: str | None = None):
         try:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -62,6 +67,8 @@ class TransformersChatModel(ChatModel):
             raise ModelUnavailableError(
                 f"cannot load '{source}' with transformers ({str(exc).splitlines()[0]}); "
                 "check the hub id or path, or that the hub is reachable (HF_TOKEN for gated models)") from exc
+        if adapter:
+            self.model = _with_adapter(self.model, adapter, merge=not load_in_4bit)
         if "device_map" not in kwargs:
             self.model.to(self.device)
         self.model.eval()
@@ -69,7 +76,8 @@ class TransformersChatModel(ChatModel):
             self.tokenizer.chat_template = FALLBACK_TEMPLATE
         positions = getattr(self.model.config, "max_position_embeddings", None) or max_context
         self.context_window = min(int(positions), max_context)
-        self.description = f"{source} on {self.device}" + (" (4-bit)" if load_in_4bit else "")
+        self.description = (f"{source}" + (f" + LoRA {adapter}" if adapter else "") + f" on {self.device}"
+                            + (" (4-bit)" if load_in_4bit else ""))
         self._torch = torch
 
     # -- token helpers -------------------------------------------------------------------------
@@ -162,3 +170,23 @@ class TransformersChatModel(ChatModel):
             logits = self.model(input_ids=ids).logits[0, prompt.shape[1] - 1:-1].float()
         logprobs = torch.log_softmax(logits, dim=-1).gather(1, cont[0].unsqueeze(1)).squeeze(1)
         return ContinuationScore(logprob=float(logprobs.sum()), n_tokens=int(cont.shape[1]))
+
+
+def _with_adapter(model: Any, adapter: str, *, merge: bool) -> Any:
+    """The model with the LoRA adapter in `adapter` (a folder or hub id) applied; merged into it when `merge`."""
+    try:
+        from peft import PeftModel
+    except ImportError as exc:
+        raise ModelUnavailableError(
+            "LoRA adapters (hf:<base>+lora:<dir>) need peft: pip install -e '.[train]'") from exc
+    if os.path.isdir(adapter) and not os.path.isfile(os.path.join(adapter, "adapter_config.json")):
+        raise ModelUnavailableError(
+            f"'{adapter}' holds no LoRA adapter (no adapter_config.json); give the --out folder of a finished "
+            "`keem train-updater` run, or a merged model folder as hf:<folder>")
+    try:
+        model = PeftModel.from_pretrained(model, adapter)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ModelUnavailableError(
+            f"cannot apply the LoRA adapter '{adapter}' ({str(exc).splitlines()[0]}); check the path, and that "
+            "it was trained on this base model") from exc
+    return model.merge_and_unload() if merge else model

@@ -9,7 +9,8 @@ from models.embedders import Embedder
 from models.errors import ModelSpecError
 
 KOREAN_LLAMA = "hf:yanolja/EEVE-Korean-Instruct-10.8B-v1.0"
-CHAT_SPECS_HELP = "hf:<hub id or path>, openai:<model>, demo, auto"
+CHAT_SPECS_HELP = "hf:<hub id or path>, hf:<base>+lora:<adapter dir>, openai:<model>, demo, auto"
+LORA = "+lora:"
 EMBEDDER_SPECS_HELP = "auto (e5-small, else use-multilingual), e5, use-multilingual, minilm, ngram, st:<hub id or path>"
 
 
@@ -28,6 +29,17 @@ def resolve_auto(spec: str) -> str:
     return KOREAN_LLAMA if cuda_available() else "demo"
 
 
+def split_adapter(source: str) -> tuple[str, str | None]:
+    """'<base>+lora:<adapter>' -> (base, adapter); a plain hub id or path -> (it, None)."""
+    base, sep, adapter = source.partition(LORA)
+    if not sep:
+        return source, None
+    if not base or not adapter or LORA in adapter:
+        raise ModelSpecError(f"'hf:{source}' is not hf:<base hub id or path>+lora:<adapter folder>, e.g. "
+                             "hf:MLP-KTLim/llama-3-Korean-Bllossom-8B+lora:runs/updater")
+    return base, adapter
+
+
 def load_chat_model(spec: str, *, load_in_4bit: bool = False) -> ChatModel:
     """Build a chat model from its spec; heavy imports happen inside the backend's constructor."""
     spec = resolve_auto(spec.strip())
@@ -39,7 +51,8 @@ def load_chat_model(spec: str, *, load_in_4bit: bool = False) -> ChatModel:
     if kind == "hf" and rest:
         from models.hf import TransformersChatModel
 
-        return TransformersChatModel(rest, spec=spec, load_in_4bit=load_in_4bit)
+        base, adapter = split_adapter(rest)
+        return TransformersChatModel(base, spec=spec, load_in_4bit=load_in_4bit, adapter=adapter)
     if kind == "openai" and rest:
         from models.openai_backend import OpenAIChatModel
 
