@@ -60,6 +60,18 @@ class UserState:
 
 
 # -- the app -------------------------------------------------------------------------------------
+def warm_korean() -> None:
+    """Load Kiwi and run its first analysis now: that first call holds the GIL for seconds (3-5 s on 2 cores).
+    Left to the first update that needs it (a user's second session, maybe 4 updates at once) it stalled every
+    request, logins included, for 5-11 s under 20 users; beside the model loading it delayed the page by 4-9 s."""
+    try:
+        from memory.korean import content_words
+
+        content_words("사용자는 어제 부산으로 이사했다.")
+    except Exception:  # noqa: BLE001 - chat does not need it; an update that does says what is wrong
+        log.warning("warming the Korean analyzer (Kiwi) failed", exc_info=True)
+
+
 class Backend:
     """The bot and its job worker: ready at once, or loading in a background thread while the page already serves."""
 
@@ -88,6 +100,8 @@ class Backend:
                 backend.error = exc
             finally:
                 backend.done.set()
+            if backend.error is None:
+                warm_korean()  # once chat is open: before any update needs it, after the start it would slow
 
         threading.Thread(target=run, name="keem-load", daemon=True).start()
         return backend
@@ -505,8 +519,9 @@ def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: st
         cleared = [state, login_box, main_box, greeting, chat, hits, progress, memory, history, pick]
         # the key is only obfuscated in localStorage (Gradio sends the page its secret); the key itself is the credential
         key = [gr.BrowserState("", storage_key="keem-identity", secret="keem-identity")] if browser_identity else []
+        # no concurrency limit: a login is a few quick writes, and 20 at once must not wait in waves of 4
         gr.on([start.click, name.submit], guarded(len(after_login) + len(key))(ui.login), [name, *key],
-              [*after_login, *key], **hidden)
+              [*after_login, *key], concurrency_limit=None, **hidden)
         logout.click(guarded(len(cleared))(ui.logout), [state], cleared, **hidden)
         # sending only queues the message (never waiting behind other users' replies); `respond` then answers
         # everything queued. "multiple": a message sent while a reply streams must reach the server (Gradio's

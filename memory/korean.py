@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 
 CONTENT_TAGS = ("NNG", "NNP", "NR", "VV", "VA", "XR", "SL", "SH", "SN")
 NOUN_TAGS = ("NNG", "NNP", "NR", "SL", "SH", "SN")
@@ -11,11 +12,20 @@ NOUN_TAGS = ("NNG", "NNP", "NR", "SL", "SH", "SN")
 STOP = frozenset({"사용자", "하", "있", "되", "없", "것", "수", "때", "등", "년", "월", "일", "보", "좋", "같"})
 
 
+_KIWI_LOCK = threading.Lock()
+
+
 @functools.lru_cache(maxsize=1)
-def kiwi():
+def _kiwi():
     from kiwipiepy import Kiwi
 
     return Kiwi()
+
+
+def kiwi():
+    """The one Kiwi analyzer; built once even when several pooled updates ask at the same moment."""
+    with _KIWI_LOCK:
+        return _kiwi()
 
 
 def morphemes(text: str, tags: tuple[str, ...] = CONTENT_TAGS) -> list[str]:

@@ -1,0 +1,475 @@
+"""N simultaneous users against the real app (`python app.py`, its own process) and a loopback model server.
+
+Each user logs in under their own name, has S sessions of T turns (send, then the reply streams), ends each
+session and waits (polling as the page's timer does) until its memory update is done, then starts the next
+session. The users are driven through the app's Gradio server exactly as the page drives it (queue/join and the
+SSE stream, `/run/predict` for the unqueued "end session"), one thread and one Gradio session per user, no
+browser (20 Chromium contexts alone load these 2 cores); so the Gradio queue, its concurrency limits, the
+server-side state and the job worker are all the real ones. Chat and update model: `openai:` against
+tests/fake_openai.py with `--latency` per call, so updates run in a pool of KEEM_UPDATE_WORKERS.
+
+Measured per `--workers` setting (fresh database, fresh app): login time (the N logins at once, and a probe that
+logs in a new name every `--probe-every` s while the others chat), reply latency (send to the reply's last
+frame), update wait (end session to the page's poll seeing the job done; the page polls every 1 s, this every
+`--poll` s), turns sent vs stored in the database once the app has stopped (lost turns), missing replies, leaks
+(any frame, poll or memory panel a user sees, or a final memory, holding another user's marker word), errors in
+the app's log, CPU seconds, wall time. The users start once the app has answered a first login and then three
+in a row in under 1 s (its start-up work is over; reported as "settled").
+
+    python benchmarks/load.py                                  # 20 users x 3 sessions x 3 turns, workers 1 and 4
+    python benchmarks/load.py --users 5 --sessions 1 --turns 2 --workers 4 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.fake_openai import FakeOpenAIServer  # noqa: E402
+
+# the memory-update prompts' stage markers (memory/prompts/*.txt); anything else is a chat turn
+STAGES = {"summarize": "요약으로 정리하세요", "reflect": "감정과 그 감정의 원인", "update": "새 기억으로 통합",
+          "verify": "새 기억이 올바른지", "guard": "새 기억에서 빠졌습니다", "operations": "PASS: 새 문장의 내용이",
+          "cues": "단서"}
+TOPICS = ["부산으로 이사한", "테니스를 시작한", "고양이가 아픈", "시험에 붙은", "제주도에 다녀온", "카페를 연", "마라톤을 뛴",
+          "요리를 배운", "딸이 걸음마를 뗀"]
+
+
+def marker(user: int) -> str:
+    """A word only this user ever types (ends in 호, so no marker is a prefix of another)."""
+    return f"표식{user:03d}호"
+
+
+def section(prompt: str, start: str, end: str) -> list[str]:
+    body = prompt.rsplit(start, 1)[-1]
+    return [line.strip() for line in body.split(end, 1)[0].splitlines() if line.strip()]
+
+
+def reply(body: dict[str, Any]) -> str:
+    """A model that does every stage's job: summaries state what the user said, updates keep every old sentence
+    and add the new ones, checks pass; chat echoes the user's message (so a reply sent to the wrong user leaks)."""
+    messages = body["messages"]
+    prompt = str(messages[-1]["content"])
+    stage = next((s for s, m in STAGES.items() if m in prompt), "chat")
+    if stage == "summarize":
+        users = [line[4:].strip() for line in prompt.rsplit("\n대화 (", 1)[-1].splitlines() if line.startswith("사용자:")]
+        return "\n".join(f"사용자는 '{u[:60]}'라고 말했다." for u in users) or "사용자는 인사했다."
+    if stage == "reflect":
+        return "\n".join(section(prompt, "\n요약:\n", "\n답:"))
+    if stage == "update":
+        return "\n".join(dict.fromkeys(section(prompt, "\n이전 기억:\n", "\n이번 요약:")
+                                       + section(prompt, "\n이번 요약:\n", "\n새 기억:")))
+    if stage == "verify":
+        return "통과"
+    if stage in ("guard", "operations", "cues"):
+        return {"guard": "아니오", "operations": "APPEND", "cues": ""}[stage]
+    said = next((str(m["content"]) for m in reversed(messages) if m["role"] == "user"), "")
+    return f"네, 잘 들었어요: {said[:60]} 그 이야기를 더 들려줄래요? 요즘 기분은 어때요?"
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank); nan for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- the app, in its own process --------------------------------------------------------------------
+class App:
+    """`python app.py` on a free port with an openai: model at the loopback server; its log goes to a file."""
+
+    def __init__(self, db: Path, log: Path, model_url: str, workers: int, embedder: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "OPENAI_BASE_URL": model_url,
+               "OPENAI_API_KEY": "k", "KEEM_UPDATE_WORKERS": str(workers), "HF_HUB_OFFLINE": "1",
+               "TRANSFORMERS_OFFLINE": "1"}
+        for name in ("KEEM_MODEL", "KEEM_UPDATE_MODEL", "KEEM_DB", "KEEM_HOST", "KEEM_PORT", "KEEM_BACKUP_DIR",
+                     "KEEM_AUTH", "KEEM_IDENTITY", "KEEM_STRATEGY", "KEEM_STUDY"):
+            env.pop(name, None)
+        self.log, self._log_file = log, log.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "app.py"), "--db", str(db), "--model", "openai:fake", "--embedder", embedder,
+             "--port", str(self.port)],
+            cwd=ROOT, env=env, stdout=self._log_file, stderr=subprocess.STDOUT)
+        self.fns: dict[str, int] = {}
+
+    def settle(self, limit_s: float = 60.0) -> tuple[float, float]:
+        """Log in new names every 0.5 s until three in a row take under 1 s (the app's start-up work, such as
+        warming Kiwi, is over); returns (seconds it took, the slowest of those logins)."""
+        started, fast, slowest, k = time.perf_counter(), 0, 0.0, 0
+        while fast < 3 and time.perf_counter() - started < limit_s:
+            client, k = Client(self), k + 1
+            began = time.perf_counter()
+            client.event("login", [f"settle{k:02d}"])
+            took = time.perf_counter() - began
+            client.close()
+            slowest, fast = max(slowest, took), (fast + 1 if took < 1.0 else 0)
+            time.sleep(0.5)
+        return time.perf_counter() - started, slowest
+
+    def wait_ready(self, limit_s: float = 120.0) -> float:
+        """Seconds until the page serves and a login succeeds (the models are loaded)."""
+        started = time.perf_counter()
+        while time.perf_counter() - started < limit_s:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"app.py exited ({self.proc.returncode}):\n{self.log.read_text()[-3000:]}")
+            try:
+                config = httpx.get(self.url + "config", timeout=2).json()
+                self.fns = {d["api_name"]: d.get("id", i) for i, d in enumerate(config["dependencies"])
+                            if d.get("api_name")}
+                out = Client(self).event("login", ["warmup"])
+                if out.ok and "warmup" in json.dumps(out.data, ensure_ascii=False):
+                    return time.perf_counter() - started
+            except (httpx.HTTPError, ValueError, KeyError):
+                pass
+            time.sleep(0.3)
+        self.stop()
+        raise SystemExit(f"app.py was not ready within {limit_s:.0f} s:\n{self.log.read_text()[-3000:]}")
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the app process has used so far (Linux /proc)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # the app ends open sessions and stops its worker
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log_file.close()
+
+
+class Result:
+    def __init__(self, messages: list[dict[str, Any]], text: str):
+        self.messages, self.text = messages, text
+        done = next((m for m in messages if m.get("msg") == "process_completed"), None)
+        self.ok = bool(done and done.get("success"))
+        self.data = (done or {}).get("output", {}).get("data")
+
+
+class Client:
+    """One browser tab, spoken as Gradio's page speaks: one session hash, events joined to the queue."""
+
+    def __init__(self, app: App):
+        self.app = app
+        self.session_hash = uuid.uuid4().hex
+        self.http = httpx.Client(base_url=app.url, timeout=120)
+
+    def event(self, name: str, data: list[Any]) -> Result:
+        """Run a queued event; returns every SSE message (the frames the page would render)."""
+        joined = self.http.post("gradio_api/queue/join", json={
+            "data": data, "fn_index": self.app.fns[name], "session_hash": self.session_hash, "event_data": None,
+            "trigger_id": None})
+        joined.raise_for_status()
+        messages: list[dict[str, Any]] = []
+        with self.http.stream("GET", "gradio_api/queue/data", params={"session_hash": self.session_hash}) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data:"):
+                    msg = json.loads(line[5:])
+                    messages.append(msg)
+                    if msg.get("msg") in ("process_completed", "close_stream", "unexpected_error"):
+                        break
+        return Result(messages, json.dumps(messages, ensure_ascii=False))
+
+    def direct(self, name: str, data: list[Any]) -> Result:
+        """An unqueued event (queue=False), posted as the page posts it."""
+        answer = self.http.post("gradio_api/run/predict", json={
+            "data": data, "fn_index": self.app.fns[name], "session_hash": self.session_hash, "event_data": None,
+            "trigger_id": None})
+        body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
+        msg = {"msg": "process_completed", "success": answer.status_code == 200, "output": body}
+        return Result([msg], json.dumps(body, ensure_ascii=False))
+
+    def close(self) -> None:
+        self.http.close()
+
+
+# -- the users --------------------------------------------------------------------------------------
+class User(threading.Thread):
+    def __init__(self, index: int, app: App, args: argparse.Namespace, start: threading.Barrier):
+        super().__init__(name=f"user{index:02d}", daemon=True)
+        self.index, self.app, self.args, self.start_line = index, app, args, start
+        self.name_ = f"user{index:02d}"
+        self.mark = marker(index)
+        self.login_s: float | None = None
+        self.reply_s: list[float] = []
+        self.update_s: list[float] = []
+        self.end_s: list[float] = []
+        self.sent: list[str] = []
+        self.seen: list[str] = []       # every answer's text, scanned for other users' markers afterwards
+        self.failures: list[str] = []
+        self.frames = 0                 # reply frames streamed to this user
+
+    def look(self, result: Result, what: str) -> Result:
+        self.seen.append(result.text)
+        if not result.ok:
+            self.failures.append(f"{what}: {result.text[-300:]}")
+        return result
+
+    def run(self) -> None:
+        client = Client(self.app)
+        try:
+            self.start_line.wait()
+            started = time.perf_counter()
+            out = self.look(client.event("login", [self.name_]), "login")
+            self.login_s = time.perf_counter() - started
+            if self.name_ not in json.dumps(out.data, ensure_ascii=False):
+                self.failures.append("login: the greeting does not name the user")
+                return
+            for s in range(self.args.sessions):
+                if s:
+                    self.look(client.event("new_session", [None]), "new session")
+                for t in range(self.args.turns):
+                    text = (f"{self.mark} {s + 1}번째 대화 {t + 1}번째 이야기: 나 요즘 "
+                            f"{TOPICS[(self.index + s * 3 + t) % len(TOPICS)]} 일로 정신이 없어.")
+                    started = time.perf_counter()
+                    sent = self.look(client.event("send", [text, None]), "send")
+                    if sent.ok and sent.data and sent.data[0] == "":  # accepted: the box was cleared
+                        self.sent.append(text)
+                    answer = self.look(client.event("respond", [None]), "respond")
+                    self.frames += sum(m.get("msg") == "process_generating" for m in answer.messages)
+                    self.reply_s.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                ended = self.look(client.direct("end_session", [None, ""]), "end session")
+                self.end_s.append(time.perf_counter() - started)
+                if not ended.ok or "기억 갱신" not in ended.text:
+                    self.failures.append(f"end session {s + 1}: {ended.text[-200:]}")
+                    continue
+                while True:
+                    polled = self.look(client.event("poll", [None]), "poll")
+                    data = polled.data or []
+                    if len(data) > 2 and isinstance(data[2], str):  # the memory panel came: the job is finished
+                        self.update_s.append(time.perf_counter() - started)
+                        if "실패" in str(data[0]):
+                            self.failures.append(f"update {s + 1}: {data[0]}")
+                        break
+                    if time.perf_counter() - started > 600:
+                        self.failures.append(f"update {s + 1}: not done after 600 s")
+                        break
+                    time.sleep(self.args.poll)
+        except Exception as exc:  # noqa: BLE001 - reported in the table, the other users go on
+            self.failures.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            client.close()
+
+
+class Prober(threading.Thread):
+    """Logs in a new name every `every` seconds until stopped: login time under load."""
+
+    def __init__(self, app: App, every: float):
+        super().__init__(name="prober", daemon=True)
+        self.app, self.every = app, every
+        self.stop = threading.Event()
+        self.times: list[float] = []
+        self.at: list[float] = []        # when each probe began, seconds from the start
+        self.failures = 0
+
+    def run(self) -> None:
+        k, origin = 0, time.perf_counter()
+        while not self.stop.wait(self.every):
+            client, k = Client(self.app), k + 1
+            try:
+                started = time.perf_counter()
+                self.at.append(started - origin)
+                out = client.event("login", [f"probe{k:03d}"])
+                self.times.append(time.perf_counter() - started)
+                self.failures += not (out.ok and f"probe{k:03d}" in out.text)
+            except Exception:  # noqa: BLE001
+                self.failures += 1
+            finally:
+                client.close()
+
+
+# -- one run ----------------------------------------------------------------------------------------
+def check_database(db: Path, users: list[User]) -> dict[str, int]:
+    """Turns sent vs stored, replies, jobs and memories, read from the app's SQLite file after it stopped."""
+    conn = sqlite3.connect(db)
+    try:
+        stored: dict[str, Counter[str]] = {}
+        replies = Counter[str]()
+        for name, role, text in conn.execute(
+                "select u.name, t.role, t.text from turns t join users u on u.id = t.user_id order by t.id"):
+            if role == "user":
+                stored.setdefault(name, Counter())[text] += 1
+            else:
+                replies[name] += 1
+        jobs = Counter(status for (status,) in conn.execute("select status from update_jobs"))
+        memory_leaks, own_in_memory = 0, 0
+        for user in users:
+            texts = [t for (t,) in conn.execute(
+                "select s.text from memory_sentences s join memory_versions v on v.id = s.version_id "
+                "join users u on u.id = v.user_id where u.name = ? and v.id = (select max(id) from memory_versions "
+                "where user_id = u.id)", [user.name_])]
+            others = {marker(u.index) for u in users if u is not user}
+            memory_leaks += sum(any(m in t for m in others) for t in texts)
+            own_in_memory += sum(user.mark in t for t in texts)
+    finally:
+        conn.close()
+    lost = sum(max(0, Counter(u.sent)[t] - stored.get(u.name_, Counter())[t]) for u in users for t in set(u.sent))
+    extra = sum(max(0, n - Counter(u.sent)[t]) for u in users for t, n in stored.get(u.name_, Counter()).items())
+    user_turns = sum(sum(stored.get(u.name_, Counter()).values()) for u in users)
+    return {"turns_sent": sum(len(u.sent) for u in users), "turns_stored": user_turns, "lost_turns": lost,
+            "unsent_stored": extra, "replies_stored": sum(replies[u.name_] for u in users),
+            "jobs_done": jobs.get("done", 0), "jobs_not_done": sum(n for s, n in jobs.items() if s != "done"),
+            "memory_leaks": memory_leaks, "own_sentences_in_memory": own_in_memory}
+
+
+def run(workers: int, args: argparse.Namespace, server: FakeOpenAIServer, tmp: Path) -> dict[str, Any]:
+    db, log = tmp / f"keem-w{workers}.db", tmp / f"app-w{workers}.log"
+    app = App(db, log, server.url, workers, args.embedder)
+    try:
+        ready_s = app.wait_ready()
+        settle_s, settle_max_s = app.settle()
+        calls_before = len(server.requests)
+        app_cpu, own_cpu = app.cpu_s(), resource.getrusage(resource.RUSAGE_SELF)
+        gate = threading.Barrier(args.users)
+        users = [User(i, app, args, gate) for i in range(args.users)]
+        prober = Prober(app, args.probe_every)
+        started = time.perf_counter()
+        for user in users:
+            user.start()
+        prober.start()
+        for user in users:
+            user.join()
+        wall = time.perf_counter() - started
+        prober.stop.set()
+        prober.join()
+        calls = len(server.requests) - calls_before
+        app_cpu = app.cpu_s() - app_cpu
+        now = resource.getrusage(resource.RUSAGE_SELF)
+        own_cpu = now.ru_utime + now.ru_stime - own_cpu.ru_utime - own_cpu.ru_stime
+    finally:
+        app.stop()
+    found = check_database(db, users)
+    leaks = 0
+    for user in users:
+        others = [marker(u.index) for u in users if u is not user]
+        leaks += sum(any(m in text for m in others) for text in user.seen)
+    log_text = log.read_text(encoding="utf-8", errors="replace")
+    problems = [line for line in log_text.splitlines()
+                if re.search(r"\b(ERROR|CRITICAL|Traceback)\b|WARNING (?!gradio)", line)]
+    if args.keep_logs:
+        keep = Path(args.keep_logs)
+        keep.mkdir(parents=True, exist_ok=True)
+        (keep / log.name).write_text(log_text, encoding="utf-8")
+    logins = [u.login_s for u in users if u.login_s is not None]
+    replies = [x for u in users for x in u.reply_s]
+    updates = [x for u in users for x in u.update_s]
+    ends = [x for u in users for x in u.end_s]
+    return {
+        "workers": workers, "users": args.users, "sessions": args.sessions, "turns": args.turns,
+        "latency_s": args.latency, "embedder": args.embedder, "app_ready_s": round(ready_s, 2),
+        "settle_s": round(settle_s, 2), "settle_login_max_s": round(settle_max_s, 2),
+        **found, "frame_leaks": leaks, "leaks": leaks + found["memory_leaks"],
+        "login_p50_s": pct(logins, 50), "login_p95_s": pct(logins, 95), "login_max_s": max(logins, default=float("nan")),
+        "probe_logins": len(prober.times), "probe_login_failures": prober.failures,
+        "probe_login_p50_s": pct(prober.times, 50), "probe_login_p95_s": pct(prober.times, 95),
+        "probe_login_max_s": max(prober.times, default=float("nan")),
+        "probe_slow": [[round(a, 1), round(t, 2)] for a, t in zip(prober.at, prober.times) if t > 1.0],
+        "reply_p50_s": pct(replies, 50), "reply_p95_s": pct(replies, 95),
+        "end_session_p95_s": pct(ends, 95),
+        "update_wait_p50_s": pct(updates, 50), "update_wait_p95_s": pct(updates, 95),
+        "updates_seen": len(updates), "model_calls": calls, "wall_s": wall,
+        "reply_frames": sum(u.frames for u in users), "app_cpu_s": app_cpu, "bench_cpu_s": own_cpu,
+        "load_average": os.getloadavg()[0],
+        "client_failures": [f"{u.name_}: {f}" for u in users for f in u.failures][:20],
+        "log_problems": problems[:20], "log_problem_count": len(problems),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--users", type=int, default=20)
+    parser.add_argument("--sessions", type=int, default=3, help="sessions per user")
+    parser.add_argument("--turns", type=int, default=3, help="turns per session")
+    parser.add_argument("--latency", type=float, default=0.3, help="model server latency per call, seconds")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4], help="KEEM_UPDATE_WORKERS settings to run")
+    parser.add_argument("--embedder", default="ngram", help="embedder spec for the app (default ngram: cheap)")
+    parser.add_argument("--poll", type=float, default=0.25, help="seconds between a user's update polls")
+    parser.add_argument("--probe-every", type=float, default=1.0, help="seconds between probe logins")
+    parser.add_argument("--keep-logs", metavar="DIR", help="copy the app's logs, and the results as JSON, into DIR")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer(reply=reply, latency_s=args.latency) as server:
+        for workers in args.workers:
+            results.append(run(workers, args, server, Path(tmp)))
+            print(f"workers {workers}: done in {results[-1]['wall_s']:.1f} s", file=sys.stderr)
+    if args.keep_logs:
+        (Path(args.keep_logs) / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    if args.json:
+        print(json.dumps(results, indent=2, ensure_ascii=False))
+        return 0
+    print(f"{args.users} users x {args.sessions} sessions x {args.turns} turns, real app (python app.py) over HTTP, "
+          f"openai: model at a loopback server ({args.latency * 1000:.0f} ms a call), embedder {args.embedder}, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    head = (f"{'workers':>7} {'sent':>5} {'stored':>6} {'lost':>4} {'leaks':>5} {'login p50/p95':>14} "
+            f"{'probe login p50/p95':>20} {'reply p50/p95':>14} {'update wait p50/p95':>20} {'wall':>7}")
+    print(head)
+    for r in results:
+        print(f"{r['workers']:>7} {r['turns_sent']:>5} {r['turns_stored']:>6} {r['lost_turns']:>4} {r['leaks']:>5} "
+              f"{r['login_p50_s']:>6.2f}/{r['login_p95_s']:<6.2f}s "
+              f"{r['probe_login_p50_s']:>9.2f}/{r['probe_login_p95_s']:<6.2f}s "
+              f"{r['reply_p50_s']:>6.2f}/{r['reply_p95_s']:<6.2f}s "
+              f"{r['update_wait_p50_s']:>9.2f}/{r['update_wait_p95_s']:<6.2f}s {r['wall_s']:>6.1f}s")
+    for r in results:
+        notes = [f"replies stored {r['replies_stored']}", f"jobs done {r['jobs_done']} (not done {r['jobs_not_done']})",
+                 f"own marker sentences in final memories {r['own_sentences_in_memory']}",
+                 f"end session p95 {r['end_session_p95_s'] * 1000:.0f} ms",
+                 f"app ready (first login) {r['app_ready_s']:.1f} s, then settled in {r['settle_s']:.1f} s "
+                 f"(slowest login {r['settle_login_max_s']:.2f} s)",
+                 f"login max {r['login_max_s']:.2f} s, probe max {r['probe_login_max_s']:.2f} s "
+                 f"({r['probe_logins']} probes, {r['probe_login_failures']} failed)",
+                 f"model calls {r['model_calls']}", f"log problems {r['log_problem_count']}",
+                 f"reply frames {r['reply_frames']}", f"CPU s: app {r['app_cpu_s']:.0f}, "
+                 f"clients + model server {r['bench_cpu_s']:.0f} (of {os.cpu_count() * r['wall_s']:.0f} "
+                 f"on {os.cpu_count()} cores), "
+                 f"load average {r['load_average']:.1f}"]
+        print(f"workers {r['workers']}: " + "; ".join(notes))
+        for line in r["client_failures"] + r["log_problems"][:5]:
+            print(f"  ! {line[:240]}")
+    if len(results) > 1:
+        one = next((r for r in results if r["workers"] == 1), results[0])
+        for r in results:
+            if r is not one:
+                print(f"update wait p95, {r['workers']} workers / 1 worker: "
+                      f"{r['update_wait_p95_s'] / one['update_wait_p95_s']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
