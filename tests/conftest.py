@@ -66,20 +66,18 @@ def engine(store: Store) -> MemoryEngine:
     return MemoryEngine(store, NgramEmbedder())
 
 
-@pytest.fixture(scope="session")
-def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A 2-layer random Llama with a 400-token BPE tokenizer trained here; saved like a hub checkpoint."""
+def build_tiny_llama(folder: Path, corpus: list[str], vocab_size: int) -> str:
+    """A 2-layer random Llama with a BPE tokenizer of `vocab_size` trained here on `corpus`, saved like a hub
+    checkpoint in `folder`."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    corpus = ["사용자는 테니스를 치다가 손목을 다쳤다.", "안녕하세요 오늘 기분이 어때요?", "hello world, how are you?",
-              "<|user|> <|assistant|> <|system|> 요약 기억 대화"] * 20
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<unk>", "<s>", "</s>"],
+        vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
     fast.chat_template = CHAT_TEMPLATE
@@ -87,10 +85,17 @@ def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     config = LlamaConfig(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                          bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    folder = tmp_path_factory.mktemp("tiny-llama")
     LlamaForCausalLM(config).save_pretrained(folder)
     fast.save_pretrained(folder)
     return str(folder)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A 2-layer random Llama with a 400-token BPE tokenizer trained here; saved like a hub checkpoint."""
+    corpus = ["사용자는 테니스를 치다가 손목을 다쳤다.", "안녕하세요 오늘 기분이 어때요?", "hello world, how are you?",
+              "<|user|> <|assistant|> <|system|> 요약 기억 대화"] * 20
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), corpus, 400)
 
 
 def build_nli_classifier(folder: Path, labels: dict[int, str], always: int) -> str:

@@ -14,6 +14,7 @@ from evaluation.training import (TrainConfig, checkpoints, prepare, read_rows, s
 from memory.prompts import render
 from models.base import estimate_tokens
 from models.errors import InputError, ModelSpecError, ModelUnavailableError
+from tests.conftest import build_tiny_llama
 
 pytest.importorskip("peft")
 # peft asks transformers 5 a deprecated question when it wraps a model; not ours to fix.
@@ -23,8 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "evaluation" / "fixtures"
 DATA = FIXTURES / "updater_dataset.jsonl"
 CORPUS = FIXTURES / "updater_corpus.json"
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 # A short run: 6 steps of 2 rows, validation every 2 steps on the 2 held-out episodes (6 rows).
 RUN = ["--max-steps", "6", "--batch-size", "2", "--grad-accum", "1", "--lr", "0.02", "--warmup", "0",
        "--eval-every", "2", "--val-fraction", "0.34", "--patience", "5", "--no-progress"]
@@ -62,27 +61,9 @@ def teacher(corpus: Path = CORPUS):
 def base(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A 2-layer random Llama whose BPE tokenizer (1,000 tokens) was trained here on the prompts and the data, so
     an update prompt is ~800 tokens; saved like a hub checkpoint."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
     texts = [(ROOT / "memory" / "prompts" / f"{n}.txt").read_text(encoding="utf-8") for n in ("update", "update_system")]
     texts += DATA.read_text(encoding="utf-8").splitlines()
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=1000, special_tokens=["<unk>", "<s>", "</s>"],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-    fast.chat_template = CHAT_TEMPLATE
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    folder = tmp_path_factory.mktemp("korean-tiny-llama")
-    LlamaForCausalLM(config).save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return str(folder)
+    return build_tiny_llama(tmp_path_factory.mktemp("korean-tiny-llama"), texts, 1000)
 
 
 @pytest.fixture(scope="module")
