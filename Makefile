@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo "torch>=2.4" || echo "torch==2.13.0")
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser run test test-fast bench clean
+.PHONY: install browser lint run test test-fast bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -32,11 +32,16 @@ browser:
 run: $(STAMP)
 	HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False $(PY) app.py
 
-test: $(STAMP) browser
+test: $(STAMP) browser lint
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest
 
 test-fast: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not slow"
+
+# Lint and format check (configured in pyproject.toml); `ruff format .` fixes the format.
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 bench: $(STAMP)
 	$(PY) benchmarks/turn_overhead.py

@@ -1,7 +1,7 @@
 """App start-to-ready time and "End session" to UI answer time, measured on `python app.py` in a real browser.
 
-    python benchmarks/app_start.py                   # demo model (targets: start < 20 s, end-session answer < 0.5 s)
-    python benchmarks/app_start.py --model demo --embedder ngram --runs 5
+python benchmarks/app_start.py                   # demo model (targets: start < 20 s, end-session answer < 0.5 s)
+python benchmarks/app_start.py --model demo --embedder ngram --runs 5
 """
 
 from __future__ import annotations
@@ -21,8 +21,15 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def free_port() -> int:
@@ -33,12 +40,33 @@ def free_port() -> int:
 
 def start_app(db: Path, model: str, embedder: str, port: int) -> tuple[subprocess.Popen[bytes], float, float]:
     """Launch app.py; returns (process, seconds until the page answers 200, seconds until the models are loaded)."""
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "KEEM_REPLY_MAX_TOKENS": "24",
-           "KEEM_UPDATE_MAX_TOKENS": "96", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "KEEM_REPLY_MAX_TOKENS": "24",
+        "KEEM_UPDATE_MAX_TOKENS": "96",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--db", str(db), "--model", model,
-                             "--embedder", embedder, "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "app.py"),
+            "--db",
+            str(db),
+            "--model",
+            model,
+            "--embedder",
+            embedder,
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     loaded: list[float] = []
     tail: list[str] = []
 
@@ -104,8 +132,9 @@ def end_session_times(url: str, runs: int) -> list[float]:
             try:
                 page.locator("#new-session-button").wait_for(state="visible", timeout=30_000)
             except Exception as exc:
-                raise SystemExit(f"run {run + 1}: the page did not answer; it says: "
-                                 f"{page.locator('#main').inner_text()[-600:]!r}") from exc
+                raise SystemExit(
+                    f"run {run + 1}: the page did not answer; it says: {page.locator('#main').inner_text()[-600:]!r}"
+                ) from exc
             times.append(time.perf_counter() - started)
             print(f"run {run + 1}: {times[-1] * 1000:.0f} ms", file=sys.stderr)
             page.locator("#new-session-button").click()
@@ -129,8 +158,13 @@ def main() -> int:
         try:
             if os.path.exists(CHROMIUM):
                 times = end_session_times(f"http://127.0.0.1:{port}/", args.runs)
-                rows.append((f"End session to UI answer (median of {len(times)})",
-                             f"{statistics.median(times) * 1000:.0f} ms", "< 500 ms"))
+                rows.append(
+                    (
+                        f"End session to UI answer (median of {len(times)})",
+                        f"{statistics.median(times) * 1000:.0f} ms",
+                        "< 500 ms",
+                    )
+                )
                 rows.append(("End session to UI answer (worst)", f"{max(times) * 1000:.0f} ms", "< 500 ms"))
             else:
                 rows.append(("End session to UI answer", "skipped", f"needs {CHROMIUM}"))

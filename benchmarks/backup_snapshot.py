@@ -20,8 +20,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -36,8 +36,13 @@ def fill(store: Store, turns: int, chars: int) -> tuple[int, int]:
     user = store.get_or_create_user("bench")
     session = store.start_session(user, "keem", "bench")
     with store.write():
-        store.db["turns"].insert_all(({"session_id": session, "user_id": user, "role": "user", "text": "가" * chars,
-                                       "created_at": now_iso()} for _ in range(turns)), batch_size=10_000)
+        store.db["turns"].insert_all(
+            (
+                {"session_id": session, "user_id": user, "role": "user", "text": "가" * chars, "created_at": now_iso()}
+                for _ in range(turns)
+            ),
+            batch_size=10_000,
+        )
     return user, session
 
 
@@ -65,15 +70,19 @@ def measure(store: Store, user: int, session: int, snapshot: Callable[[], None])
     thread = threading.Thread(target=writer)
     thread.start()
     time.sleep(0.3)
-    latencies.clear()                      # only the writes made while the snapshot runs
+    latencies.clear()  # only the writes made while the snapshot runs
     started = time.perf_counter()
     snapshot()
     seconds = time.perf_counter() - started
     stop.set()
     thread.join()
     ms = np.array(latencies) * 1000 if latencies else np.zeros(1)
-    return {"snapshot_s": seconds, "writes": len(latencies), "write_p50_ms": float(np.percentile(ms, 50)),
-            "write_max_ms": float(ms.max())}
+    return {
+        "snapshot_s": seconds,
+        "writes": len(latencies),
+        "write_p50_ms": float(np.percentile(ms, 50)),
+        "write_max_ms": float(ms.max()),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         store = Store(Path(tmp) / "keem.db")
         user, session = fill(store, args.turns, args.chars)
         size_mb = os.path.getsize(store.path) / 1e6
-        rows = {"own connection": measure(store, user, session, lambda: Backups(Path(tmp) / "b").snapshot(store)),
-                "store's lock": measure(store, user, session, lambda: under_lock(store, Path(tmp) / "l"))}
+        rows = {
+            "own connection": measure(store, user, session, lambda: Backups(Path(tmp) / "b").snapshot(store)),
+            "store's lock": measure(store, user, session, lambda: under_lock(store, Path(tmp) / "l")),
+        }
         store.close()
     if args.json:
         print(json.dumps({"db_mb": size_mb, "turns": args.turns, "results": rows}, indent=1))

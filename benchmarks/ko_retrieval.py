@@ -22,9 +22,9 @@ import itertools
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class User:
 
 def first_person(memory: str) -> str:
     """'사용자는 X했다' -> '저는 X했다', so memory sentences read like the user's own turns."""
-    return "저는 " + memory[len(TEMPLATE):] if memory.startswith(TEMPLATE) else memory
+    return "저는 " + memory[len(TEMPLATE) :] if memory.startswith(TEMPLATE) else memory
 
 
 def expand(query: str) -> str:
@@ -63,12 +63,14 @@ def expand(query: str) -> str:
 class Vectors:
     """Embeds every text a candidate may ask for once, then serves rows from a dict."""
 
-    def __init__(self, embedder: Embedder, users: list[User], variants: bool = True, cues: dict[str, str] | None = None):
+    def __init__(
+        self, embedder: Embedder, users: list[User], variants: bool = True, cues: dict[str, str] | None = None
+    ):
         texts: set[str] = set(BACKGROUND_TURNS) | {TEMPLATE.strip()} | set((cues or {}).values())
         for u in users:
             texts.update(u.memory)
             texts.update(q["text"] for q in u.queries)
-            if variants:                 # the rewritten texts only the variant candidates ask for
+            if variants:  # the rewritten texts only the variant candidates ask for
                 texts.update(first_person(m) for m in u.memory)
                 texts.update(TEMPLATE + q["text"] for q in u.queries)
                 texts.update(expand(q["text"]) for q in u.queries)
@@ -92,10 +94,11 @@ Scorer = Callable[[User, str], np.ndarray]
 
 def dense(v: Vectors, mode: str = "plain") -> Scorer:
     """Cosine scores of one embedder, with an optional way to remove what all texts share."""
+
     def score(u: User, q: str) -> np.ndarray:
         m = v.of([first_person(t) for t in u.memory] if mode == "first-person-center" else u.memory)
         qv = v.rows[TEMPLATE + q if mode == "prefix" else expand(q) if mode.startswith("expand") else q]
-        if mode == "no-template":        # project the bare "사용자는" direction out of memory rows
+        if mode == "no-template":  # project the bare "사용자는" direction out of memory rows
             m = unit(m - np.outer(m @ v.template, v.template))
         elif mode in ("center", "expand-center", "first-person-center"):  # user memory mean, generic-turn mean
             m, qv = center_rows(m), center_query(qv, v.turn_mean)
@@ -104,11 +107,13 @@ def dense(v: Vectors, mode: str = "plain") -> Scorer:
         elif mode == "center-query":
             qv = center_query(qv, v.turn_mean)
         return m @ qv
+
     return score
 
 
 def with_cues(v: Vectors, cues: dict[str, str]) -> Scorer:
     """e5 centred, where a sentence with cue words scores by the better of its text and its (centred) cues."""
+
     def score(u: User, q: str) -> np.ndarray:
         qv = center_query(v.rows[q], v.turn_mean)
         scores = center_rows(v.of(u.memory)) @ qv
@@ -117,6 +122,7 @@ def with_cues(v: Vectors, cues: dict[str, str]) -> Scorer:
             cue_scores = center_rows(v.of([cues[u.ids[i]] for i in cued])) @ qv
             scores[cued] = np.maximum(scores[cued], cue_scores)
         return scores
+
     return score
 
 
@@ -156,8 +162,13 @@ def metrics(rows: list[dict]) -> dict[str, float]:
     r = np.array([x["rank"] for x in rows], dtype=float)
     if not len(r):
         return {"n": 0}
-    return {"n": len(r), "R@1": float(np.mean(r <= 1)), "R@3": float(np.mean(r <= 3)),
-            "R@5": float(np.mean(r <= 5)), "MRR": float(np.mean(1.0 / r))}
+    return {
+        "n": len(r),
+        "R@1": float(np.mean(r <= 1)),
+        "R@3": float(np.mean(r <= 3)),
+        "R@5": float(np.mean(r <= 5)),
+        "MRR": float(np.mean(1.0 / r)),
+    }
 
 
 def tune(users: list[User], parts: list[Scorer], grid: list[float]) -> tuple[list[float], Scorer]:
@@ -167,7 +178,7 @@ def tune(users: list[User], parts: list[Scorer], grid: list[float]) -> tuple[lis
     best, best_key = None, None
     for rest in itertools.product(grid, repeat=len(parts) - 1):
         w = [1.0, *rest]
-        m = metrics(evaluate(tune_users, lambda u, q: weighted(cache[id(u)][q], w)))
+        m = metrics(evaluate(tune_users, lambda u, q, w=w: weighted(cache[id(u)][q], w)))
         key = (m["R@3"], m["MRR"])
         if best_key is None or key > best_key:
             best, best_key = w, key
@@ -205,18 +216,34 @@ def candidates(users: list[User], args: argparse.Namespace) -> tuple[dict[str, S
         c[key] = dense(v)
     for key in ("use", "e5"):
         if key in vec:
-            for mode in ("prefix", "expand", "no-template", "center-memory", "center-query", "center",
-                         "expand-center", "first-person-center"):
+            for mode in (
+                "prefix",
+                "expand",
+                "no-template",
+                "center-memory",
+                "center-query",
+                "center",
+                "expand-center",
+                "first-person-center",
+            ):
                 c[f"{key} {mode}"] = dense(vec[key], mode)
     if cues and "e5" in vec:
         c["e5 center+cues"] = with_cues(vec["e5"], cues)
-        info["cues"] = {"file": str(args.cues), "sentences": sum(len(u.ids) for u in users),
-                        "sentences_with_cues": sum(bool(cues.get(m)) for u in users for m in u.ids)}
-    fusions = [("use+bm25", ["use"], True), ("use+minilm", ["use", "minilm"], False),
-               ("use center+bm25", ["use center"], True), ("e5+bm25", ["e5"], True),
-               ("e5+use", ["e5", "use"], False), ("e5 center+bm25", ["e5 center"], True),
-               ("e5 center+use center", ["e5 center", "use center"], False),
-               ("e5 center+use center+bm25", ["e5 center", "use center"], True)]
+        info["cues"] = {
+            "file": str(args.cues),
+            "sentences": sum(len(u.ids) for u in users),
+            "sentences_with_cues": sum(bool(cues.get(m)) for u in users for m in u.ids),
+        }
+    fusions = [
+        ("use+bm25", ["use"], True),
+        ("use+minilm", ["use", "minilm"], False),
+        ("use center+bm25", ["use center"], True),
+        ("e5+bm25", ["e5"], True),
+        ("e5+use", ["e5", "use"], False),
+        ("e5 center+bm25", ["e5 center"], True),
+        ("e5 center+use center", ["e5 center", "use center"], False),
+        ("e5 center+use center+bm25", ["e5 center", "use center"], True),
+    ]
     for name, dense_parts, lexical in fusions:
         if not all(p in c for p in dense_parts):
             continue
@@ -255,14 +282,20 @@ def main(argv: list[str] | None = None) -> int:
     for name in wanted:
         rows = evaluate(users, cands[name])
         held = {x["id"] for u in held_out for x in u.queries}
-        results[name] = {"all": metrics(rows), "no_shared": metrics([r for r in rows if not r["shared"]]),
-                         "held_out": metrics([r for r in rows if r["id"] in held])}
+        results[name] = {
+            "all": metrics(rows),
+            "no_shared": metrics([r for r in rows if not r["shared"]]),
+            "held_out": metrics([r for r in rows if r["id"] in held]),
+        }
     info["seconds"] = round(time.perf_counter() - started, 1)
     if args.json:
         print(json.dumps({"results": results, **info}, ensure_ascii=False, indent=1))
         return 0
-    for block, title in (("all", "all queries"), ("no_shared", "queries sharing no content word"),
-                         ("held_out", "held-out users u06-u10 (no weight tuned on them)")):
+    for block, title in (
+        ("all", "all queries"),
+        ("no_shared", "queries sharing no content word"),
+        ("held_out", "held-out users u06-u10 (no weight tuned on them)"),
+    ):
         n = next(iter(results.values()))[block]["n"]
         print(f"\n## {title} (n={n})\n\n| candidate | R@1 | R@3 | R@5 | MRR |\n|---|---|---|---|---|")
         for name, r in results.items():
@@ -270,8 +303,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {name} | {m['R@1']:.3f} | {m['R@3']:.3f} | {m['R@5']:.3f} | {m['MRR']:.3f} |")
     if "cues" in info:
         print(f"\ncues: {info['cues']}")
-    print(f"\nweights tuned on u01-u05: {info['weights']}\nembedding seconds: {info['embed_seconds']}, "
-          f"total {info['seconds']} s")
+    print(
+        f"\nweights tuned on u01-u05: {info['weights']}\nembedding seconds: {info['embed_seconds']}, "
+        f"total {info['seconds']} s"
+    )
     return 0
 
 

@@ -48,11 +48,26 @@ sys.path.insert(0, str(ROOT))
 from tests.fake_openai import FakeOpenAIServer  # noqa: E402
 
 # the memory-update prompts' stage markers (memory/prompts/*.txt); anything else is a chat turn
-STAGES = {"summarize": "요약으로 정리하세요", "reflect": "감정과 그 감정의 원인", "update": "새 기억으로 통합",
-          "verify": "새 기억이 올바른지", "guard": "새 기억에서 빠졌습니다", "operations": "PASS: 새 문장의 내용이",
-          "cues": "단서"}
-TOPICS = ["부산으로 이사한", "테니스를 시작한", "고양이가 아픈", "시험에 붙은", "제주도에 다녀온", "카페를 연", "마라톤을 뛴",
-          "요리를 배운", "딸이 걸음마를 뗀"]
+STAGES = {
+    "summarize": "요약으로 정리하세요",
+    "reflect": "감정과 그 감정의 원인",
+    "update": "새 기억으로 통합",
+    "verify": "새 기억이 올바른지",
+    "guard": "새 기억에서 빠졌습니다",
+    "operations": "PASS: 새 문장의 내용이",
+    "cues": "단서",
+}
+TOPICS = [
+    "부산으로 이사한",
+    "테니스를 시작한",
+    "고양이가 아픈",
+    "시험에 붙은",
+    "제주도에 다녀온",
+    "카페를 연",
+    "마라톤을 뛴",
+    "요리를 배운",
+    "딸이 걸음마를 뗀",
+]
 
 
 def marker(user: int) -> str:
@@ -72,13 +87,18 @@ def reply(body: dict[str, Any]) -> str:
     prompt = str(messages[-1]["content"])
     stage = next((s for s, m in STAGES.items() if m in prompt), "chat")
     if stage == "summarize":
-        users = [line[4:].strip() for line in prompt.rsplit("\n대화 (", 1)[-1].splitlines() if line.startswith("사용자:")]
+        users = [
+            line[4:].strip() for line in prompt.rsplit("\n대화 (", 1)[-1].splitlines() if line.startswith("사용자:")
+        ]
         return "\n".join(f"사용자는 '{u[:60]}'라고 말했다." for u in users) or "사용자는 인사했다."
     if stage == "reflect":
         return "\n".join(section(prompt, "\n요약:\n", "\n답:"))
     if stage == "update":
-        return "\n".join(dict.fromkeys(section(prompt, "\n이전 기억:\n", "\n이번 요약:")
-                                       + section(prompt, "\n이번 요약:\n", "\n새 기억:")))
+        return "\n".join(
+            dict.fromkeys(
+                section(prompt, "\n이전 기억:\n", "\n이번 요약:") + section(prompt, "\n이번 요약:\n", "\n새 기억:")
+            )
+        )
     if stage == "verify":
         return "통과"
     if stage in ("guard", "operations", "cues"):
@@ -108,17 +128,47 @@ class App:
     def __init__(self, db: Path, log: Path, model_url: str, workers: int, embedder: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
-        env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "OPENAI_BASE_URL": model_url,
-               "OPENAI_API_KEY": "k", "KEEM_UPDATE_WORKERS": str(workers), "HF_HUB_OFFLINE": "1",
-               "TRANSFORMERS_OFFLINE": "1"}
-        for name in ("KEEM_MODEL", "KEEM_UPDATE_MODEL", "KEEM_DB", "KEEM_HOST", "KEEM_PORT", "KEEM_BACKUP_DIR",
-                     "KEEM_AUTH", "KEEM_IDENTITY", "KEEM_STRATEGY", "KEEM_STUDY"):
+        env = {
+            **os.environ,
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "OPENAI_BASE_URL": model_url,
+            "OPENAI_API_KEY": "k",
+            "KEEM_UPDATE_WORKERS": str(workers),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+        for name in (
+            "KEEM_MODEL",
+            "KEEM_UPDATE_MODEL",
+            "KEEM_DB",
+            "KEEM_HOST",
+            "KEEM_PORT",
+            "KEEM_BACKUP_DIR",
+            "KEEM_AUTH",
+            "KEEM_IDENTITY",
+            "KEEM_STRATEGY",
+            "KEEM_STUDY",
+        ):
             env.pop(name, None)
         self.log, self._log_file = log, log.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "app.py"), "--db", str(db), "--model", "openai:fake", "--embedder", embedder,
-             "--port", str(self.port)],
-            cwd=ROOT, env=env, stdout=self._log_file, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                str(ROOT / "app.py"),
+                "--db",
+                str(db),
+                "--model",
+                "openai:fake",
+                "--embedder",
+                embedder,
+                "--port",
+                str(self.port),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+        )
         self.fns: dict[str, int] = {}
 
     def settle(self, limit_s: float = 60.0) -> tuple[float, float]:
@@ -143,8 +193,9 @@ class App:
                 raise SystemExit(f"app.py exited ({self.proc.returncode}):\n{self.log.read_text()[-3000:]}")
             try:
                 config = httpx.get(self.url + "config", timeout=2).json()
-                self.fns = {d["api_name"]: d.get("id", i) for i, d in enumerate(config["dependencies"])
-                            if d.get("api_name")}
+                self.fns = {
+                    d["api_name"]: d.get("id", i) for i, d in enumerate(config["dependencies"]) if d.get("api_name")
+                }
                 out = Client(self).event("login", ["warmup"])
                 if out.ok and "warmup" in json.dumps(out.data, ensure_ascii=False):
                     return time.perf_counter() - started
@@ -191,9 +242,16 @@ class Client:
 
     def event(self, name: str, data: list[Any]) -> Result:
         """Run a queued event; returns every SSE message (the frames the page would render)."""
-        joined = self.http.post("gradio_api/queue/join", json={
-            "data": data, "fn_index": self.app.fns[name], "session_hash": self.session_hash, "event_data": None,
-            "trigger_id": None})
+        joined = self.http.post(
+            "gradio_api/queue/join",
+            json={
+                "data": data,
+                "fn_index": self.app.fns[name],
+                "session_hash": self.session_hash,
+                "event_data": None,
+                "trigger_id": None,
+            },
+        )
         joined.raise_for_status()
         messages: list[dict[str, Any]] = []
         with self.http.stream("GET", "gradio_api/queue/data", params={"session_hash": self.session_hash}) as stream:
@@ -207,9 +265,16 @@ class Client:
 
     def direct(self, name: str, data: list[Any]) -> Result:
         """An unqueued event (queue=False), posted as the page posts it."""
-        answer = self.http.post("gradio_api/run/predict", json={
-            "data": data, "fn_index": self.app.fns[name], "session_hash": self.session_hash, "event_data": None,
-            "trigger_id": None})
+        answer = self.http.post(
+            "gradio_api/run/predict",
+            json={
+                "data": data,
+                "fn_index": self.app.fns[name],
+                "session_hash": self.session_hash,
+                "event_data": None,
+                "trigger_id": None,
+            },
+        )
         body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
         msg = {"msg": "process_completed", "success": answer.status_code == 200, "output": body}
         return Result([msg], json.dumps(body, ensure_ascii=False))
@@ -230,9 +295,9 @@ class User(threading.Thread):
         self.update_s: list[float] = []
         self.end_s: list[float] = []
         self.sent: list[str] = []
-        self.seen: list[str] = []       # every answer's text, scanned for other users' markers afterwards
+        self.seen: list[str] = []  # every answer's text, scanned for other users' markers afterwards
         self.failures: list[str] = []
-        self.frames = 0                 # reply frames streamed to this user
+        self.frames = 0  # reply frames streamed to this user
 
     def look(self, result: Result, what: str) -> Result:
         self.seen.append(result.text)
@@ -254,8 +319,10 @@ class User(threading.Thread):
                 if s:
                     self.look(client.event("new_session", [None]), "new session")
                 for t in range(self.args.turns):
-                    text = (f"{self.mark} {s + 1}번째 대화 {t + 1}번째 이야기: 나 요즘 "
-                            f"{TOPICS[(self.index + s * 3 + t) % len(TOPICS)]} 일로 정신이 없어.")
+                    text = (
+                        f"{self.mark} {s + 1}번째 대화 {t + 1}번째 이야기: 나 요즘 "
+                        f"{TOPICS[(self.index + s * 3 + t) % len(TOPICS)]} 일로 정신이 없어."
+                    )
                     started = time.perf_counter()
                     sent = self.look(client.event("send", [text, None]), "send")
                     if sent.ok and sent.data and sent.data[0] == "":  # accepted: the box was cleared
@@ -281,7 +348,7 @@ class User(threading.Thread):
                         self.failures.append(f"update {s + 1}: not done after 600 s")
                         break
                     time.sleep(self.args.poll)
-        except Exception as exc:  # noqa: BLE001 - reported in the table, the other users go on
+        except Exception as exc:
             self.failures.append(f"{type(exc).__name__}: {exc}")
         finally:
             client.close()
@@ -295,7 +362,7 @@ class Prober(threading.Thread):
         self.app, self.every = app, every
         self.stop = threading.Event()
         self.times: list[float] = []
-        self.at: list[float] = []        # when each probe began, seconds from the start
+        self.at: list[float] = []  # when each probe began, seconds from the start
         self.failures = 0
 
     def run(self) -> None:
@@ -308,7 +375,7 @@ class Prober(threading.Thread):
                 out = client.event("login", [f"probe{k:03d}"])
                 self.times.append(time.perf_counter() - started)
                 self.failures += not (out.ok and f"probe{k:03d}" in out.text)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 self.failures += 1
             finally:
                 client.close()
@@ -322,7 +389,8 @@ def check_database(db: Path, users: list[User]) -> dict[str, int]:
         stored: dict[str, Counter[str]] = {}
         replies = Counter[str]()
         for name, role, text in conn.execute(
-                "select u.name, t.role, t.text from turns t join users u on u.id = t.user_id order by t.id"):
+            "select u.name, t.role, t.text from turns t join users u on u.id = t.user_id order by t.id"
+        ):
             if role == "user":
                 stored.setdefault(name, Counter())[text] += 1
             else:
@@ -330,10 +398,15 @@ def check_database(db: Path, users: list[User]) -> dict[str, int]:
         jobs = Counter(status for (status,) in conn.execute("select status from update_jobs"))
         memory_leaks, own_in_memory = 0, 0
         for user in users:
-            texts = [t for (t,) in conn.execute(
-                "select s.text from memory_sentences s join memory_versions v on v.id = s.version_id "
-                "join users u on u.id = v.user_id where u.name = ? and v.id = (select max(id) from memory_versions "
-                "where user_id = u.id)", [user.name_])]
+            texts = [
+                t
+                for (t,) in conn.execute(
+                    "select s.text from memory_sentences s join memory_versions v on v.id = s.version_id "
+                    "join users u on u.id = v.user_id where u.name = ? and v.id = (select max(id) from memory_versions "
+                    "where user_id = u.id)",
+                    [user.name_],
+                )
+            ]
             others = {marker(u.index) for u in users if u is not user}
             memory_leaks += sum(any(m in t for m in others) for t in texts)
             own_in_memory += sum(user.mark in t for t in texts)
@@ -342,10 +415,17 @@ def check_database(db: Path, users: list[User]) -> dict[str, int]:
     lost = sum(max(0, Counter(u.sent)[t] - stored.get(u.name_, Counter())[t]) for u in users for t in set(u.sent))
     extra = sum(max(0, n - Counter(u.sent)[t]) for u in users for t, n in stored.get(u.name_, Counter()).items())
     user_turns = sum(sum(stored.get(u.name_, Counter()).values()) for u in users)
-    return {"turns_sent": sum(len(u.sent) for u in users), "turns_stored": user_turns, "lost_turns": lost,
-            "unsent_stored": extra, "replies_stored": sum(replies[u.name_] for u in users),
-            "jobs_done": jobs.get("done", 0), "jobs_not_done": sum(n for s, n in jobs.items() if s != "done"),
-            "memory_leaks": memory_leaks, "own_sentences_in_memory": own_in_memory}
+    return {
+        "turns_sent": sum(len(u.sent) for u in users),
+        "turns_stored": user_turns,
+        "lost_turns": lost,
+        "unsent_stored": extra,
+        "replies_stored": sum(replies[u.name_] for u in users),
+        "jobs_done": jobs.get("done", 0),
+        "jobs_not_done": sum(n for s, n in jobs.items() if s != "done"),
+        "memory_leaks": memory_leaks,
+        "own_sentences_in_memory": own_in_memory,
+    }
 
 
 def run(workers: int, args: argparse.Namespace, server: FakeOpenAIServer, tmp: Path) -> dict[str, Any]:
@@ -380,8 +460,9 @@ def run(workers: int, args: argparse.Namespace, server: FakeOpenAIServer, tmp: P
         others = [marker(u.index) for u in users if u is not user]
         leaks += sum(any(m in text for m in others) for text in user.seen)
     log_text = log.read_text(encoding="utf-8", errors="replace")
-    problems = [line for line in log_text.splitlines()
-                if re.search(r"\b(ERROR|CRITICAL|Traceback)\b|WARNING (?!gradio)", line)]
+    problems = [
+        line for line in log_text.splitlines() if re.search(r"\b(ERROR|CRITICAL|Traceback)\b|WARNING (?!gradio)", line)
+    ]
     if args.keep_logs:
         keep = Path(args.keep_logs)
         keep.mkdir(parents=True, exist_ok=True)
@@ -391,23 +472,42 @@ def run(workers: int, args: argparse.Namespace, server: FakeOpenAIServer, tmp: P
     updates = [x for u in users for x in u.update_s]
     ends = [x for u in users for x in u.end_s]
     return {
-        "workers": workers, "users": args.users, "sessions": args.sessions, "turns": args.turns,
-        "latency_s": args.latency, "embedder": args.embedder, "app_ready_s": round(ready_s, 2),
-        "settle_s": round(settle_s, 2), "settle_login_max_s": round(settle_max_s, 2),
-        **found, "frame_leaks": leaks, "leaks": leaks + found["memory_leaks"],
-        "login_p50_s": pct(logins, 50), "login_p95_s": pct(logins, 95), "login_max_s": max(logins, default=float("nan")),
-        "probe_logins": len(prober.times), "probe_login_failures": prober.failures,
-        "probe_login_p50_s": pct(prober.times, 50), "probe_login_p95_s": pct(prober.times, 95),
+        "workers": workers,
+        "users": args.users,
+        "sessions": args.sessions,
+        "turns": args.turns,
+        "latency_s": args.latency,
+        "embedder": args.embedder,
+        "app_ready_s": round(ready_s, 2),
+        "settle_s": round(settle_s, 2),
+        "settle_login_max_s": round(settle_max_s, 2),
+        **found,
+        "frame_leaks": leaks,
+        "leaks": leaks + found["memory_leaks"],
+        "login_p50_s": pct(logins, 50),
+        "login_p95_s": pct(logins, 95),
+        "login_max_s": max(logins, default=float("nan")),
+        "probe_logins": len(prober.times),
+        "probe_login_failures": prober.failures,
+        "probe_login_p50_s": pct(prober.times, 50),
+        "probe_login_p95_s": pct(prober.times, 95),
         "probe_login_max_s": max(prober.times, default=float("nan")),
         "probe_slow": [[round(a, 1), round(t, 2)] for a, t in zip(prober.at, prober.times) if t > 1.0],
-        "reply_p50_s": pct(replies, 50), "reply_p95_s": pct(replies, 95),
+        "reply_p50_s": pct(replies, 50),
+        "reply_p95_s": pct(replies, 95),
         "end_session_p95_s": pct(ends, 95),
-        "update_wait_p50_s": pct(updates, 50), "update_wait_p95_s": pct(updates, 95),
-        "updates_seen": len(updates), "model_calls": calls, "wall_s": wall,
-        "reply_frames": sum(u.frames for u in users), "app_cpu_s": app_cpu, "bench_cpu_s": own_cpu,
+        "update_wait_p50_s": pct(updates, 50),
+        "update_wait_p95_s": pct(updates, 95),
+        "updates_seen": len(updates),
+        "model_calls": calls,
+        "wall_s": wall,
+        "reply_frames": sum(u.frames for u in users),
+        "app_cpu_s": app_cpu,
+        "bench_cpu_s": own_cpu,
         "load_average": os.getloadavg()[0],
         "client_failures": [f"{u.name_}: {f}" for u in users for f in u.failures][:20],
-        "log_problems": problems[:20], "log_problem_count": len(problems),
+        "log_problems": problems[:20],
+        "log_problem_count": len(problems),
     }
 
 
@@ -434,31 +534,42 @@ def main() -> int:
     if args.json:
         print(json.dumps(results, indent=2, ensure_ascii=False))
         return 0
-    print(f"{args.users} users x {args.sessions} sessions x {args.turns} turns, real app (python app.py) over HTTP, "
-          f"openai: model at a loopback server ({args.latency * 1000:.0f} ms a call), embedder {args.embedder}, "
-          f"load average {os.getloadavg()[0]:.1f}")
-    head = (f"{'workers':>7} {'sent':>5} {'stored':>6} {'lost':>4} {'leaks':>5} {'login p50/p95':>14} "
-            f"{'probe login p50/p95':>20} {'reply p50/p95':>14} {'update wait p50/p95':>20} {'wall':>7}")
+    print(
+        f"{args.users} users x {args.sessions} sessions x {args.turns} turns, real app (python app.py) over HTTP, "
+        f"openai: model at a loopback server ({args.latency * 1000:.0f} ms a call), embedder {args.embedder}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    head = (
+        f"{'workers':>7} {'sent':>5} {'stored':>6} {'lost':>4} {'leaks':>5} {'login p50/p95':>14} "
+        f"{'probe login p50/p95':>20} {'reply p50/p95':>14} {'update wait p50/p95':>20} {'wall':>7}"
+    )
     print(head)
     for r in results:
-        print(f"{r['workers']:>7} {r['turns_sent']:>5} {r['turns_stored']:>6} {r['lost_turns']:>4} {r['leaks']:>5} "
-              f"{r['login_p50_s']:>6.2f}/{r['login_p95_s']:<6.2f}s "
-              f"{r['probe_login_p50_s']:>9.2f}/{r['probe_login_p95_s']:<6.2f}s "
-              f"{r['reply_p50_s']:>6.2f}/{r['reply_p95_s']:<6.2f}s "
-              f"{r['update_wait_p50_s']:>9.2f}/{r['update_wait_p95_s']:<6.2f}s {r['wall_s']:>6.1f}s")
+        print(
+            f"{r['workers']:>7} {r['turns_sent']:>5} {r['turns_stored']:>6} {r['lost_turns']:>4} {r['leaks']:>5} "
+            f"{r['login_p50_s']:>6.2f}/{r['login_p95_s']:<6.2f}s "
+            f"{r['probe_login_p50_s']:>9.2f}/{r['probe_login_p95_s']:<6.2f}s "
+            f"{r['reply_p50_s']:>6.2f}/{r['reply_p95_s']:<6.2f}s "
+            f"{r['update_wait_p50_s']:>9.2f}/{r['update_wait_p95_s']:<6.2f}s {r['wall_s']:>6.1f}s"
+        )
     for r in results:
-        notes = [f"replies stored {r['replies_stored']}", f"jobs done {r['jobs_done']} (not done {r['jobs_not_done']})",
-                 f"own marker sentences in final memories {r['own_sentences_in_memory']}",
-                 f"end session p95 {r['end_session_p95_s'] * 1000:.0f} ms",
-                 f"app ready (first login) {r['app_ready_s']:.1f} s, then settled in {r['settle_s']:.1f} s "
-                 f"(slowest login {r['settle_login_max_s']:.2f} s)",
-                 f"login max {r['login_max_s']:.2f} s, probe max {r['probe_login_max_s']:.2f} s "
-                 f"({r['probe_logins']} probes, {r['probe_login_failures']} failed)",
-                 f"model calls {r['model_calls']}", f"log problems {r['log_problem_count']}",
-                 f"reply frames {r['reply_frames']}", f"CPU s: app {r['app_cpu_s']:.0f}, "
-                 f"clients + model server {r['bench_cpu_s']:.0f} (of {os.cpu_count() * r['wall_s']:.0f} "
-                 f"on {os.cpu_count()} cores), "
-                 f"load average {r['load_average']:.1f}"]
+        notes = [
+            f"replies stored {r['replies_stored']}",
+            f"jobs done {r['jobs_done']} (not done {r['jobs_not_done']})",
+            f"own marker sentences in final memories {r['own_sentences_in_memory']}",
+            f"end session p95 {r['end_session_p95_s'] * 1000:.0f} ms",
+            f"app ready (first login) {r['app_ready_s']:.1f} s, then settled in {r['settle_s']:.1f} s "
+            f"(slowest login {r['settle_login_max_s']:.2f} s)",
+            f"login max {r['login_max_s']:.2f} s, probe max {r['probe_login_max_s']:.2f} s "
+            f"({r['probe_logins']} probes, {r['probe_login_failures']} failed)",
+            f"model calls {r['model_calls']}",
+            f"log problems {r['log_problem_count']}",
+            f"reply frames {r['reply_frames']}",
+            f"CPU s: app {r['app_cpu_s']:.0f}, "
+            f"clients + model server {r['bench_cpu_s']:.0f} (of {os.cpu_count() * r['wall_s']:.0f} "
+            f"on {os.cpu_count()} cores), "
+            f"load average {r['load_average']:.1f}",
+        ]
         print(f"workers {r['workers']}: " + "; ".join(notes))
         for line in r["client_failures"] + r["log_problems"][:5]:
             print(f"  ! {line[:240]}")
@@ -466,8 +577,10 @@ def main() -> int:
         one = next((r for r in results if r["workers"] == 1), results[0])
         for r in results:
             if r is not one:
-                print(f"update wait p95, {r['workers']} workers / 1 worker: "
-                      f"{r['update_wait_p95_s'] / one['update_wait_p95_s']:.2f}")
+                print(
+                    f"update wait p95, {r['workers']} workers / 1 worker: "
+                    f"{r['update_wait_p95_s'] / one['update_wait_p95_s']:.2f}"
+                )
     return 0
 
 

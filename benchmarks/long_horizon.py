@@ -51,19 +51,24 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memory.korean import content_words  # noqa: E402
-from memory.store import Sentence  # noqa: E402
-from memory.updaters import STRATEGIES, UpdateInput, make_updater  # noqa: E402
-from models.base import ChatModel, ChatStream, Completion, GenerationOptions, Message  # noqa: E402
-from models.embedders import Embedder  # noqa: E402
-from models.errors import GenerationError  # noqa: E402
-from models.fake import RealisticChatModel  # noqa: E402
-from models.spec import load_chat_model, load_embedder  # noqa: E402
+from memory.korean import content_words
+from memory.store import Sentence
+from memory.updaters import STRATEGIES, UpdateInput, make_updater
+from models.base import ChatModel, ChatStream, Completion, GenerationOptions, Message
+from models.embedders import Embedder
+from models.errors import GenerationError
+from models.fake import RealisticChatModel
+from models.spec import load_chat_model, load_embedder
 
 WRAPPING = ("think", "preamble", "fences", "numbering", "bullets", "english", "repeat", "free_verdict")
-MARKERS = {"operations": "PASS: 새 문장의 내용이 이미 기억에 있다", "summarize": "요약으로 정리하세요",
-           "reflect": "감정과 그 감정의 원인", "update": "새 기억으로 통합", "verify": "새 기억이 올바른지",
-           "guard": "새 기억에서 빠졌습니다"}
+MARKERS = {
+    "operations": "PASS: 새 문장의 내용이 이미 기억에 있다",
+    "summarize": "요약으로 정리하세요",
+    "reflect": "감정과 그 감정의 원인",
+    "update": "새 기억으로 통합",
+    "verify": "새 기억이 올바른지",
+    "guard": "새 기억에서 빠졌습니다",
+}
 CONTAINMENT = 0.6
 
 
@@ -73,82 +78,239 @@ def forms(value: str, key: str = "x") -> dict[str, str]:
     last = value[-1]
     jong = (ord(last) - 0xAC00) % 28 if "가" <= last <= "힣" else 0
     b = jong != 0
-    return {key: value, f"{key}_eul": value + ("을" if b else "를"), f"{key}_i": value + ("이" if b else "가"),
-            f"{key}_eun": value + ("은" if b else "는"), f"{key}_ro": value + ("으로" if b and jong != 8 else "로"),
-            f"{key}_ya": value + ("이야" if b else "야")}
+    return {
+        key: value,
+        f"{key}_eul": value + ("을" if b else "를"),
+        f"{key}_i": value + ("이" if b else "가"),
+        f"{key}_eun": value + ("은" if b else "는"),
+        f"{key}_ro": value + ("으로" if b and jong != 8 else "로"),
+        f"{key}_ya": value + ("이야" if b else "야"),
+    }
 
 
 # -- the world ----------------------------------------------------------------------------------------------
 # (values, fact, the user's turn, the assistant's reply, the fact with an emotion and its cause or None)
 STABLE: list[tuple[tuple[str, ...], str, str, str, str | None]] = [
-    (("고양이 두 마리", "강아지 한 마리", "고양이 한 마리", "햄스터 두 마리", "앵무새 한 마리"), "사용자는 {x_eul} 키운다.",
-     "나 {x} 키우잖아. 오늘 아침에도 나를 깨우더라.", "정말 귀엽겠어요!", "사용자는 {x_eul} 키우며 무척 귀여워한다."),
-    (("땅콩", "새우", "복숭아", "우유", "달걀", "게"), "사용자는 {x} 알레르기가 있다.",
-     "나 {x} 알레르기 있어서 외식할 때마다 성분표를 꼭 봐.", "늘 조심해야겠네요.", None),
-    (("등산", "수영", "테니스", "요가", "볼링", "클라이밍", "낚시"), "사용자는 주말마다 {x_eul} 한다.",
-     "나 요즘 주말마다 {x} 해. 끝나고 나면 개운해.", "좋은 취미네요!", "사용자는 주말마다 {x_eul} 하는데, 하고 나면 개운해서 좋아한다."),
-    (("여동생", "남동생", "언니", "오빠", "누나", "형"), "사용자는 {x_i} 한 명 있다.",
-     "우리 {x_i} 한 명 있는데 어제 같이 밥 먹었어.", "사이가 좋으시네요!", None),
-    (("제주도", "강릉", "전주", "경주", "여수", "춘천"), "사용자는 할머니가 {x}에 사신다.",
-     "할머니가 {x}에 사시는데 곧 뵈러 가려고.", "할머니가 반가워하시겠어요.", None),
-    (("김치찌개", "떡볶이", "냉면", "삼겹살", "초밥", "마라탕", "칼국수"), "사용자는 {x_eul} 가장 좋아한다.",
-     "내가 제일 좋아하는 음식은 {x_ya}. 일주일에 한 번은 먹어.", "맛있죠! 단골집 있어요?", None),
-    (("오이", "가지", "당근", "고수", "버섯", "피망"), "사용자는 {x_eul} 싫어한다.",
-     "나 {x_eun} 진짜 못 먹겠어. 냄새만 맡아도 싫어.", "입맛은 어쩔 수 없죠.", None),
-    (("아메리카노", "녹차", "두유", "라떼", "보리차"), "사용자는 아침마다 {x_eul} 마신다.",
-     "나는 아침마다 {x} 한 잔은 꼭 마셔.", "아침 루틴이 있으시네요.", None),
-    (("피아노", "기타", "우쿨렐레", "드럼", "바이올린", "첼로"), "사용자는 {x_eul} 배우고 있다.",
-     "나 요즘 학원에서 {x} 배우고 있어.", "멋지네요! 어떤 곡 연습해요?", "사용자는 {x_eul} 배우고 있어서 즐거워한다."),
-    (("두산 베어스", "LG 트윈스", "롯데 자이언츠", "기아 타이거즈", "한화 이글스", "삼성 라이온즈"), "사용자는 프로야구 {x} 팬이다.",
-     "나 {x} 팬이잖아. 어제 경기 봤어?", "아직 못 봤어요. 이겼어요?", None),
-    (("추리", "판타지", "역사", "SF", "무협"), "사용자는 {x} 소설을 즐겨 읽는다.",
-     "요즘 자기 전에 {x} 소설 읽는 게 낙이야.", "추천할 만한 책 있어요?", None),
-    (("지하철", "버스", "자전거", "자가용"), "사용자는 {x_ro} 출근한다.",
-     "나 회사까지 {x_ro} 다녀. 한 40분 걸려.", "출근길이 꽤 길네요.", None),
-    (("봄", "여름", "가을", "겨울"), "사용자는 {x_eul} 가장 좋아하는 계절로 꼽는다.",
-     "난 사계절 중에 {x_i} 제일 좋더라.", "계절마다 매력이 있죠.", None),
-    (("일본", "베트남", "프랑스", "호주", "태국", "스페인"), "사용자는 {x}에 여행을 가 본 적이 있다.",
-     "예전에 {x} 여행 갔던 게 아직도 생각나.", "어디가 제일 좋았어요?", "사용자는 {x}에 여행을 가 본 적이 있고 그때를 그리워한다."),
-    (("높은 곳", "거미", "천둥", "깊은 물", "어두운 곳"), "사용자는 {x_eul} 무서워한다.",
-     "나 사실 {x_i} 너무 무서워.", "무서운 건 무서운 거죠.", None),
-    (("방울토마토", "상추", "바질", "선인장", "고추"), "사용자는 베란다에서 {x_eul} 키운다.",
-     "베란다에서 {x} 키우는데 잘 자라고 있어.", "직접 키우면 뿌듯하죠!", "사용자는 베란다에서 {x_eul} 키우는데 잘 자라서 뿌듯해한다."),
-    (("일본어", "스페인어", "중국어", "프랑스어"), "사용자는 퇴근 후에 {x_eul} 공부한다.",
-     "나 퇴근하고 {x} 공부하고 있어.", "꾸준히 하기 어려운데 대단해요.", None),
-    (("유기견 보호소", "동네 도서관", "복지관", "무료 급식소"), "사용자는 한 달에 한 번 {x}에서 봉사활동을 한다.",
-     "한 달에 한 번 {x}에서 봉사하는데 이번 주말이 그날이야.", "좋은 일 하시네요.",
-     "사용자는 한 달에 한 번 {x}에서 봉사활동을 하며 보람을 느낀다."),
-    (("우표", "피규어", "엽서", "레고", "마그넷"), "사용자는 {x_eul} 모은다.",
-     "나 {x} 모으는 게 취미야. 벌써 백 개 넘었어.", "와, 엄청 많네요!", None),
-    (("치킨", "라면", "족발", "피자", "순대"), "사용자는 야식으로 {x_eul} 자주 먹는다.",
-     "요즘 밤마다 {x} 시켜 먹어서 큰일이야.", "가끔은 괜찮죠!", None),
-    (("공포", "로맨스", "액션", "애니메이션", "다큐멘터리"), "사용자는 {x} 영화를 좋아한다.",
-     "나는 영화는 무조건 {x_i} 좋더라.", "요즘 볼 만한 게 많죠.", None),
-    (("3월 5일", "7월 19일", "11월 2일", "1월 27일", "9월 14일"), "사용자는 생일이 {x}이다.",
-     "내 생일은 {x}이야. 기억해 줘!", "꼭 기억할게요!", None),
-    (("밤 11시", "새벽 1시", "밤 10시", "자정"), "사용자는 보통 {x}쯤 잔다.",
-     "나는 보통 {x}쯤 자.", "규칙적이네요.", None),
-    (("된장찌개", "김밥", "카레", "잡채", "계란말이"), "사용자는 {x_eul} 잘 만든다.",
-     "내가 {x} 하나는 정말 잘 만들어.", "나중에 비법 알려 주세요!", None),
-    (("조깅", "스트레칭", "줄넘기", "산책"), "사용자는 매일 아침 {x_eul} 한다.",
-     "매일 아침에 {x} 하고 하루를 시작해.", "건강한 습관이네요.", None),
-    (("보드게임", "체스", "퍼즐", "온라인 게임"), "사용자는 저녁에 친구들과 {x_eul} 즐긴다.",
-     "저녁에 친구들이랑 {x} 하는 게 제일 재밌어.", "재밌겠어요!", None),
-    (("예능", "드라마", "뉴스", "요리 프로그램"), "사용자는 저녁마다 텔레비전으로 {x_eul} 본다.",
-     "저녁 먹고 나면 텔레비전으로 {x} 보는 게 일과야.", "요즘 뭐가 재밌어요?", None),
-    (("목포", "안동", "포항", "청주"), "사용자는 {x} 출신이다.", "나 원래 {x} 출신이야.", "고향 얘기 듣고 싶어요.", None),
-    (("경영학", "컴퓨터공학", "국문학", "화학"), "사용자는 대학에서 {x_eul} 전공했다.",
-     "나 대학에서 {x} 전공했어.", "그렇군요!", None),
+    (
+        ("고양이 두 마리", "강아지 한 마리", "고양이 한 마리", "햄스터 두 마리", "앵무새 한 마리"),
+        "사용자는 {x_eul} 키운다.",
+        "나 {x} 키우잖아. 오늘 아침에도 나를 깨우더라.",
+        "정말 귀엽겠어요!",
+        "사용자는 {x_eul} 키우며 무척 귀여워한다.",
+    ),
+    (
+        ("땅콩", "새우", "복숭아", "우유", "달걀", "게"),
+        "사용자는 {x} 알레르기가 있다.",
+        "나 {x} 알레르기 있어서 외식할 때마다 성분표를 꼭 봐.",
+        "늘 조심해야겠네요.",
+        None,
+    ),
+    (
+        ("등산", "수영", "테니스", "요가", "볼링", "클라이밍", "낚시"),
+        "사용자는 주말마다 {x_eul} 한다.",
+        "나 요즘 주말마다 {x} 해. 끝나고 나면 개운해.",
+        "좋은 취미네요!",
+        "사용자는 주말마다 {x_eul} 하는데, 하고 나면 개운해서 좋아한다.",
+    ),
+    (
+        ("여동생", "남동생", "언니", "오빠", "누나", "형"),
+        "사용자는 {x_i} 한 명 있다.",
+        "우리 {x_i} 한 명 있는데 어제 같이 밥 먹었어.",
+        "사이가 좋으시네요!",
+        None,
+    ),
+    (
+        ("제주도", "강릉", "전주", "경주", "여수", "춘천"),
+        "사용자는 할머니가 {x}에 사신다.",
+        "할머니가 {x}에 사시는데 곧 뵈러 가려고.",
+        "할머니가 반가워하시겠어요.",
+        None,
+    ),
+    (
+        ("김치찌개", "떡볶이", "냉면", "삼겹살", "초밥", "마라탕", "칼국수"),
+        "사용자는 {x_eul} 가장 좋아한다.",
+        "내가 제일 좋아하는 음식은 {x_ya}. 일주일에 한 번은 먹어.",
+        "맛있죠! 단골집 있어요?",
+        None,
+    ),
+    (
+        ("오이", "가지", "당근", "고수", "버섯", "피망"),
+        "사용자는 {x_eul} 싫어한다.",
+        "나 {x_eun} 진짜 못 먹겠어. 냄새만 맡아도 싫어.",
+        "입맛은 어쩔 수 없죠.",
+        None,
+    ),
+    (
+        ("아메리카노", "녹차", "두유", "라떼", "보리차"),
+        "사용자는 아침마다 {x_eul} 마신다.",
+        "나는 아침마다 {x} 한 잔은 꼭 마셔.",
+        "아침 루틴이 있으시네요.",
+        None,
+    ),
+    (
+        ("피아노", "기타", "우쿨렐레", "드럼", "바이올린", "첼로"),
+        "사용자는 {x_eul} 배우고 있다.",
+        "나 요즘 학원에서 {x} 배우고 있어.",
+        "멋지네요! 어떤 곡 연습해요?",
+        "사용자는 {x_eul} 배우고 있어서 즐거워한다.",
+    ),
+    (
+        ("두산 베어스", "LG 트윈스", "롯데 자이언츠", "기아 타이거즈", "한화 이글스", "삼성 라이온즈"),
+        "사용자는 프로야구 {x} 팬이다.",
+        "나 {x} 팬이잖아. 어제 경기 봤어?",
+        "아직 못 봤어요. 이겼어요?",
+        None,
+    ),
+    (
+        ("추리", "판타지", "역사", "SF", "무협"),
+        "사용자는 {x} 소설을 즐겨 읽는다.",
+        "요즘 자기 전에 {x} 소설 읽는 게 낙이야.",
+        "추천할 만한 책 있어요?",
+        None,
+    ),
+    (
+        ("지하철", "버스", "자전거", "자가용"),
+        "사용자는 {x_ro} 출근한다.",
+        "나 회사까지 {x_ro} 다녀. 한 40분 걸려.",
+        "출근길이 꽤 길네요.",
+        None,
+    ),
+    (
+        ("봄", "여름", "가을", "겨울"),
+        "사용자는 {x_eul} 가장 좋아하는 계절로 꼽는다.",
+        "난 사계절 중에 {x_i} 제일 좋더라.",
+        "계절마다 매력이 있죠.",
+        None,
+    ),
+    (
+        ("일본", "베트남", "프랑스", "호주", "태국", "스페인"),
+        "사용자는 {x}에 여행을 가 본 적이 있다.",
+        "예전에 {x} 여행 갔던 게 아직도 생각나.",
+        "어디가 제일 좋았어요?",
+        "사용자는 {x}에 여행을 가 본 적이 있고 그때를 그리워한다.",
+    ),
+    (
+        ("높은 곳", "거미", "천둥", "깊은 물", "어두운 곳"),
+        "사용자는 {x_eul} 무서워한다.",
+        "나 사실 {x_i} 너무 무서워.",
+        "무서운 건 무서운 거죠.",
+        None,
+    ),
+    (
+        ("방울토마토", "상추", "바질", "선인장", "고추"),
+        "사용자는 베란다에서 {x_eul} 키운다.",
+        "베란다에서 {x} 키우는데 잘 자라고 있어.",
+        "직접 키우면 뿌듯하죠!",
+        "사용자는 베란다에서 {x_eul} 키우는데 잘 자라서 뿌듯해한다.",
+    ),
+    (
+        ("일본어", "스페인어", "중국어", "프랑스어"),
+        "사용자는 퇴근 후에 {x_eul} 공부한다.",
+        "나 퇴근하고 {x} 공부하고 있어.",
+        "꾸준히 하기 어려운데 대단해요.",
+        None,
+    ),
+    (
+        ("유기견 보호소", "동네 도서관", "복지관", "무료 급식소"),
+        "사용자는 한 달에 한 번 {x}에서 봉사활동을 한다.",
+        "한 달에 한 번 {x}에서 봉사하는데 이번 주말이 그날이야.",
+        "좋은 일 하시네요.",
+        "사용자는 한 달에 한 번 {x}에서 봉사활동을 하며 보람을 느낀다.",
+    ),
+    (
+        ("우표", "피규어", "엽서", "레고", "마그넷"),
+        "사용자는 {x_eul} 모은다.",
+        "나 {x} 모으는 게 취미야. 벌써 백 개 넘었어.",
+        "와, 엄청 많네요!",
+        None,
+    ),
+    (
+        ("치킨", "라면", "족발", "피자", "순대"),
+        "사용자는 야식으로 {x_eul} 자주 먹는다.",
+        "요즘 밤마다 {x} 시켜 먹어서 큰일이야.",
+        "가끔은 괜찮죠!",
+        None,
+    ),
+    (
+        ("공포", "로맨스", "액션", "애니메이션", "다큐멘터리"),
+        "사용자는 {x} 영화를 좋아한다.",
+        "나는 영화는 무조건 {x_i} 좋더라.",
+        "요즘 볼 만한 게 많죠.",
+        None,
+    ),
+    (
+        ("3월 5일", "7월 19일", "11월 2일", "1월 27일", "9월 14일"),
+        "사용자는 생일이 {x}이다.",
+        "내 생일은 {x}이야. 기억해 줘!",
+        "꼭 기억할게요!",
+        None,
+    ),
+    (
+        ("밤 11시", "새벽 1시", "밤 10시", "자정"),
+        "사용자는 보통 {x}쯤 잔다.",
+        "나는 보통 {x}쯤 자.",
+        "규칙적이네요.",
+        None,
+    ),
+    (
+        ("된장찌개", "김밥", "카레", "잡채", "계란말이"),
+        "사용자는 {x_eul} 잘 만든다.",
+        "내가 {x} 하나는 정말 잘 만들어.",
+        "나중에 비법 알려 주세요!",
+        None,
+    ),
+    (
+        ("조깅", "스트레칭", "줄넘기", "산책"),
+        "사용자는 매일 아침 {x_eul} 한다.",
+        "매일 아침에 {x} 하고 하루를 시작해.",
+        "건강한 습관이네요.",
+        None,
+    ),
+    (
+        ("보드게임", "체스", "퍼즐", "온라인 게임"),
+        "사용자는 저녁에 친구들과 {x_eul} 즐긴다.",
+        "저녁에 친구들이랑 {x} 하는 게 제일 재밌어.",
+        "재밌겠어요!",
+        None,
+    ),
+    (
+        ("예능", "드라마", "뉴스", "요리 프로그램"),
+        "사용자는 저녁마다 텔레비전으로 {x_eul} 본다.",
+        "저녁 먹고 나면 텔레비전으로 {x} 보는 게 일과야.",
+        "요즘 뭐가 재밌어요?",
+        None,
+    ),
+    (
+        ("목포", "안동", "포항", "청주"),
+        "사용자는 {x} 출신이다.",
+        "나 원래 {x} 출신이야.",
+        "고향 얘기 듣고 싶어요.",
+        None,
+    ),
+    (
+        ("경영학", "컴퓨터공학", "국문학", "화학"),
+        "사용자는 대학에서 {x_eul} 전공했다.",
+        "나 대학에서 {x} 전공했어.",
+        "그렇군요!",
+        None,
+    ),
 ]
-TRAITS = [("사용자는 왼손잡이다.", "나 왼손잡이라서 가위 쓸 때 불편해."), ("사용자는 안경을 쓴다.", "나 안경 쓰잖아. 마스크 쓰면 김이 서려."),
-          ("사용자는 운전면허가 없다.", "나 아직 운전면허가 없어."), ("사용자는 커피를 마시면 잠을 못 잔다.", "나는 커피 마시면 밤에 잠을 못 자."),
-          ("사용자는 아침형 인간이다.", "나 완전 아침형 인간이야. 다섯 시면 눈이 떠져."), ("사용자는 매운 음식을 잘 못 먹는다.", "나 매운 거 진짜 못 먹어.")]
-TRIVIA = [("오늘 비가 엄청 와서 신발이 다 젖었어.", "사용자는 {day}에 비를 맞아 신발이 다 젖었다."),
-          ("오늘 점심은 회사 앞 분식집에서 김밥 먹었어.", "사용자는 {day} 점심으로 김밥을 먹었다."),
-          ("오늘 날씨가 너무 좋아서 공원을 좀 걸었어.", "사용자는 {day}에 날씨가 좋아서 공원을 걸었다."),
-          ("점심에 동료들이랑 짬뽕 먹었는데 너무 매웠어.", "사용자는 {day} 점심으로 짬뽕을 먹었는데 매웠다."),
-          ("오늘 미세먼지가 심해서 하루 종일 집에 있었어.", "사용자는 {day}에 미세먼지가 심해서 집에 있었다."),
-          ("오늘 눈이 와서 길이 엄청 미끄러웠어.", "사용자는 {day}에 눈이 와서 미끄러운 길을 걸었다.")]
+TRAITS = [
+    ("사용자는 왼손잡이다.", "나 왼손잡이라서 가위 쓸 때 불편해."),
+    ("사용자는 안경을 쓴다.", "나 안경 쓰잖아. 마스크 쓰면 김이 서려."),
+    ("사용자는 운전면허가 없다.", "나 아직 운전면허가 없어."),
+    ("사용자는 커피를 마시면 잠을 못 잔다.", "나는 커피 마시면 밤에 잠을 못 자."),
+    ("사용자는 아침형 인간이다.", "나 완전 아침형 인간이야. 다섯 시면 눈이 떠져."),
+    ("사용자는 매운 음식을 잘 못 먹는다.", "나 매운 거 진짜 못 먹어."),
+]
+TRIVIA = [
+    ("오늘 비가 엄청 와서 신발이 다 젖었어.", "사용자는 {day}에 비를 맞아 신발이 다 젖었다."),
+    ("오늘 점심은 회사 앞 분식집에서 김밥 먹었어.", "사용자는 {day} 점심으로 김밥을 먹었다."),
+    ("오늘 날씨가 너무 좋아서 공원을 좀 걸었어.", "사용자는 {day}에 날씨가 좋아서 공원을 걸었다."),
+    ("점심에 동료들이랑 짬뽕 먹었는데 너무 매웠어.", "사용자는 {day} 점심으로 짬뽕을 먹었는데 매웠다."),
+    ("오늘 미세먼지가 심해서 하루 종일 집에 있었어.", "사용자는 {day}에 미세먼지가 심해서 집에 있었다."),
+    ("오늘 눈이 와서 길이 엄청 미끄러웠어.", "사용자는 {day}에 눈이 와서 미끄러운 길을 걸었다."),
+]
 OPENERS = ["오늘 하루 어땠어요?", "안녕하세요! 요즘 어떻게 지내요?", "오랜만이에요! 별일 없었어요?"]
 CLOSERS = ["고마워, 오늘 얘기 즐거웠어.", "이제 자러 가야겠다.", "그럼 또 얘기하자!"]
 CITIES = ["서울", "부산", "대전", "광주", "인천", "대구", "울산", "수원"]
@@ -163,14 +325,14 @@ SMALL_TALK = (7, 14, 21, 27)
 
 @dataclass(frozen=True)
 class Fact:
-    text: str                      # what the oracle's summary writes
-    felt: str | None               # the reflect stage's version: with an emotion and its cause
-    turn: str                      # the user turn that states it
+    text: str  # what the oracle's summary writes
+    felt: str | None  # the reflect stage's version: with an emotion and its cause
+    turn: str  # the user turn that states it
     reply: str
-    kind: str                      # stable | change | trivia
+    kind: str  # stable | change | trivia
     chain: str | None = None
     state: int = 0
-    key: str | None = None         # a word the latest state's rewrite must keep
+    key: str | None = None  # a word the latest state's rewrite must keep
 
     def texts(self) -> list[str]:
         return [self.text] + ([self.felt] if self.felt else [])
@@ -180,7 +342,7 @@ class Fact:
 class User:
     name: str
     dates: list[date]
-    facts: list[list[Fact]]               # per session: the facts its dialogue states
+    facts: list[list[Fact]]  # per session: the facts its dialogue states
     dialogues: list[list[dict[str, str]]]
 
     def all_facts(self) -> list[Fact]:
@@ -195,36 +357,108 @@ def _chains(rng: random.Random, when: dict[str, list[date]]) -> dict[str, list[F
     c1, c2 = rng.sample(CITIES, 2)
     co1, co2 = rng.sample(COMPANIES, 2)
     role, exam, ill = rng.choice(ROLES), rng.choice(EXAMS), rng.choice(ILLNESSES)
-    v = {**forms(c1, "c1"), **forms(c2, "c2"), **forms(co1, "o1"), **forms(co2, "o2"), **forms(role, "r"),
-         **forms(exam, "e"), **forms(ill, "i")}
+    v = {
+        **forms(c1, "c1"),
+        **forms(c2, "c2"),
+        **forms(co1, "o1"),
+        **forms(co2, "o2"),
+        **forms(role, "r"),
+        **forms(exam, "e"),
+        **forms(ill, "i"),
+    }
     exam_month = _korean_month(when["exam"][1] if len(when["exam"]) > 1 else when["exam"][0])
     v.update(em=exam_month, im=_korean_month(when["illness"][0]), emshort=f"{int(exam_month.split()[1][:-1])}월")
 
-    def fact(chain: str, state: int, text: str, turn: str, reply: str, felt: str | None = None,
-             key: str | None = None) -> Fact:
-        return Fact(text.format(**v), felt.format(**v) if felt else None, turn.format(**v), reply, "change", chain,
-                    state, key)
+    def fact(
+        chain: str, state: int, text: str, turn: str, reply: str, felt: str | None = None, key: str | None = None
+    ) -> Fact:
+        return Fact(
+            text.format(**v), felt.format(**v) if felt else None, turn.format(**v), reply, "change", chain, state, key
+        )
 
     return {
-        "move": [fact("move", 0, "사용자는 {c1}에 산다.", "나는 {c1}에 살아. 동네에 새 카페가 생겨서 자주 가.", "동네 카페 좋죠!"),
-                 fact("move", 1, "사용자는 {c1}에서 {c2_ro} 이사해서 지금은 {c2}에 산다.",
-                      "나 드디어 {c1}에서 {c2_ro} 이사했어! 새집이 너무 마음에 들어.", "이사 축하해요!",
-                      "사용자는 {c1}에서 {c2_ro} 이사해서 지금은 {c2}에 사는데, 새집이 마음에 들어서 기뻐한다.", c2)],
-        "job": [fact("job", 0, "사용자는 {o1}에서 {r_ro} 일한다.", "나 {o1}에서 {r_ro} 일하고 있어. 요즘 야근이 많아.",
-                     "고생이 많네요."),
-                fact("job", 1, "사용자는 {o1_eul} 그만두고 {o2}에 {r_ro} 새로 입사했다.",
-                     "나 {o1} 그만두고 {o2}에 {r_ro} 새로 들어갔어! 첫 출근이라 떨려.", "새 출발 축하해요!",
-                     "사용자는 {o1_eul} 그만두고 {o2}에 {r_ro} 새로 입사해서 설레면서도 긴장한다.", co2)],
-        "exam": [fact("exam", 0, "사용자는 {em}에 {e_eul} 볼 예정이다.", "나 {emshort}에 {e} 보기로 했어. 벌써 긴장돼.",
-                      "잘 볼 거예요!", "사용자는 {em}에 {e_eul} 볼 예정이라 긴장하고 있다."),
-                 fact("exam", 1, "사용자는 {e_eul} 치르고 결과를 기다리고 있다.", "드디어 {e} 봤어. 이제 결과만 기다리는 중이야.",
-                      "수고 많았어요!", "사용자는 {e_eul} 치르고 결과를 기다리며 초조해한다."),
-                 fact("exam", 2, "사용자는 {em}에 {e_eul} 치르고 합격했다.", "{e} 합격했어!! 너무 기뻐.", "축하해요!",
-                      "사용자는 {em}에 {e_eul} 치르고 합격해서 무척 기뻐한다.", "합격")],
-        "illness": [fact("illness", 0, "사용자는 {i}에 걸려서 몸이 안 좋다.", "나 {i}에 걸려서 며칠째 누워 있어.", "푹 쉬세요.",
-                         "사용자는 {i}에 걸려서 몸이 안 좋아 힘들어한다."),
-                    fact("illness", 1, "사용자는 {im}에 {i}에 걸렸다가 나았다.", "이제 {i} 다 나았어. 살 것 같아.",
-                         "다행이에요!", "사용자는 {im}에 {i}에 걸렸다가 나아서 안도한다.", "나았")],
+        "move": [
+            fact(
+                "move",
+                0,
+                "사용자는 {c1}에 산다.",
+                "나는 {c1}에 살아. 동네에 새 카페가 생겨서 자주 가.",
+                "동네 카페 좋죠!",
+            ),
+            fact(
+                "move",
+                1,
+                "사용자는 {c1}에서 {c2_ro} 이사해서 지금은 {c2}에 산다.",
+                "나 드디어 {c1}에서 {c2_ro} 이사했어! 새집이 너무 마음에 들어.",
+                "이사 축하해요!",
+                "사용자는 {c1}에서 {c2_ro} 이사해서 지금은 {c2}에 사는데, 새집이 마음에 들어서 기뻐한다.",
+                c2,
+            ),
+        ],
+        "job": [
+            fact(
+                "job",
+                0,
+                "사용자는 {o1}에서 {r_ro} 일한다.",
+                "나 {o1}에서 {r_ro} 일하고 있어. 요즘 야근이 많아.",
+                "고생이 많네요.",
+            ),
+            fact(
+                "job",
+                1,
+                "사용자는 {o1_eul} 그만두고 {o2}에 {r_ro} 새로 입사했다.",
+                "나 {o1} 그만두고 {o2}에 {r_ro} 새로 들어갔어! 첫 출근이라 떨려.",
+                "새 출발 축하해요!",
+                "사용자는 {o1_eul} 그만두고 {o2}에 {r_ro} 새로 입사해서 설레면서도 긴장한다.",
+                co2,
+            ),
+        ],
+        "exam": [
+            fact(
+                "exam",
+                0,
+                "사용자는 {em}에 {e_eul} 볼 예정이다.",
+                "나 {emshort}에 {e} 보기로 했어. 벌써 긴장돼.",
+                "잘 볼 거예요!",
+                "사용자는 {em}에 {e_eul} 볼 예정이라 긴장하고 있다.",
+            ),
+            fact(
+                "exam",
+                1,
+                "사용자는 {e_eul} 치르고 결과를 기다리고 있다.",
+                "드디어 {e} 봤어. 이제 결과만 기다리는 중이야.",
+                "수고 많았어요!",
+                "사용자는 {e_eul} 치르고 결과를 기다리며 초조해한다.",
+            ),
+            fact(
+                "exam",
+                2,
+                "사용자는 {em}에 {e_eul} 치르고 합격했다.",
+                "{e} 합격했어!! 너무 기뻐.",
+                "축하해요!",
+                "사용자는 {em}에 {e_eul} 치르고 합격해서 무척 기뻐한다.",
+                "합격",
+            ),
+        ],
+        "illness": [
+            fact(
+                "illness",
+                0,
+                "사용자는 {i}에 걸려서 몸이 안 좋다.",
+                "나 {i}에 걸려서 며칠째 누워 있어.",
+                "푹 쉬세요.",
+                "사용자는 {i}에 걸려서 몸이 안 좋아 힘들어한다.",
+            ),
+            fact(
+                "illness",
+                1,
+                "사용자는 {im}에 {i}에 걸렸다가 나았다.",
+                "이제 {i} 다 나았어. 살 것 같아.",
+                "다행이에요!",
+                "사용자는 {im}에 {i}에 걸렸다가 나아서 안도한다.",
+                "나았",
+            ),
+        ],
     }
 
 
@@ -247,8 +481,11 @@ def make_user(index: int, sessions: int, seed: int) -> User:
                 out.append(s)
         schedule[chain] = out
     chains = _chains(rng, {c: [dates[s - 1] for s in ss] for c, ss in schedule.items()})
-    pool = [Fact(t.format(**forms(x)), f.format(**forms(x)) if f else None, u.format(**forms(x)), r, "stable")
-            for values, t, u, r, f in STABLE for x in [rng.choice(values)]]
+    pool = [
+        Fact(t.format(**forms(x)), f.format(**forms(x)) if f else None, u.format(**forms(x)), r, "stable")
+        for values, t, u, r, f in STABLE
+        for x in [rng.choice(values)]
+    ]
     pool += [Fact(t, None, u, "그렇군요.", "stable") for t, u in rng.sample(TRAITS, 3)]
     rng.shuffle(pool)
     trivia = rng.sample(TRIVIA, len(TRIVIA))
@@ -264,12 +501,16 @@ def make_user(index: int, sessions: int, seed: int) -> User:
                     today.append(pool.pop())
         if not today and trivia:
             turn, text = trivia.pop()
-            today.append(Fact(text.format(day=f"{day.year}년 {day.month}월 {day.day}일"), None, turn, "그랬군요.",
-                              "trivia"))
+            today.append(
+                Fact(text.format(day=f"{day.year}년 {day.month}월 {day.day}일"), None, turn, "그랬군요.", "trivia")
+            )
         dialogue = [{"role": "assistant", "text": rng.choice(OPENERS)}]
         for f in today:
             dialogue += [{"role": "user", "text": f.turn}, {"role": "assistant", "text": f.reply}]
-        dialogue += [{"role": "user", "text": rng.choice(CLOSERS)}, {"role": "assistant", "text": "다음에 또 얘기해요!"}]
+        dialogue += [
+            {"role": "user", "text": rng.choice(CLOSERS)},
+            {"role": "assistant", "text": "다음에 또 얘기해요!"},
+        ]
         facts.append(today)
         dialogues.append(dialogue)
     return User(f"user{index + 1}", dates, facts, dialogues)
@@ -281,7 +522,7 @@ def section(prompt: str, head: str, end: str) -> list[str]:
     start = prompt.rfind(head)
     if start < 0:
         return []
-    rest = prompt[start + len(head):]
+    rest = prompt[start + len(head) :]
     stop = rest.find(end)
     return [line.strip() for line in (rest if stop < 0 else rest[:stop]).splitlines() if line.strip()]
 
@@ -295,7 +536,7 @@ class Oracle:
         self.by_text = {t: f for f in facts for t in f.texts()}
 
     def _stated(self, lines: list[str]) -> list[Fact]:
-        turns = [line[len("사용자: "):] for line in lines if line.startswith("사용자: ")]
+        turns = [line[len("사용자: ") :] for line in lines if line.startswith("사용자: ")]
         return [self.by_turn[t] for t in turns if t in self.by_turn]
 
     def __call__(self, messages: list[Message]) -> str:
@@ -307,15 +548,19 @@ class Oracle:
             lines = section(prompt, "\n요약:", "답:")
             return "\n".join((f.felt or line) if (f := self.by_text.get(line)) else line for line in lines)
         if stage == "update":
-            return "\n".join(self._update(section(prompt, "\n이전 기억:", "이번 요약:"),
-                                          section(prompt, "\n이번 요약:", "새 기억:")))
+            return "\n".join(
+                self._update(section(prompt, "\n이전 기억:", "이번 요약:"), section(prompt, "\n이번 요약:", "새 기억:"))
+            )
         if stage == "verify":
             return "통과"
         if stage == "guard":
             dropped = self.by_text.get(section(prompt, "\n빠진 문장:", "이번 대화:")[0].strip())
             later = self._stated(section(prompt, "\n이번 대화:", "답:"))
-            superseded = dropped is not None and dropped.chain is not None and any(
-                f.chain == dropped.chain and f.state > dropped.state for f in later)
+            superseded = (
+                dropped is not None
+                and dropped.chain is not None
+                and any(f.chain == dropped.chain and f.state > dropped.state for f in later)
+            )
             return "예" if superseded else "아니오"
         if stage == "operations":
             return self._operation(section(prompt, "\n기억:", "새 문장:"), section(prompt, "\n새 문장:", "답:")[0])
@@ -335,7 +580,7 @@ class Oracle:
     def _operation(self, numbered: list[str], sentence: str) -> str:
         memory = [re.sub(r"^\d+\.\s*", "", line) for line in numbered]
         new = self.by_text.get(sentence)
-        if sentence in memory or new is not None and any(t in memory for t in new.texts()):
+        if sentence in memory or (new is not None and any(t in memory for t in new.texts())):
             return "PASS"
         for n, line in enumerate(memory, 1):
             old = self.by_text.get(line)
@@ -365,8 +610,13 @@ class Metered(ChatModel):
         except Exception:
             self.calls.append((prompt, 0, "error"))
             raise
-        self.calls.append((answer.finish.prompt_tokens or prompt,
-                           answer.finish.completion_tokens or self.count_tokens(answer.text), answer.finish.reason))
+        self.calls.append(
+            (
+                answer.finish.prompt_tokens or prompt,
+                answer.finish.completion_tokens or self.count_tokens(answer.text),
+                answer.finish.reason,
+            )
+        )
         return answer
 
 
@@ -398,8 +648,9 @@ def junk_kind(text: str, possible: set[str]) -> str | None:
     return "other"
 
 
-def run_user(strategy: str, user: User, model: Metered, embedder: Embedder | None, ceiling: int,
-             vectors: dict[str, np.ndarray]) -> dict[str, Any]:
+def run_user(
+    strategy: str, user: User, model: Metered, embedder: Embedder | None, ceiling: int, vectors: dict[str, np.ndarray]
+) -> dict[str, Any]:
     memory: list[Sentence] = []
     previous_date: date | None = None
     updates: list[dict[str, Any]] = []
@@ -417,20 +668,37 @@ def run_user(strategy: str, user: User, model: Metered, embedder: Embedder | Non
             todo = [x.text for x in result.sentences if x.text not in vectors]
             if embedder is not None and todo:
                 vectors.update(zip(todo, embedder.embed(todo)))
-            memory = [replace(x, embedding=vectors.get(x.text), embedder=embedder.name if embedder else None)
-                      for x in result.sentences]
+            memory = [
+                replace(x, embedding=vectors.get(x.text), embedder=embedder.name if embedder else None)
+                for x in result.sentences
+            ]
         now = [x.text for x in memory]
         calls = model.calls[first:]
         details = result.details if result is not None else {}
-        scoped = "scope" in details or strategy == "operations" and bool(previous_texts) and any(  # shown in part
-            updater.steps.rewrite_budget(previous_texts + [s]) > ceiling  # type: ignore[attr-defined]
-            for s in details.get("summary", []))
+        scoped = "scope" in details or (
+            strategy == "operations"
+            and bool(previous_texts)
+            and any(  # shown in part
+                updater.steps.rewrite_budget(previous_texts + [s]) > ceiling  # type: ignore[attr-defined]
+                for s in details.get("summary", [])
+            )
+        )
         last = (details.get("attempts") or [{}])[-1]
-        updates.append({"calls": len(calls), "in": sum(c[0] for c in calls), "out": sum(c[1] for c in calls),
-                        "cut": sum(c[2] == "length" for c in calls), "ms": ms, "error": error is not None,
-                        "scoped": scoped, "fallback": result is not None and result.status == "fallback",
-                        "restored": sum(d["action"] == "restored" for d in last.get("guard", [])),
-                        "size": len(memory), "unstored": sum(not present(f, now) for f in stated)})
+        updates.append(
+            {
+                "calls": len(calls),
+                "in": sum(c[0] for c in calls),
+                "out": sum(c[1] for c in calls),
+                "cut": sum(c[2] == "length" for c in calls),
+                "ms": ms,
+                "error": error is not None,
+                "scoped": scoped,
+                "fallback": result is not None and result.status == "fallback",
+                "restored": sum(d["action"] == "restored" for d in last.get("guard", [])),
+                "size": len(memory),
+                "unstored": sum(not present(f, now) for f in stated),
+            }
+        )
         previous_date = day
     texts = [s.text for s in memory]
     introduced = [f for f in user.all_facts() if f.kind == "stable"]
@@ -448,13 +716,19 @@ def run_user(strategy: str, user: User, model: Metered, embedder: Embedder | Non
             missed.append(f"{user.name} {chain}: {why}")
     possible = {t for f in user.all_facts() for t in f.texts()}
     kinds = [junk_kind(t, possible) for t in texts]
-    return {"updates": updates, "stated": sum(map(len, user.facts)), "stable": len(introduced),
-            "kept": sum(present(f, texts) for f in introduced),
-            "lost": [f.text for f in introduced if not present(f, texts)], "changed": changed,
-            "current": changed - len(missed), "missed": missed,
-            "junk": {k: kinds.count(k) for k in ("wrapper", "cut", "quote", "other")},
-            "junk_examples": [t for t, k in zip(texts, kinds) if k in ("wrapper", "cut")][:5],
-            "dropped": len(getattr(model.inner, "dropped", []))}
+    return {
+        "updates": updates,
+        "stated": sum(map(len, user.facts)),
+        "stable": len(introduced),
+        "kept": sum(present(f, texts) for f in introduced),
+        "lost": [f.text for f in introduced if not present(f, texts)],
+        "changed": changed,
+        "current": changed - len(missed),
+        "missed": missed,
+        "junk": {k: kinds.count(k) for k in ("wrapper", "cut", "quote", "other")},
+        "junk_examples": [t for t, k in zip(texts, kinds) if k in ("wrapper", "cut")][:5],
+        "dropped": len(getattr(model.inner, "dropped", [])),
+    }
 
 
 def summarize_runs(runs: list[dict[str, Any]], sessions: int) -> dict[str, Any]:
@@ -466,19 +740,26 @@ def summarize_runs(runs: list[dict[str, Any]], sessions: int) -> dict[str, Any]:
     return {
         "stable_kept_pct": 100 * sum(r["kept"] for r in runs) / max(1, sum(r["stable"] for r in runs)),
         "changed_current_pct": 100 * sum(r["current"] for r in runs) / max(1, sum(r["changed"] for r in runs)),
-        "stable_introduced": sum(r["stable"] for r in runs), "changes": sum(r["changed"] for r in runs),
+        "stable_introduced": sum(r["stable"] for r in runs),
+        "changes": sum(r["changed"] for r in runs),
         "junk": {k: sum(r["junk"][k] for r in runs) for k in ("wrapper", "cut", "quote", "other")},
         "size_at": {m: mean(r["updates"][m - 1]["size"] for r in runs) for m in marks},
         "sizes": [round(mean(r["updates"][i]["size"] for r in runs), 1) for i in range(sessions)],
         "calls_per_update": mean(u["calls"] for u in ups),
         "in_tokens": (mean(u["in"] for u in early), mean(u["in"] for u in late)),
         "out_tokens": (mean(u["out"] for u in early), mean(u["out"] for u in late)),
-        "unstored": sum(u["unstored"] for u in ups), "stated": sum(r["stated"] for r in runs),
-        "cut_answers": sum(u["cut"] for u in ups), "scoped": sum(u["scoped"] for u in ups),
-        "fallback": sum(u["fallback"] for u in ups), "failed": sum(u["error"] for u in ups),
-        "dropped_by_model": sum(r["dropped"] for r in runs), "restored_by_guard": sum(u["restored"] for u in ups),
-        "update_ms": mean(u["ms"] for u in ups), "updates": len(ups),
-        "lost": [t for r in runs for t in r["lost"]], "missed": [t for r in runs for t in r["missed"]],
+        "unstored": sum(u["unstored"] for u in ups),
+        "stated": sum(r["stated"] for r in runs),
+        "cut_answers": sum(u["cut"] for u in ups),
+        "scoped": sum(u["scoped"] for u in ups),
+        "fallback": sum(u["fallback"] for u in ups),
+        "failed": sum(u["error"] for u in ups),
+        "dropped_by_model": sum(r["dropped"] for r in runs),
+        "restored_by_guard": sum(u["restored"] for u in ups),
+        "update_ms": mean(u["ms"] for u in ups),
+        "updates": len(ups),
+        "lost": [t for r in runs for t in r["lost"]],
+        "missed": [t for r in runs for t in r["missed"]],
         "junk_examples": [t for r in runs for t in r["junk_examples"]],
     }
 
@@ -517,8 +798,10 @@ def main() -> None:
         print(json.dumps({"args": vars(args), "wall_s": wall, "results": results}, ensure_ascii=False, indent=2))
         return
     model = args.model or f"realistic fake (habits {args.habit_rate}, drop {args.drop_rate}, fail {args.fail_rate})"
-    print(f"{args.users} users x {args.sessions} sessions, model {model}, ceiling {args.ceiling}, "
-          f"embedder {embedder.name}, seed {args.seed}; {wall:.1f} s")
+    print(
+        f"{args.users} users x {args.sessions} sessions, model {model}, ceiling {args.ceiling}, "
+        f"embedder {embedder.name}, seed {args.seed}; {wall:.1f} s"
+    )
     names = list(results)
     rows: list[tuple[str, Any]] = [
         ("stable facts kept %", lambda r: f"{r['stable_kept_pct']:.1f}"),
@@ -527,8 +810,10 @@ def main() -> None:
         ("stored cut/wrapper text", lambda r: f"{r['junk']['cut'] + r['junk']['wrapper']}"),
         ("stored user quotes (fallback)", lambda r: f"{r['junk']['quote']}"),
         ("stored other non-oracle", lambda r: f"{r['junk']['other']}"),
-        *[(f"memory size @ session {m}", partial(lambda m, r: f"{r['size_at'][m]:.1f}", m))
-          for m in next(iter(results.values()))["size_at"]],
+        *[
+            (f"memory size @ session {m}", partial(lambda m, r: f"{r['size_at'][m]:.1f}", m))
+            for m in next(iter(results.values()))["size_at"]
+        ],
         ("model calls / update", lambda r: f"{r['calls_per_update']:.2f}"),
         ("input tokens / update, first 10", lambda r: f"{r['in_tokens'][0]:.0f}"),
         ("input tokens / update, last 10", lambda r: f"{r['in_tokens'][1]:.0f}"),
@@ -546,8 +831,10 @@ def main() -> None:
     for label, cell in rows:
         print(f"{label:<34}" + "".join(f"{cell(results[n]):>12}" for n in names))
     first = next(iter(results.values()))
-    print(f"({first['stable_introduced']} stable facts introduced, {first['changes']} changed facts, "
-          f"over {args.users} users)")
+    print(
+        f"({first['stable_introduced']} stable facts introduced, {first['changes']} changed facts, "
+        f"over {args.users} users)"
+    )
     for name, r in results.items():
         print(f"{name} memory size per session: {' '.join(f'{s:g}' for s in r['sizes'])}")
         if r["lost"]:

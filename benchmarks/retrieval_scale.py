@@ -61,11 +61,24 @@ def parse_size(text: str) -> int:
 
 
 def version_of(user: int, rows: np.ndarray, first_id: int) -> Version:
-    sentences = tuple(Sentence(f"u{user} s{i}", "imported", id=first_id + i, embedding=row,
-                               embedder=StoredVectorsOnly.name) for i, row in enumerate(rows))
-    return Version(id=user + 1, user_id=user, number=1, session_id=None, strategy="import", status="ok",
-                   model_spec=None, prompt_hash=None, author="import", note=None, created_at="",
-                   sentences=sentences)
+    sentences = tuple(
+        Sentence(f"u{user} s{i}", "imported", id=first_id + i, embedding=row, embedder=StoredVectorsOnly.name)
+        for i, row in enumerate(rows)
+    )
+    return Version(
+        id=user + 1,
+        user_id=user,
+        number=1,
+        session_id=None,
+        strategy="import",
+        status="ok",
+        model_spec=None,
+        prompt_hash=None,
+        author="import",
+        note=None,
+        created_at="",
+        sentences=sentences,
+    )
 
 
 def percentiles(ms: list[float]) -> tuple[float, float]:
@@ -86,10 +99,10 @@ def run_size(n: int, per_user: int, queries: int, seed: int = 0) -> dict:
     base_rss = rss_mb()
 
     cache = IndexCache(StoredVectorsOnly(), max_users=users)  # hold every user: this measures search, not rebuilds
-    thin = []                                    # the cache entries MemoryEngine.search would look up by version id
+    thin = []  # the cache entries MemoryEngine.search would look up by version id
     started = time.perf_counter()
     for u in range(users):
-        rows = vectors[u * per_user:(u + 1) * per_user]
+        rows = vectors[u * per_user : (u + 1) * per_user]
         thin.append(cache.build(version_of(u, rows, u * per_user)))  # the Version (and its Sentences) is dropped
     build_s = time.perf_counter() - started
     gc.collect()
@@ -100,16 +113,16 @@ def run_size(n: int, per_user: int, queries: int, seed: int = 0) -> dict:
     qs /= np.linalg.norm(qs, axis=1, keepdims=True)
 
     def numpy_top(u: int, q: np.ndarray) -> np.ndarray:
-        scores = vectors[u * per_user:(u + 1) * per_user] @ q
+        scores = vectors[u * per_user : (u + 1) * per_user] @ q
         top = np.argpartition(-scores, K - 1)[:K] if len(scores) > K else np.arange(len(scores))
         return top[np.argsort(-scores[top])] + u * per_user
 
-    for u, q in zip(picks[:50], qs[:50]):        # warm-up
+    for u, q in zip(picks[:50], qs[:50]):  # warm-up
         cache.search(thin[u], q, K)
         numpy_top(u, q)
     shipped_threads = faiss.omp_get_max_threads()
     faiss_ms, numpy_ms, one_ms, agree = [], [], [], 0
-    for u, q in zip(picks, qs):                  # as shipped (IndexCache sets faiss to 1 thread)
+    for u, q in zip(picks, qs):  # as shipped (IndexCache sets faiss to 1 thread)
         t0 = time.perf_counter_ns()
         got = cache.search(thin[u], q, K)
         t1 = time.perf_counter_ns()
@@ -118,7 +131,7 @@ def run_size(n: int, per_user: int, queries: int, seed: int = 0) -> dict:
         faiss_ms.append((t1 - t0) / 1e6)
         numpy_ms.append((t2 - t1) / 1e6)
         agree += [i for i, _ in got] == ref.tolist()
-    faiss.omp_set_num_threads(1)                 # 1 thread explicitly, for comparison
+    faiss.omp_set_num_threads(1)  # 1 thread explicitly, for comparison
     for u, q in zip(picks, qs):
         t0 = time.perf_counter_ns()
         cache.search(thin[u], q, K)
@@ -127,13 +140,27 @@ def run_size(n: int, per_user: int, queries: int, seed: int = 0) -> dict:
     f50, f95 = percentiles(faiss_ms)
     n50, n95 = percentiles(numpy_ms)
     o50, o95 = percentiles(one_ms)
-    return {"n": n, "users": users, "per_user": per_user, "queries": queries,
-            "faiss_p50_ms": f50, "faiss_p95_ms": f95, "faiss1_p50_ms": o50, "faiss1_p95_ms": o95,
-            "faiss_over_1ms": float(np.mean(np.asarray(faiss_ms) > 1.0)), "numpy_p50_ms": n50, "numpy_p95_ms": n95,
-            "same_top5": agree / queries, "build_s": build_s, "rss_mb": rss_mb(), "start_rss_mb": start_rss,
-            "index_mb": index_mb, "raw_mb": n * DIM * 4 / 2**20,
-            "index_overhead_kb_per_user": max(0.0, index_mb - n * DIM * 4 / 2**20) * 1024 / users,
-            "faiss_threads": shipped_threads}
+    return {
+        "n": n,
+        "users": users,
+        "per_user": per_user,
+        "queries": queries,
+        "faiss_p50_ms": f50,
+        "faiss_p95_ms": f95,
+        "faiss1_p50_ms": o50,
+        "faiss1_p95_ms": o95,
+        "faiss_over_1ms": float(np.mean(np.asarray(faiss_ms) > 1.0)),
+        "numpy_p50_ms": n50,
+        "numpy_p95_ms": n95,
+        "same_top5": agree / queries,
+        "build_s": build_s,
+        "rss_mb": rss_mb(),
+        "start_rss_mb": start_rss,
+        "index_mb": index_mb,
+        "raw_mb": n * DIM * 4 / 2**20,
+        "index_overhead_kb_per_user": max(0.0, index_mb - n * DIM * 4 / 2**20) * 1024 / users,
+        "faiss_threads": shipped_threads,
+    }
 
 
 class LookupEmbedder(Embedder):
@@ -171,8 +198,9 @@ def run_engine(n: int, per_user: int, queries: int, seed: int = 1) -> dict:
             rows = rng.standard_normal((per_user, DIM), dtype=np.float32)
             emb.rows.update(zip(texts, rows / np.linalg.norm(rows, axis=1, keepdims=True)))
             uid = store.get_or_create_user(f"u{u}")
-            engine.commit(uid, [Sentence(t, "imported") for t in texts], strategy="import", status="ok",
-                          author="import")
+            engine.commit(
+                uid, [Sentence(t, "imported") for t in texts], strategy="import", status="ok", author="import"
+            )
             ids.append(uid)
         commit_s = time.perf_counter() - started
         qtexts = [f"query {j}" for j in range(queries)]
@@ -197,14 +225,18 @@ def run_engine(n: int, per_user: int, queries: int, seed: int = 1) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'N':>9} | {'users':>6} | {'p50 ms':>6} | {'p95 ms (faiss)':>14} | {'p50/p95 (faiss, 1 thread)':>25} | "
-            f"{'p50/p95 (numpy)':>15} | {'index build s':>13} | {'RSS MB':>6} | {'index MB':>8} | {'raw MB':>6}")
+    head = (
+        f"{'N':>9} | {'users':>6} | {'p50 ms':>6} | {'p95 ms (faiss)':>14} | {'p50/p95 (faiss, 1 thread)':>25} | "
+        f"{'p50/p95 (numpy)':>15} | {'index build s':>13} | {'RSS MB':>6} | {'index MB':>8} | {'raw MB':>6}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['n']:>9,} | {r['users']:>6,} | {r['faiss_p50_ms']:>6.3f} | {r['faiss_p95_ms']:>14.3f} | "
-                     f"{'':>11}{r['faiss1_p50_ms']:.3f}/{r['faiss1_p95_ms']:<7.3f} | "
-                     f"{r['numpy_p50_ms']:>7.3f}/{r['numpy_p95_ms']:<7.3f} | {r['build_s']:>13.2f} | "
-                     f"{r['rss_mb']:>6.0f} | {r['index_mb']:>8.0f} | {r['raw_mb']:>6.0f}")
+        lines.append(
+            f"{r['n']:>9,} | {r['users']:>6,} | {r['faiss_p50_ms']:>6.3f} | {r['faiss_p95_ms']:>14.3f} | "
+            f"{'':>11}{r['faiss1_p50_ms']:.3f}/{r['faiss1_p95_ms']:<7.3f} | "
+            f"{r['numpy_p50_ms']:>7.3f}/{r['numpy_p95_ms']:<7.3f} | {r['build_s']:>13.2f} | "
+            f"{r['rss_mb']:>6.0f} | {r['index_mb']:>8.0f} | {r['raw_mb']:>6.0f}"
+        )
     return "\n".join(lines)
 
 
@@ -213,9 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="1k,100k,1M", help="stored sentences in all, comma-separated (1k,100k,1M)")
     p.add_argument("--per-user", type=int, default=100, help="sentences per user (default 100)")
     p.add_argument("--queries", type=int, default=2000, help="timed queries per size (default 2000)")
-    p.add_argument("--engine-size", default="20k",
-                   help="also time the whole MemoryEngine.search over a SQLite store of this many sentences "
-                        "(default 20k; 0 skips it)")
+    p.add_argument(
+        "--engine-size",
+        default="20k",
+        help="also time the whole MemoryEngine.search over a SQLite store of this many sentences "
+        "(default 20k; 0 skips it)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
     p.add_argument("--inline", action="store_true", help="run every size in this process (RSS accumulates)")
     args = p.parse_args(argv)
@@ -225,9 +260,22 @@ def main(argv: list[str] | None = None) -> int:
         if args.inline or len(sizes) == 1:
             row = run_size(n, args.per_user, args.queries)
         else:
-            out = subprocess.run([sys.executable, __file__, "--sizes", str(n), "--per-user", str(args.per_user),
-                                  "--queries", str(args.queries), "--json"],
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--sizes",
+                    str(n),
+                    "--per-user",
+                    str(args.per_user),
+                    "--queries",
+                    str(args.queries),
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             row = json.loads(out)[0]
         rows.append(row)
         if not args.json and len(sizes) > 1:
@@ -238,25 +286,35 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows if engine is None else {"index": rows, "engine": engine}, indent=2))
         return 0
-    print(f"per-user top-{K} search, {DIM}-d float32, {args.per_user} sentences per user, "
-          f"{args.queries} queries per size (faiss threads: {rows[0]['faiss_threads']})")
+    print(
+        f"per-user top-{K} search, {DIM}-d float32, {args.per_user} sentences per user, "
+        f"{args.queries} queries per size (faiss threads: {rows[0]['faiss_threads']})"
+    )
     print(table(rows))
     if engine:
-        print(f"\nwhole MemoryEngine.search (latest-version id from SQLite + IndexCache.search; "
-              f"query embedding excluded), {engine['n']:,} sentences / {engine['users']:,} users in SQLite: "
-              f"p50 {engine['shipped_p50_ms']:.3f} ms, p95 {engine['shipped_p95_ms']:.3f} ms "
-              f"(faiss 1 thread: {engine['1thread_p50_ms']:.3f} / {engine['1thread_p95_ms']:.3f} ms); "
-              f"committing them took {engine['commit_s']:.1f} s")
+        print(
+            f"\nwhole MemoryEngine.search (latest-version id from SQLite + IndexCache.search; "
+            f"query embedding excluded), {engine['n']:,} sentences / {engine['users']:,} users in SQLite: "
+            f"p50 {engine['shipped_p50_ms']:.3f} ms, p95 {engine['shipped_p95_ms']:.3f} ms "
+            f"(faiss 1 thread: {engine['1thread_p50_ms']:.3f} / {engine['1thread_p95_ms']:.3f} ms); "
+            f"committing them took {engine['commit_s']:.1f} s"
+        )
     big = max(rows, key=lambda r: r["n"])
     verdict = "meets" if big["faiss_p50_ms"] <= 2.0 else "MISSES"
-    print(f"\ntarget p50 <= 2 ms at {big['n']:,}: IndexCache.search p50 {big['faiss_p50_ms']:.3f} ms {verdict} it; "
-          f"p95 {big['faiss_p95_ms']:.3f} ms with faiss's {big['faiss_threads']} OpenMP threads "
-          f"({big['faiss_over_1ms']:.0%} of queries over 1 ms), {big['faiss1_p95_ms']:.3f} ms with 1 thread.")
+    print(
+        f"\ntarget p50 <= 2 ms at {big['n']:,}: IndexCache.search p50 {big['faiss_p50_ms']:.3f} ms {verdict} it; "
+        f"p95 {big['faiss_p95_ms']:.3f} ms with faiss's {big['faiss_threads']} OpenMP threads "
+        f"({big['faiss_over_1ms']:.0%} of queries over 1 ms), {big['faiss1_p95_ms']:.3f} ms with 1 thread."
+    )
     if engine:
-        print(f"whole engine.search p50: {engine['shipped_p50_ms']:.3f} ms as shipped, "
-              f"{engine['1thread_p50_ms']:.3f} ms with 1 faiss thread.")
-    print(f"IndexCache memory beyond the raw vectors: {big['index_overhead_kb_per_user']:.1f} KB per user "
-          f"({big['users']:,} users); the cache keeps the {MAX_USERS:,} most recently searched users (LRU).")
+        print(
+            f"whole engine.search p50: {engine['shipped_p50_ms']:.3f} ms as shipped, "
+            f"{engine['1thread_p50_ms']:.3f} ms with 1 faiss thread."
+        )
+    print(
+        f"IndexCache memory beyond the raw vectors: {big['index_overhead_kb_per_user']:.1f} KB per user "
+        f"({big['users']:,} users); the cache keeps the {MAX_USERS:,} most recently searched users (LRU)."
+    )
     return 0
 
 

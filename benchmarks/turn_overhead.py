@@ -15,13 +15,30 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from chatbot.session import Chatbot  # noqa: E402
-from chatbot.settings import Settings  # noqa: E402
-from memory.store import Sentence  # noqa: E402
-from models import GenerationOptions, load_chat_model, load_embedder  # noqa: E402
+from chatbot.session import Chatbot
+from chatbot.settings import Settings
+from memory.store import Sentence
+from models import GenerationOptions, load_chat_model, load_embedder
 
-TOPICS = ["테니스", "손목 부상", "제주도 여행", "회계사 시험", "고양이", "부산 이사", "둘째 딸", "카페 창업", "마라톤", "요리"]
-QUERIES = ["손목은 이제 괜찮아", "시험 결과 나왔어!", "고양이가 아파서 병원 다녀왔어", "새 집이 너무 좋아", "딸이 걸음마를 뗐어"]
+TOPICS = [
+    "테니스",
+    "손목 부상",
+    "제주도 여행",
+    "회계사 시험",
+    "고양이",
+    "부산 이사",
+    "둘째 딸",
+    "카페 창업",
+    "마라톤",
+    "요리",
+]
+QUERIES = [
+    "손목은 이제 괜찮아",
+    "시험 결과 나왔어!",
+    "고양이가 아파서 병원 다녀왔어",
+    "새 집이 너무 좋아",
+    "딸이 걸음마를 뗐어",
+]
 
 
 def main() -> None:
@@ -37,8 +54,9 @@ def main() -> None:
         bot = Chatbot(settings, chat_model=model, embedder=embedder)
         session = bot.start("bench")
         memory = [f"사용자는 {TOPICS[i % len(TOPICS)]}에 관한 일 {i}번을 이야기했다." for i in range(args.memory)]
-        bot.engine.commit(session.user_id, [Sentence(t) for t in memory], strategy="import", status="ok",
-                          author="import")
+        bot.engine.commit(
+            session.user_id, [Sentence(t) for t in memory], strategy="import", status="ok", author="import"
+        )
         overhead, generation, tokens = [], [], []
         for i in range(args.turns):
             start = time.perf_counter()
@@ -50,8 +68,10 @@ def main() -> None:
             tokens.append(model.count_tokens(reply))
             session.history.append({"role": "assistant", "content": reply})
     med_o, med_g = statistics.median(overhead), statistics.median(generation)
-    print(f"model {model.spec}, embedder {embedder.name}, {args.memory} memory sentences, {args.turns} turns, "
-          f"max {args.max_new_tokens} new tokens")
+    print(
+        f"model {model.spec}, embedder {embedder.name}, {args.memory} memory sentences, {args.turns} turns, "
+        f"max {args.max_new_tokens} new tokens"
+    )
     print(f"{'part':<42}{'median ms':>12}{'max ms':>10}")
     print(f"{'overhead (db + embed + search + prompt)':<42}{med_o * 1000:>12.1f}{max(overhead) * 1000:>10.1f}")
     print(f"{'generation':<42}{med_g * 1000:>12.1f}{max(generation) * 1000:>10.1f}")

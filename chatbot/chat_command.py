@@ -27,26 +27,45 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", help="SQLite file (KEEM_DB; default: the per-user data directory)")
     p.add_argument("--model", help="chat model spec: hf:<id|path>, openai:<model>, demo, auto (KEEM_MODEL)")
     p.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL; default: --model)")
-    p.add_argument("--embedder", help="auto (default), e5, use-multilingual, minilm, ngram, st:<id|path> (KEEM_EMBEDDER)")
-    p.add_argument("--strategy", help="memory update strategy: keem (default), accumulate, operations, or balanced "
-                                      "(a user trial: one per user, balanced, kept) (KEEM_STRATEGY)")
-    p.add_argument("--memory-cues", action="store_const", const=True,
-                   help="the update model also writes cue words for each new memory sentence, searched as a "
-                        "second view (one extra call per update; KEEM_MEMORY_CUES=1)")
+    p.add_argument(
+        "--embedder", help="auto (default), e5, use-multilingual, minilm, ngram, st:<id|path> (KEEM_EMBEDDER)"
+    )
+    p.add_argument(
+        "--strategy",
+        help="memory update strategy: keem (default), accumulate, operations, or balanced "
+        "(a user trial: one per user, balanced, kept) (KEEM_STRATEGY)",
+    )
+    p.add_argument(
+        "--memory-cues",
+        action="store_const",
+        const=True,
+        help="the update model also writes cue words for each new memory sentence, searched as a "
+        "second view (one extra call per update; KEEM_MEMORY_CUES=1)",
+    )
     p.add_argument("--host", help="address to bind (KEEM_HOST; default 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, help="port (KEEM_PORT; default 7860)")
-    p.add_argument("--idle-timeout-min", type=float, help="end a silent session after this many minutes "
-                                                          "(KEEM_IDLE_TIMEOUT_MIN; default 30)")
-    p.add_argument("--auth-file", help="require a login: a file with one name:password per line "
-                                       "(or the KEEM_AUTH secret: name:password pairs, comma-separated)")
+    p.add_argument(
+        "--idle-timeout-min",
+        type=float,
+        help="end a silent session after this many minutes (KEEM_IDLE_TIMEOUT_MIN; default 30)",
+    )
+    p.add_argument(
+        "--auth-file",
+        help="require a login: a file with one name:password per line "
+        "(or the KEEM_AUTH secret: name:password pairs, comma-separated)",
+    )
     p.add_argument("--share", action="store_true", help="also open a public gradio.live link (off by default)")
 
 
 def add_chat_parser(subs: Any) -> argparse.ArgumentParser:
     """Register the `chat` subcommand on the `keem` parser's subparsers."""
-    p = subs.add_parser("chat", help="serve the browser chat app (Gradio)",
-                        description="Serve the browser chat app: chat, end sessions, see and edit the memory.",
-                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subs.add_parser(
+        "chat",
+        help="serve the browser chat app (Gradio)",
+        description="Serve the browser chat app: chat, end sessions, see and edit the memory.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_chat_arguments(p)
     return p
 
@@ -126,16 +145,18 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
         worker = Worker(bot)
         waiting = worker.recover()
         if waiting:
-            print(f"finishing {waiting} memory update(s) left from an earlier run, in the background",
-                  file=sys.stderr)
+            print(f"finishing {waiting} memory update(s) left from an earlier run, in the background", file=sys.stderr)
         return bot, worker.start()
 
     # the page serves at once and says the models are loading; chat opens when they are ready
     backend = Backend.loading(load)
     per_browser = browser_identity(settings, auth)
     if per_browser:
-        print("identity: the typed name within this browser (a key in its localStorage); "
-              "the same name typed elsewhere is another user", file=sys.stderr)
+        print(
+            "identity: the typed name within this browser (a key in its localStorage); "
+            "the same name typed elsewhere is another user",
+            file=sys.stderr,
+        )
     app = build_app(backend, browser_identity=per_browser)
 
     def on_term(signum: int, frame: Any) -> None:
@@ -144,15 +165,22 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_term)
     try:
         app.queue(default_concurrency_limit=4).launch(
-            server_name=settings.host, server_port=settings.port, share=bool(getattr(args, "share", False)),
-            auth=auth, show_error=False, css=CSS, footer_links=[], run_history=False, quiet=False,
-            **launch_options())
+            server_name=settings.host,
+            server_port=settings.port,
+            share=bool(getattr(args, "share", False)),
+            auth=auth,
+            show_error=False,
+            css=CSS,
+            footer_links=[],
+            run_history=False,
+            quiet=False,
+            **launch_options(),
+        )
     except KeyboardInterrupt:
         pass
     finally:
         ended = backend.worker.stop() if backend.worker is not None else []
         if ended:
-            print(f"ended {len(ended)} open session(s); their memory updates run at the next start",
-                  file=sys.stderr)
+            print(f"ended {len(ended)} open session(s); their memory updates run at the next start", file=sys.stderr)
         app.close()
     return 0

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from chatbot.settings import Settings
 from models.errors import InputError, KeemError
@@ -23,115 +24,204 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _sub(subs: Any, name: str, help_text: str, example: str) -> argparse.ArgumentParser:
-    p = subs.add_parser(name, help=help_text, description=help_text, epilog=f"example:\n  {example}",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subs.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _common(p)
     return p
 
 
 def _group(subs: Any, name: str, help_text: str, description: str, example: str) -> Any:
     """A command group (`keem memory ...`): its parser with an example, and the subparsers for its commands."""
-    p = subs.add_parser(name, help=help_text, description=description, epilog=f"example:\n  {example}",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subs.add_parser(
+        name,
+        help=help_text,
+        description=description,
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     return p.add_subparsers(dest=f"{name}_command", required=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="keem", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="keem",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="KEEM chat: a Korean chatbot whose memory of each user an LLM rewrites after every session.",
         epilog="examples:\n  keem chat                      # the browser app on 127.0.0.1:7860\n"
-               "  keem session --user minsu --model demo\n  keem memory show --user minsu")
+        "  keem session --user minsu --model demo\n  keem memory show --user minsu",
+    )
     subs = parser.add_subparsers(dest="command", required=True)
 
-    s = subs.add_parser("session", help="hold one chat session in the terminal, then update the memory",
-                        description="Hold one session (interactive, or scripted with one message per line), end it, "
-                                    "run the memory update and print the new memory.",
-                        epilog=EPILOG_SESSION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s = subs.add_parser(
+        "session",
+        help="hold one chat session in the terminal, then update the memory",
+        description="Hold one session (interactive, or scripted with one message per line), end it, "
+        "run the memory update and print the new memory.",
+        epilog=EPILOG_SESSION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _common(s)
     s.add_argument("--user", required=True, help="user name or participant code")
     s.add_argument("--model", help="chat model spec: hf:<id|path>, openai:<model>, demo, auto (KEEM_MODEL)")
     s.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL; default: --model)")
-    s.add_argument("--embedder", help="auto (default: e5-small, else use-multilingual), e5, use-multilingual, "
-                                      "minilm, ngram, st:<id|path> (KEEM_EMBEDDER)")
-    s.add_argument("--strategy", help="memory update strategy: keem (default), accumulate, operations, or balanced "
-                                      "(a user trial: one per user, balanced, kept) (KEEM_STRATEGY)")
-    s.add_argument("--memory-cues", action="store_const", const=True,
-                   help="the update model also writes cue words for each new memory sentence, searched as a "
-                        "second view (one extra call per update; KEEM_MEMORY_CUES=1)")
+    s.add_argument(
+        "--embedder",
+        help="auto (default: e5-small, else use-multilingual), e5, use-multilingual, "
+        "minilm, ngram, st:<id|path> (KEEM_EMBEDDER)",
+    )
+    s.add_argument(
+        "--strategy",
+        help="memory update strategy: keem (default), accumulate, operations, or balanced "
+        "(a user trial: one per user, balanced, kept) (KEEM_STRATEGY)",
+    )
+    s.add_argument(
+        "--memory-cues",
+        action="store_const",
+        const=True,
+        help="the update model also writes cue words for each new memory sentence, searched as a "
+        "second view (one extra call per update; KEEM_MEMORY_CUES=1)",
+    )
     s.add_argument("--script", type=Path, help="file with one user message per line (UTF-8)")
 
-    msubs = _group(subs, "memory", "show, search, import or forget a user's memory",
-                   "Inspect and manage one user's memory.", "keem memory show --user minsu")
-    p = _sub(msubs, "show", "print a user's memory (latest version, or --version N)",
-             "keem memory show --user minsu --json")
+    msubs = _group(
+        subs,
+        "memory",
+        "show, search, import or forget a user's memory",
+        "Inspect and manage one user's memory.",
+        "keem memory show --user minsu",
+    )
+    p = _sub(
+        msubs, "show", "print a user's memory (latest version, or --version N)", "keem memory show --user minsu --json"
+    )
     p.add_argument("--user", required=True)
     p.add_argument("--version", type=int, help="version number (default: latest)")
-    p = _sub(msubs, "history", "list a user's memory versions with what each kept, added and removed",
-             "keem memory history --user minsu")
+    p = _sub(
+        msubs,
+        "history",
+        "list a user's memory versions with what each kept, added and removed",
+        "keem memory history --user minsu",
+    )
     p.add_argument("--user", required=True)
-    p = _sub(msubs, "search", "find the memory sentences most relevant to a query",
-             'keem memory search --user u1 --k 3 --json "손목 보호대는 이제 안 차도 돼?"')
+    p = _sub(
+        msubs,
+        "search",
+        "find the memory sentences most relevant to a query",
+        'keem memory search --user u1 --k 3 --json "손목 보호대는 이제 안 차도 돼?"',
+    )
     p.add_argument("--user", required=True)
     p.add_argument("--k", type=int, default=5, help="how many sentences (default 5)")
     p.add_argument("--embedder", help="embedder spec (KEEM_EMBEDDER)")
     p.add_argument("query")
-    p = _sub(msubs, "import", "add sentences to a user's memory as a new version (creates the user if needed)",
-             "keem memory import --user u1 mem.txt   # one sentence per line, or JSONL with a 'text' field")
+    p = _sub(
+        msubs,
+        "import",
+        "add sentences to a user's memory as a new version (creates the user if needed)",
+        "keem memory import --user u1 mem.txt   # one sentence per line, or JSONL with a 'text' field",
+    )
     p.add_argument("--user", required=True)
     p.add_argument("--embedder", help="embedder spec (KEEM_EMBEDDER)")
     p.add_argument("file", type=Path)
-    _sub(msubs, "users", "list every user with sessions, memory versions and trial strategy",
-         "keem memory users --json   # browser-identity users appear as name#key (KEEM_IDENTITY=browser)")
-    p = _sub(msubs, "forget", "delete everything stored about a user (sessions, turns, every memory version)",
-             "keem memory forget --user minsu --yes")
+    _sub(
+        msubs,
+        "users",
+        "list every user with sessions, memory versions and trial strategy",
+        "keem memory users --json   # browser-identity users appear as name#key (KEEM_IDENTITY=browser)",
+    )
+    p = _sub(
+        msubs,
+        "forget",
+        "delete everything stored about a user (sessions, turns, every memory version)",
+        "keem memory forget --user minsu --yes",
+    )
     p.add_argument("--user", required=True)
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
-    jsubs = _group(subs, "jobs", "list memory-update jobs, or retry failed ones",
-                   "Memory updates run as durable jobs. A failed one keeps its error and the previous memory; it is "
-                   "retried with backoff, at every start, or by `jobs retry`.", "keem jobs list --status failed")
-    p = _sub(jsubs, "list", "list update jobs with their status, attempts and last error",
-             "keem jobs list --status failed --json")
+    jsubs = _group(
+        subs,
+        "jobs",
+        "list memory-update jobs, or retry failed ones",
+        "Memory updates run as durable jobs. A failed one keeps its error and the previous memory; it is "
+        "retried with backoff, at every start, or by `jobs retry`.",
+        "keem jobs list --status failed",
+    )
+    p = _sub(
+        jsubs,
+        "list",
+        "list update jobs with their status, attempts and last error",
+        "keem jobs list --status failed --json",
+    )
     p.add_argument("--user", help="only this user's jobs")
-    p.add_argument("--status", choices=["pending", "running", "done", "failed"], action="append",
-                   help="only jobs with this status (repeatable; default: all)")
-    p = _sub(jsubs, "retry", "run failed update jobs again now (all, a user's, or the ones named)",
-             "OPENAI_BASE_URL=http://127.0.0.1:8000/v1 keem jobs retry --user minsu --update-model openai:gpt-4o")
+    p.add_argument(
+        "--status",
+        choices=["pending", "running", "done", "failed"],
+        action="append",
+        help="only jobs with this status (repeatable; default: all)",
+    )
+    p = _sub(
+        jsubs,
+        "retry",
+        "run failed update jobs again now (all, a user's, or the ones named)",
+        "OPENAI_BASE_URL=http://127.0.0.1:8000/v1 keem jobs retry --user minsu --update-model openai:gpt-4o",
+    )
     p.add_argument("job", type=int, nargs="*", help="job ids (default: every failed job)")
     p.add_argument("--user", help="only this user's failed jobs")
     p.add_argument("--model", help="chat model spec (KEEM_MODEL); the update model defaults to it")
     p.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL)")
     p.add_argument("--embedder", help="embedder spec (KEEM_EMBEDDER)")
-    p.add_argument("--no-run", action="store_true",
-                   help="only put them back in the queue, for the running app to take (it polls every second)")
+    p.add_argument(
+        "--no-run",
+        action="store_true",
+        help="only put them back in the queue, for the running app to take (it polls every second)",
+    )
 
     from chatbot.chat_command import add_chat_parser
     from evaluation.build_command import add_build_parser
     from evaluation.eval_command import add_eval_parser
     from evaluation.train_command import add_train_parser
 
-    tsubs = _group(subs, "trial", "export and analyse what a user trial collected (participants, sessions, "
-                   "memories, questionnaires)",
-                   "Tools for multi-session user trials. Run the app with KEEM_STRATEGY=balanced to give each "
-                   "participant one strategy, balanced and kept across sessions (KEEM_STUDY: a study plan with "
-                   "consent and questionnaire, chatbot/study.py).",
-                   "keem trial export --out trial-data --pseudonymize")
-    p = _sub(tsubs, "export", "write participants.csv, sessions.jsonl, memory_versions.jsonl, questionnaire.csv and "
-             "manifest.json into a new folder, personal data replaced by tags",
-             "keem trial export --out trial-2026-11 --pseudonymize   # names -> P001...; key.csv maps them back")
+    tsubs = _group(
+        subs,
+        "trial",
+        "export and analyse what a user trial collected (participants, sessions, memories, questionnaires)",
+        "Tools for multi-session user trials. Run the app with KEEM_STRATEGY=balanced to give each "
+        "participant one strategy, balanced and kept across sessions (KEEM_STUDY: a study plan with "
+        "consent and questionnaire, chatbot/study.py).",
+        "keem trial export --out trial-data --pseudonymize",
+    )
+    p = _sub(
+        tsubs,
+        "export",
+        "write participants.csv, sessions.jsonl, memory_versions.jsonl, questionnaire.csv and "
+        "manifest.json into a new folder, personal data replaced by tags",
+        "keem trial export --out trial-2026-11 --pseudonymize   # names -> P001...; key.csv maps them back",
+    )
     p.add_argument("--out", type=Path, required=True, help="a new (or empty) folder")
     p.add_argument("--pseudonymize", action="store_true", help="replace names by P001, P002, ... (key.csv maps back)")
-    p.add_argument("--no-scrub", action="store_true",
-                   help="keep phone numbers, e-mail addresses, ID, card and account numbers and street addresses "
-                        "as typed (default: replaced by tags such as [전화번호])")
-    p = _sub(tsubs, "report", "analyse an export: ratings per strategy and session with confidence intervals, "
-             "Kruskal-Wallis and Holm-corrected Mann-Whitney tests, completion, memory size; report.md with PNGs",
-             "keem trial report --export trial-2026-11 --out trial-2026-11-report --study study.toml")
+    p.add_argument(
+        "--no-scrub",
+        action="store_true",
+        help="keep phone numbers, e-mail addresses, ID, card and account numbers and street addresses "
+        "as typed (default: replaced by tags such as [전화번호])",
+    )
+    p = _sub(
+        tsubs,
+        "report",
+        "analyse an export: ratings per strategy and session with confidence intervals, "
+        "Kruskal-Wallis and Holm-corrected Mann-Whitney tests, completion, memory size; report.md with PNGs",
+        "keem trial report --export trial-2026-11 --out trial-2026-11-report --study study.toml",
+    )
     p.add_argument("--export", type=Path, required=True, help="a folder `keem trial export` wrote")
     p.add_argument("--out", type=Path, required=True, help="output folder (report.md, report.json, PNGs)")
-    p.add_argument("--study", help="the study plan (KEEM_STUDY): its strategies and sessions per participant "
-                                   "(default: the strategies seen, the most sessions any participant held)")
+    p.add_argument(
+        "--study",
+        help="the study plan (KEEM_STUDY): its strategies and sessions per participant "
+        "(default: the strategies seen, the most sessions any participant held)",
+    )
     add_chat_parser(subs)
     add_build_parser(subs)
     add_train_parser(subs)  # before add_eval_parser: it also adds `keem eval updater`
@@ -143,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one `keem` command; errors end as one line with a fix (exit 2), a reader that left early quietly."""
     try:
         code = _run(argv)
-        sys.stdout.flush()   # here, not at exit: a closed pipe (`keem memory users | head -1`) is caught below
+        sys.stdout.flush()  # here, not at exit: a closed pipe (`keem memory users | head -1`) is caught below
         return code
     except BrokenPipeError:
         import os
@@ -207,8 +297,18 @@ def _print(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2))
 
 
-JOB_FIELDS = ("id", "user", "session_id", "strategy", "status", "stage", "attempts", "last_error", "version_id",
-              "updated_at")
+JOB_FIELDS = (
+    "id",
+    "user",
+    "session_id",
+    "strategy",
+    "status",
+    "stage",
+    "attempts",
+    "last_error",
+    "version_id",
+    "updated_at",
+)
 
 
 def cmd_jobs_list(settings: Settings, args: argparse.Namespace) -> int:
@@ -216,15 +316,19 @@ def cmd_jobs_list(settings: Settings, args: argparse.Namespace) -> int:
     user_id = store.require_user(args.user) if args.user else None
     names = {u["id"]: u["name"] for u in store.users()}
     statuses = tuple(args.status) if args.status else ("pending", "running", "done", "failed")
-    rows = [{**{k: job.get(k) for k in JOB_FIELDS}, "user": names.get(job["user_id"])}
-            for job in store.jobs(user_id, statuses)]
+    rows = [
+        {**{k: job.get(k) for k in JOB_FIELDS}, "user": names.get(job["user_id"])}
+        for job in store.jobs(user_id, statuses)
+    ]
     if args.json:
         _print(rows)
         return 0
     for r in rows:
         error = f"  last error: {r['last_error']}" if r["last_error"] and r["status"] != "done" else ""
-        print(f"job {r['id']}  {r['user']}  session {r['session_id']}  {r['strategy']}  {r['status']} ({r['stage']}), "
-              f"{r['attempts']} attempts{error}")
+        print(
+            f"job {r['id']}  {r['user']}  session {r['session_id']}  {r['strategy']}  {r['status']} ({r['stage']}), "
+            f"{r['attempts']} attempts{error}"
+        )
     if not rows:
         print("no update jobs")
     return 0
@@ -249,7 +353,9 @@ def cmd_jobs_retry(settings: Settings, args: argparse.Namespace) -> int:
     failed = 0
     for job_id in ids:
         try:
-            version = bot.run_update(job_id, lambda stage: print(f"[job {job_id}: {stage}]", file=sys.stderr))
+            version = bot.run_update(
+                job_id, lambda stage, job_id=job_id: print(f"[job {job_id}: {stage}]", file=sys.stderr)
+            )
         except KeemError as exc:
             failed += 1
             print(f"error: job {job_id} failed again and stays queued for retries ({exc})", file=sys.stderr)
@@ -280,8 +386,11 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def diff(old: list[str], new: list[str]) -> dict[str, list[str]]:
-    return {"kept": [t for t in new if t in old], "added": [t for t in new if t not in old],
-            "removed": [t for t in old if t not in new]}
+    return {
+        "kept": [t for t in new if t in old],
+        "added": [t for t in new if t not in old],
+        "removed": [t for t in old if t not in new],
+    }
 
 
 def cmd_users(settings: Settings, args: argparse.Namespace) -> int:
@@ -292,8 +401,10 @@ def cmd_users(settings: Settings, args: argparse.Namespace) -> int:
     if not rows:
         print("no users yet")
     for r in rows:
-        print(f"{r['name']}  {r['sessions']} sessions (last {r['last_session'] or '-'})  {r['versions']} memory versions"
-              + (f"  trial strategy {r['strategy']}" if r["strategy"] else ""))
+        print(
+            f"{r['name']}  {r['sessions']} sessions (last {r['last_session'] or '-'})  {r['versions']} memory versions"
+            + (f"  trial strategy {r['strategy']}" if r["strategy"] else "")
+        )
     return 0
 
 
@@ -302,9 +413,16 @@ def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
     user_id = store.require_user(args.user)
     rows, previous = [], []
     for v in store.versions(user_id):
-        rows.append({**{k: v.as_json()[k] for k in ("version", "created_at", "strategy", "status", "author",
-                                                     "session_id", "model", "note")},
-                     "size": len(v.sentences), **diff(previous, v.texts)})
+        rows.append(
+            {
+                **{
+                    k: v.as_json()[k]
+                    for k in ("version", "created_at", "strategy", "status", "author", "session_id", "model", "note")
+                },
+                "size": len(v.sentences),
+                **diff(previous, v.texts),
+            }
+        )
         previous = v.texts
     if args.json:
         _print(rows)
@@ -312,8 +430,10 @@ def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
     if not rows:
         print(f"user '{args.user}' has no memory versions yet")
     for r in rows:
-        print(f"v{r['version']}  {r['created_at']}  {r['strategy']}/{r['status']}  by {r['author']}  "
-              f"{r['size']} sentences: kept {len(r['kept'])}, added {len(r['added'])}, removed {len(r['removed'])}")
+        print(
+            f"v{r['version']}  {r['created_at']}  {r['strategy']}/{r['status']}  by {r['author']}  "
+            f"{r['size']} sentences: kept {len(r['kept'])}, added {len(r['added'])}, removed {len(r['removed'])}"
+        )
         for t in r["added"]:
             print(f"    + {t}")
         for t in r["removed"]:
@@ -339,7 +459,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-MAX_IMPORT_SENTENCES = 5000        # a memory is tens to hundreds of sentences; this is far past any real one
+MAX_IMPORT_SENTENCES = 5000  # a memory is tens to hundreds of sentences; this is far past any real one
 MAX_IMPORT_BYTES = 2_000_000
 
 
@@ -348,8 +468,13 @@ def read_import_file(path: Path) -> list[str]:
     from chatbot.files import read_lines
     from memory.text import MAX_SENTENCE_CHARS
 
-    lines = read_lines(path, "memory import", MAX_IMPORT_BYTES, MAX_IMPORT_SENTENCES,
-                       "a memory is tens to hundreds of sentences: import the ones that matter, or split the file")
+    lines = read_lines(
+        path,
+        "memory import",
+        MAX_IMPORT_BYTES,
+        MAX_IMPORT_SENTENCES,
+        "a memory is tens to hundreds of sentences: import the ones that matter, or split the file",
+    )
     jsonl = path.suffix == ".jsonl" or next((ln.lstrip().startswith("{") for ln in lines if ln.strip()), False)
     texts, problems = [], []
     for number, line in enumerate(lines, 1):
@@ -389,14 +514,21 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     old = [Sentence(s.text, "kept", s.id) for s in previous.sentences] if previous else []
     seen = {s.text for s in old}
     new = [Sentence(t, "imported") for t in dict.fromkeys(texts) if t not in seen]
-    version = engine.commit(user_id, old + new, strategy="import", status="ok", author="import",
-                            note=f"imported {len(new)} sentences from {args.file.name}")
+    version = engine.commit(
+        user_id,
+        old + new,
+        strategy="import",
+        status="ok",
+        author="import",
+        note=f"imported {len(new)} sentences from {args.file.name}",
+    )
     from memory.backup import snapshot_if_configured
 
     snapshot_if_configured(settings.backup_dir, engine.store)
     result = {"user": name, "version": version.number, "imported": len(new), "size": len(version.sentences)}
     _print(result) if args.json else print(
-        f"imported {len(new)} sentences into {name}'s memory v{version.number} ({len(version.sentences)} in all)")
+        f"imported {len(new)} sentences into {name}'s memory v{version.number} ({len(version.sentences)} in all)"
+    )
     return 0
 
 
@@ -421,15 +553,22 @@ def cmd_trial_export(settings: Settings, args: argparse.Namespace) -> int:
     from chatbot.trials import FILES, export
 
     if args.no_scrub:
-        print("warning: --no-scrub: the export keeps phone numbers, e-mail addresses, ID, card and account numbers "
-              "and street addresses as typed; keep it as safe as the database itself", file=sys.stderr)
+        print(
+            "warning: --no-scrub: the export keeps phone numbers, e-mail addresses, ID, card and account numbers "
+            "and street addresses as typed; keep it as safe as the database itself",
+            file=sys.stderr,
+        )
     counts = export(_store(settings), args.out, args.pseudonymize, scrub=not args.no_scrub)
     _print({"out": str(args.out), **counts}) if args.json else print(
         f"exported {counts['participants']} participants, {counts['sessions']} sessions, {counts['turns']} turns, "
         f"{counts['versions']} memory versions and {counts['answers']} questionnaire answers to {args.out}/ "
         f"({', '.join(FILES)}{', key.csv' if args.pseudonymize else ''})\n"
-        + ("personal data left as typed (--no-scrub)" if args.no_scrub else
-           "personal data replaced: " + ", ".join(f"{TAGS[k]} {n}" for k, n in counts["pii"].items())))
+        + (
+            "personal data left as typed (--no-scrub)"
+            if args.no_scrub
+            else "personal data replaced: " + ", ".join(f"{TAGS[k]} {n}" for k, n in counts["pii"].items())
+        )
+    )
     return 0
 
 
@@ -442,13 +581,19 @@ def cmd_trial_report(settings: Settings, args: argparse.Namespace) -> int:
     files = result["files"]
     _print({"out": str(args.out), **files}) if args.json else print(
         f"report: {files['report']}\nresult: {files['json']}\nplots: "
-        + ", ".join(Path(v).name for k, v in files.items() if v.endswith(".png")))
+        + ", ".join(Path(v).name for k, v in files.items() if v.endswith(".png"))
+    )
     return 0
 
 
 MEMORY_COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
-    "show": cmd_show, "history": cmd_history, "search": cmd_search, "import": cmd_import, "users": cmd_users,
-    "forget": cmd_forget}
+    "show": cmd_show,
+    "history": cmd_history,
+    "search": cmd_search,
+    "import": cmd_import,
+    "users": cmd_users,
+    "forget": cmd_forget,
+}
 
 if __name__ == "__main__":
     sys.exit(main())

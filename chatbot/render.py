@@ -12,14 +12,24 @@ from memory.store import Version
 from models.errors import KeemError, ModelUnavailableError, UpdateError
 
 LOADING = "모델을 불러오는 중입니다. 잠시 뒤 다시 시도해 주세요 (이 줄은 준비되면 바뀝니다)."
-STAGES = {"queued": "대기 중", "summarizing": "대화 요약 중", "reflecting": "감정과 원인 정리 중",
-          "updating": "기억 통합 중", "verifying": "새 기억 검증 중", "cues": "검색 단서 쓰는 중", "ok": "완료",
-          "fallback": "완료 (안전 모드: 검증에 실패해 이전 기억에 요약을 덧붙였습니다)",
-          "skipped": "나눈 말이 없어 기억은 그대로입니다", "failed": "실패"}
+STAGES = {
+    "queued": "대기 중",
+    "summarizing": "대화 요약 중",
+    "reflecting": "감정과 원인 정리 중",
+    "updating": "기억 통합 중",
+    "verifying": "새 기억 검증 중",
+    "cues": "검색 단서 쓰는 중",
+    "ok": "완료",
+    "fallback": "완료 (안전 모드: 검증에 실패해 이전 기억에 요약을 덧붙였습니다)",
+    "skipped": "나눈 말이 없어 기억은 그대로입니다",
+    "failed": "실패",
+}
 AUTHORS = {"updater": "기억 갱신 모델", "user": "사용자 직접 수정", "import": "가져오기"}
-EMOTION = re.compile(r"(기쁘|기뻐|기쁨|행복|즐거|신나|설레|뿌듯|만족|감사|고마|안도|편안|슬프|슬퍼|슬픔|우울|외로|"
-                     r"속상|서운|실망|후회|불안|걱정|두려|무서|긴장|초조|화가|화를|짜증|답답|억울|스트레스|힘들|"
-                     r"괴로|지쳐|지친|피곤|부끄|창피|그리워|아쉬|좋아해|싫어|happy|sad|worried|anxious|angry)")
+EMOTION = re.compile(
+    r"(기쁘|기뻐|기쁨|행복|즐거|신나|설레|뿌듯|만족|감사|고마|안도|편안|슬프|슬퍼|슬픔|우울|외로|"
+    r"속상|서운|실망|후회|불안|걱정|두려|무서|긴장|초조|화가|화를|짜증|답답|억울|스트레스|힘들|"
+    r"괴로|지쳐|지친|피곤|부끄|창피|그리워|아쉬|좋아해|싫어|happy|sad|worried|anxious|angry)"
+)
 CAUSE = re.compile(r"(서 |서,|때문|덕분|탓에|로 인해|바람에|면서|니까|because)")
 # ":" too: marked (Gradio's Markdown) turns a bare http:// or ftp:// address into a link whose text is the raw
 # source, so the backslashes escaping its "." and "_" would show ("127\.0\.0\.1"); "http\://" is no link
@@ -36,8 +46,12 @@ def md(text: str) -> str:
 
 def shown(message: dict[str, Any]) -> dict[str, Any]:
     """A chat message as displayed: Markdown stays, but no image loads (a reply cannot make the browser fetch URLs)."""
-    return {**message, "content": IMAGES.sub(lambda m: f"[그림 생략{': ' + m.group(1) if m.group(1) else ''}]",
-                                             str(message["content"]))}
+    return {
+        **message,
+        "content": IMAGES.sub(
+            lambda m: f"[그림 생략{': ' + m.group(1) if m.group(1) else ''}]", str(message["content"])
+        ),
+    }
 
 
 KOREAN = {  # error code (models/errors.py) -> the message the page shows
@@ -93,8 +107,11 @@ def version_diff(previous: Version | None, current: Version) -> dict[str, list[A
 def render_memory(version: Version | None) -> str:
     if version is None:
         return "아직 기억이 없습니다. 대화를 나누고 **대화 끝내기**를 누르면 첫 기억이 만들어집니다."
-    lines = [f"**현재 기억 v{version.number}** · {version.created_at[:16].replace('T', ' ')} · "
-             f"{AUTHORS.get(version.author, version.author)} · {len(version.sentences)}문장", ""]
+    lines = [
+        f"**현재 기억 v{version.number}** · {version.created_at[:16].replace('T', ' ')} · "
+        f"{AUTHORS.get(version.author, version.author)} · {len(version.sentences)}문장",
+        "",
+    ]
     for i, s in enumerate(version.sentences, 1):
         mark = " **〔감정·원인〕**" if is_emotion(s.text) else ""
         cues = f"  \n*검색 단서: {md(s.cues)}*" if s.cues else ""
@@ -110,14 +127,17 @@ def render_history(versions: list[Version], show_strategy: bool = True) -> str:
     for v in versions:
         d = version_diff(previous, v)
         how = f"{v.strategy}/{v.status}" if show_strategy else STAGES.get(v.status, v.status)
-        head = (f"#### v{v.number} · {v.created_at[:16].replace('T', ' ')} · {how} · "
-                f"{AUTHORS.get(v.author, v.author)}\n유지 {len(d['kept'])} · 추가 {len(d['added'])} · "
-                f"삭제 {len(d['removed'])} · 고쳐 씀 {len(d['rewritten'])}")
+        head = (
+            f"#### v{v.number} · {v.created_at[:16].replace('T', ' ')} · {how} · "
+            f"{AUTHORS.get(v.author, v.author)}\n유지 {len(d['kept'])} · 추가 {len(d['added'])} · "
+            f"삭제 {len(d['removed'])} · 고쳐 씀 {len(d['rewritten'])}"
+        )
         body = [f"- **추가** {md(t)}" for t in d["added"]]
         body += [f"- **고쳐 씀** {md(a)} → {md(b)}" for a, b in d["rewritten"]]
         body += [f"- **삭제** ~~{md(t)}~~" for t in d["removed"]]
-        blocks.append(head + ("\n\n" + "\n".join(body) if body else "") +
-                      (f"\n\n*메모: {md(v.note)}*" if v.note else ""))
+        blocks.append(
+            head + ("\n\n" + "\n".join(body) if body else "") + (f"\n\n*메모: {md(v.note)}*" if v.note else "")
+        )
         previous = v
     return "\n\n".join(reversed(blocks))
 
@@ -133,8 +153,10 @@ def model_banner(bot: Chatbot) -> str:
     from models.demo import DEMO_NOTICE
 
     chat, update = bot.chat_model, bot.update_model
-    text = (f"**채팅 모델** {md(chat.description or chat.spec)} · **기억 갱신 모델** "
-            f"{md(update.description or update.spec)} · **임베더** {md(bot.engine.embedder.name)}")
+    text = (
+        f"**채팅 모델** {md(chat.description or chat.spec)} · **기억 갱신 모델** "
+        f"{md(update.description or update.spec)} · **임베더** {md(bot.engine.embedder.name)}"
+    )
     if "demo" in (chat.spec, update.spec):
         text += f"\n\n**안내** {md(DEMO_NOTICE)}"
     return text

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Callable, Iterator
 
 from chatbot.settings import Settings
 from memory.backup import open_store
@@ -15,13 +15,13 @@ from memory.engine import Hit, MemoryEngine
 from memory.jobs import JobRunner
 from memory.prompts import chat_system_prompt
 from memory.store import Store, Version
-from memory.updaters import STRATEGIES, make_updater
 from memory.text import to_date
+from memory.updaters import STRATEGIES, make_updater
 from models.base import ChatModel, GenerationOptions, Message
 from models.embedders import Embedder
 from models.errors import InputError
 
-BALANCED = "balanced"   # KEEM_STRATEGY for user trials: strategies assigned per user, balanced, kept across sessions
+BALANCED = "balanced"  # KEEM_STRATEGY for user trials: strategies assigned per user, balanced, kept across sessions
 
 USER_NAME = re.compile(r"^[\w][\w .@-]{0,63}$")
 
@@ -30,8 +30,10 @@ def check_user_name(name: str) -> str:
     """A name or participant code: letters (Hangul too), digits, space, . @ _ -; at most 64 characters."""
     name = unicodedata.normalize("NFC", (name or "").strip())
     if not USER_NAME.fullmatch(name):
-        raise InputError("a user name needs 1-64 letters, digits, spaces or . @ _ - (no markup or quotes); "
-                         f"got {name[:40]!r}", code="bad_user_name")
+        raise InputError(
+            f"a user name needs 1-64 letters, digits, spaces or . @ _ - (no markup or quotes); got {name[:40]!r}",
+            code="bad_user_name",
+        )
     return name
 
 
@@ -39,12 +41,18 @@ def clean_message(text: str, max_chars: int) -> str:
     """Strip control characters and outer whitespace; refuse empty or over-long messages with a fix."""
     text = "".join(ch for ch in (text or "") if ch in "\n\t" or unicodedata.category(ch)[0] != "C").strip()
     if not text:
-        raise InputError("empty message: type something to say (control characters and spaces alone don't count)",
-                         code="empty_message")
+        raise InputError(
+            "empty message: type something to say (control characters and spaces alone don't count)",
+            code="empty_message",
+        )
     if len(text) > max_chars:
-        raise InputError(f"message is {len(text):,} characters, the limit is {max_chars:,}; "
-                         "split it into shorter messages (or raise KEEM_MAX_MESSAGE_CHARS)",
-                         code="message_too_long", length=len(text), limit=max_chars)
+        raise InputError(
+            f"message is {len(text):,} characters, the limit is {max_chars:,}; "
+            "split it into shorter messages (or raise KEEM_MAX_MESSAGE_CHARS)",
+            code="message_too_long",
+            length=len(text),
+            limit=max_chars,
+        )
     return text
 
 
@@ -52,7 +60,7 @@ def clean_message(text: str, max_chars: int) -> str:
 class ChatSession:
     """One conversation of one user; every turn is written to SQLite as it happens."""
 
-    bot: "Chatbot"
+    bot: Chatbot
     user_id: int
     user_name: str
     session_id: int
@@ -74,8 +82,10 @@ class ChatSession:
         text = clean_message(text, settings.max_message_chars)
         need, window = model.count_tokens(text), model.context_window
         if need > window // 2:
-            raise InputError(f"message is {need:,} tokens, more than this model's context allows ({window:,} in all); "
-                             "shorten it or use a model with a longer context")
+            raise InputError(
+                f"message is {need:,} tokens, more than this model's context allows ({window:,} in all); "
+                "shorten it or use a model with a longer context"
+            )
         self.bot.store.add_turn(self.session_id, self.user_id, "user", text)
         self.history.append({"role": "user", "content": text})
         return text
@@ -84,8 +94,13 @@ class ChatSession:
         """The chat prompt for the last recorded user message: memory retrieved for it, as much as the context holds."""
         settings, model = self.bot.settings, self.bot.chat_model
         text = self.history[-1]["content"]
-        room = (model.context_window - settings.reply_max_tokens - model.count_tokens(self.system_prompt([]))
-                - model.count_tokens(text) - 32)
+        room = (
+            model.context_window
+            - settings.reply_max_tokens
+            - model.count_tokens(self.system_prompt([]))
+            - model.count_tokens(text)
+            - 32
+        )
         hits = self.bot.engine.search(self.user_id, text, k=settings.k, token_budget=settings.token_budget)
         self.last_hits = []
         for hit in hits:  # as many of the most relevant sentences as the model's context holds
@@ -111,8 +126,9 @@ class ChatSession:
         pieces: list[str] = []
         try:
             for piece in self.bot.chat_model.stream(
-                    messages, GenerationOptions(max_new_tokens=self.bot.settings.reply_max_tokens, temperature=0.7,
-                                                top_p=0.9)):
+                messages,
+                GenerationOptions(max_new_tokens=self.bot.settings.reply_max_tokens, temperature=0.7, top_p=0.9),
+            ):
                 pieces.append(piece)
                 yield piece
         finally:
@@ -127,8 +143,11 @@ class ChatSession:
             return None
         with self.bot.store.write():  # both or neither: a disk that is full leaves the session open, as it is
             self.bot.store.end_session(self.session_id, reason)
-            job = (self.bot.store.enqueue_job(self.user_id, self.session_id, self.strategy)
-                   if any(m["role"] == "user" for m in self.history) else None)
+            job = (
+                self.bot.store.enqueue_job(self.user_id, self.session_id, self.strategy)
+                if any(m["role"] == "user" for m in self.history)
+                else None
+            )
         self.ended = True
         return job
 
@@ -136,16 +155,27 @@ class ChatSession:
 class Chatbot:
     """Wires the store, memory engine, chat model, update model and job runner; models come in built."""
 
-    def __init__(self, settings: Settings, *, chat_model: ChatModel, embedder: Embedder,
-                 update_model: ChatModel | None = None, store: Store | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        chat_model: ChatModel,
+        embedder: Embedder,
+        update_model: ChatModel | None = None,
+        store: Store | None = None,
+    ):
         self.settings = settings
         self.store = store or open_store(settings.db_path, settings.backup_dir)
         self.chat_model = chat_model
         self.update_model = update_model or chat_model
         self.engine = MemoryEngine(self.store, embedder, count_tokens=chat_model.count_tokens)
-        self.runner = JobRunner(self.engine, lambda strategy: make_updater(
-            strategy, self.update_model, embedder, max_new_tokens=settings.update_max_tokens),
-            cue_writer=CueWriter(self.update_model) if settings.memory_cues else None)
+        self.runner = JobRunner(
+            self.engine,
+            lambda strategy: make_updater(
+                strategy, self.update_model, embedder, max_new_tokens=settings.update_max_tokens
+            ),
+            cue_writer=CueWriter(self.update_model) if settings.memory_cues else None,
+        )
 
     def start(self, user_name: str, strategy: str | None = None, browser_key: str | None = None) -> ChatSession:
         """Open a session. With strategy 'balanced' (a user trial) each user keeps the strategy assigned at their

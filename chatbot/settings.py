@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from models.errors import InputError
 
@@ -18,26 +19,26 @@ def default_db() -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    db: str = ""                      # KEEM_DB; empty means the per-user data directory
-    model: str = "auto"               # KEEM_MODEL: hf:<id|path>, openai:<model>, demo, auto
-    update_model: str = ""            # KEEM_UPDATE_MODEL; empty means the chat model
-    embedder: str = "auto"            # KEEM_EMBEDDER: auto (e5-small, else use-multilingual), e5, use-multilingual, ...
-    strategy: str = "keem"            # KEEM_STRATEGY
-    k: int = 5                        # KEEM_K: memory sentences retrieved per turn
-    token_budget: int = 600           # KEEM_TOKEN_BUDGET: whole memory goes in when it fits this
-    max_message_chars: int = 4000     # KEEM_MAX_MESSAGE_CHARS
-    reply_max_tokens: int = 256       # KEEM_REPLY_MAX_TOKENS
-    update_max_tokens: int = 512      # KEEM_UPDATE_MAX_TOKENS: the most one update call writes; larger rewrites are scoped
-    update_workers: int = 0           # KEEM_UPDATE_WORKERS: updates at once (one per user); 0: 4 for openai:, else 1
-    memory_cues: bool = False         # KEEM_MEMORY_CUES: the update model writes cue words per sentence (memory/cues.py)
-    load_in_4bit: bool = False        # KEEM_LOAD_IN_4BIT (CUDA only)
-    host: str = "127.0.0.1"           # KEEM_HOST
-    port: int = 7860                  # KEEM_PORT
-    idle_timeout_min: float = 30.0    # KEEM_IDLE_TIMEOUT_MIN
-    identity: str = "auto"            # KEEM_IDENTITY: auto, name or browser (chatbot/chat_command.py: browser_identity)
-    backup_dir: str = ""              # KEEM_BACKUP_DIR: snapshot the database into this folder (memory/backup.py)
-    backup_every_min: float = 10.0    # KEEM_BACKUP_EVERY_MIN: how often, when something changed
-    study: str = ""                   # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/study.py)
+    db: str = ""  # KEEM_DB; empty means the per-user data directory
+    model: str = "auto"  # KEEM_MODEL: hf:<id|path>, openai:<model>, demo, auto
+    update_model: str = ""  # KEEM_UPDATE_MODEL; empty means the chat model
+    embedder: str = "auto"  # KEEM_EMBEDDER: auto (e5-small, else use-multilingual), e5, use-multilingual, ...
+    strategy: str = "keem"  # KEEM_STRATEGY
+    k: int = 5  # KEEM_K: memory sentences retrieved per turn
+    token_budget: int = 600  # KEEM_TOKEN_BUDGET: whole memory goes in when it fits this
+    max_message_chars: int = 4000  # KEEM_MAX_MESSAGE_CHARS
+    reply_max_tokens: int = 256  # KEEM_REPLY_MAX_TOKENS
+    update_max_tokens: int = 512  # KEEM_UPDATE_MAX_TOKENS: the most one update call writes; larger rewrites are scoped
+    update_workers: int = 0  # KEEM_UPDATE_WORKERS: updates at once (one per user); 0: 4 for openai:, else 1
+    memory_cues: bool = False  # KEEM_MEMORY_CUES: the update model writes cue words per sentence (memory/cues.py)
+    load_in_4bit: bool = False  # KEEM_LOAD_IN_4BIT (CUDA only)
+    host: str = "127.0.0.1"  # KEEM_HOST
+    port: int = 7860  # KEEM_PORT
+    idle_timeout_min: float = 30.0  # KEEM_IDLE_TIMEOUT_MIN
+    identity: str = "auto"  # KEEM_IDENTITY: auto, name or browser (chatbot/chat_command.py: browser_identity)
+    backup_dir: str = ""  # KEEM_BACKUP_DIR: snapshot the database into this folder (memory/backup.py)
+    backup_every_min: float = 10.0  # KEEM_BACKUP_EVERY_MIN: how often, when something changed
+    study: str = ""  # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/study.py)
 
     @property
     def db_path(self) -> str:
@@ -48,7 +49,7 @@ class Settings:
         return self.update_model or self.model
 
     @classmethod
-    def load(cls, env: Mapping[str, str] | None = None, **flags: Any) -> "Settings":
+    def load(cls, env: Mapping[str, str] | None = None, **flags: Any) -> Settings:
         """Defaults, then KEEM_<FIELD> from `env` (os.environ), then flags that are not None."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}

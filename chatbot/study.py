@@ -24,18 +24,19 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from chatbot.settings import Settings
 from memory.store import Store
 from memory.updaters import STRATEGIES
 from models.errors import InputError
 
-KST = timezone(timedelta(hours=9), "KST")                 # Korea has no daylight saving time
-ALL_DONE = datetime.max.replace(tzinfo=timezone.utc)      # next_allowed: every session of the study is done
+KST = timezone(timedelta(hours=9), "KST")  # Korea has no daylight saving time
+ALL_DONE = datetime.max.replace(tzinfo=timezone.utc)  # next_allowed: every session of the study is done
 LIKERT_LABELS = ("전혀 그렇지 않다", "그렇지 않다", "보통이다", "그렇다", "매우 그렇다")
 STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ITEM_ID = re.compile(r"[a-z][a-z0-9_]{0,31}")
@@ -48,7 +49,7 @@ MAX_TEXT_CHARS = 5000
 class Question:
     id: str
     text: str
-    kind: str = "likert"                  # likert | text
+    kind: str = "likert"  # likert | text
     low: int = 1
     high: int = 5
     labels: tuple[str, ...] = LIKERT_LABELS
@@ -86,8 +87,11 @@ class Study:
         known = {q.id for q in self.questions}
         unknown = sorted(set(answers) - known)
         if unknown:
-            raise InputError(f"이 설문에 없는 문항입니다: {', '.join(map(str, unknown))}", code="questionnaire_unknown",
-                             items=unknown)
+            raise InputError(
+                f"이 설문에 없는 문항입니다: {', '.join(map(str, unknown))}",
+                code="questionnaire_unknown",
+                items=unknown,
+            )
         rows = []
         for q in self.questions:
             value = answers.get(q.id)
@@ -97,8 +101,14 @@ class Study:
                 if q.required:
                     raise InputError(f"'{q.text}' 문항에 답해 주세요.", code="questionnaire_missing", item=q.id)
                 continue
-            rows.append({"item": q.id, "kind": q.kind, "question": q.text,
-                         "value": _rating(q, value) if q.kind == "likert" else _free_text(q, value)})
+            rows.append(
+                {
+                    "item": q.id,
+                    "kind": q.kind,
+                    "question": q.text,
+                    "value": _rating(q, value) if q.kind == "likert" else _free_text(q, value),
+                }
+            )
         return rows
 
 
@@ -110,8 +120,13 @@ def _rating(q: Question, value: Any) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not q.low <= value <= q.high:
-        raise InputError(f"'{q.text}' 문항의 답은 {q.low}에서 {q.high} 사이의 하나여야 합니다.",
-                         code="questionnaire_range", item=q.id, low=q.low, high=q.high)
+        raise InputError(
+            f"'{q.text}' 문항의 답은 {q.low}에서 {q.high} 사이의 하나여야 합니다.",
+            code="questionnaire_range",
+            item=q.id,
+            low=q.low,
+            high=q.high,
+        )
     return value
 
 
@@ -119,8 +134,13 @@ def _free_text(q: Question, value: Any) -> str:
     if not isinstance(value, str):
         raise InputError(f"'{q.text}' 문항에는 글로 답해 주세요.", code="questionnaire_text", item=q.id)
     if len(value) > q.max_chars:
-        raise InputError(f"'{q.text}' 답이 너무 깁니다 ({len(value):,}자, 최대 {q.max_chars:,}자). 줄여 주세요.",
-                         code="questionnaire_too_long", item=q.id, length=len(value), limit=q.max_chars)
+        raise InputError(
+            f"'{q.text}' 답이 너무 깁니다 ({len(value):,}자, 최대 {q.max_chars:,}자). 줄여 주세요.",
+            code="questionnaire_too_long",
+            item=q.id,
+            length=len(value),
+            limit=q.max_chars,
+        )
     return value
 
 
@@ -131,8 +151,9 @@ def load_study(path: str | Path) -> Study:
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
-        raise InputError("study plans are TOML files, read with Python 3.11's tomllib; run keem on Python 3.11+") \
-            from None
+        raise InputError(
+            "study plans are TOML files, read with Python 3.11's tomllib; run keem on Python 3.11+"
+        ) from None
     if not path.is_file():
         raise InputError(f"study plan {path} not found; check KEEM_STUDY / --study (a TOML file)")
     try:
@@ -150,21 +171,30 @@ def study_from_dict(data: Mapping[str, Any], where: str = "study plan") -> Study
         raise InputError(f"{where}: unknown field '{unknown[0]}'; the fields are {', '.join(FIELDS)}")
     study_id = _field(data, "id", str, where, 'e.g. id = "keem-pilot-2026"')
     if not STUDY_ID.fullmatch(study_id):
-        raise InputError(f"{where}: field 'id' = {study_id!r} must be 1-64 letters, digits, . _ - "
-                         '(e.g. id = "keem-pilot-2026")')
+        raise InputError(
+            f"{where}: field 'id' = {study_id!r} must be 1-64 letters, digits, . _ - (e.g. id = \"keem-pilot-2026\")"
+        )
     title = _field(data, "title", str, where, 'e.g. title = "기억하는 챗봇 사용자 연구"').strip()
     strategies = data.get("strategies", list(STRATEGIES))
-    if (not isinstance(strategies, list) or not strategies or len(set(strategies)) != len(strategies)
-            or not all(s in STRATEGIES for s in strategies)):
-        raise InputError(f"{where}: field 'strategies' = {strategies!r} must list different strategies among "
-                         f"{', '.join(STRATEGIES)} (e.g. strategies = [\"keem\", \"accumulate\"])")
+    if (
+        not isinstance(strategies, list)
+        or not strategies
+        or len(set(strategies)) != len(strategies)
+        or not all(s in STRATEGIES for s in strategies)
+    ):
+        raise InputError(
+            f"{where}: field 'strategies' = {strategies!r} must list different strategies among "
+            f'{", ".join(STRATEGIES)} (e.g. strategies = ["keem", "accumulate"])'
+        )
     sessions = _field(data, "sessions", int, where, "e.g. sessions = 5")
     if not 1 <= sessions <= 100:
         raise InputError(f"{where}: field 'sessions' = {sessions} must be from 1 to 100 (e.g. sessions = 5)")
     gap = data.get("min_gap_hours", 0)
     if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0 <= gap <= 24 * 365:
-        raise InputError(f"{where}: field 'min_gap_hours' = {gap!r} must be a number of hours from 0 to 8760 "
-                         "(e.g. min_gap_hours = 20)")
+        raise InputError(
+            f"{where}: field 'min_gap_hours' = {gap!r} must be a number of hours from 0 to 8760 "
+            "(e.g. min_gap_hours = 20)"
+        )
     consent = _field(data, "consent", str, where, 'the consent text, e.g. consent = """연구 참여 동의서 ..."""')
     if len(consent) > 20_000:
         raise InputError(f"{where}: field 'consent' is {len(consent):,} characters; keep it under 20,000")
@@ -177,7 +207,7 @@ def _field(data: Mapping[str, Any], name: str, kind: type, where: str, example: 
     value = data.get(name)
     if value is None:
         raise InputError(f"{where}: field '{name}' is missing; add it ({example})")
-    if isinstance(value, bool) or not isinstance(value, kind) or kind is str and not value.strip():
+    if isinstance(value, bool) or not isinstance(value, kind) or (kind is str and not value.strip()):
         what = "a whole number" if kind is int else "a non-empty string"
         raise InputError(f"{where}: field '{name}' = {value!r} must be {what} ({example})")
     return value
@@ -185,8 +215,10 @@ def _field(data: Mapping[str, Any], name: str, kind: type, where: str, example: 
 
 def _questions(raw: Any, where: str) -> tuple[Question, ...]:
     if not isinstance(raw, list) or not raw or not all(isinstance(q, dict) for q in raw):
-        raise InputError(f"{where}: field 'questions' must be one or more [[questions]] tables with id and text "
-                         "(or leave it out for the default questionnaire)")
+        raise InputError(
+            f"{where}: field 'questions' must be one or more [[questions]] tables with id and text "
+            "(or leave it out for the default questionnaire)"
+        )
     out: list[Question] = []
     for n, q in enumerate(raw, 1):
         at = f"{where}: questions[{n}]"
@@ -195,39 +227,56 @@ def _questions(raw: Any, where: str) -> tuple[Question, ...]:
             raise InputError(f"{at}: unknown field '{unknown[0]}'; a question has {', '.join(QUESTION_FIELDS)}")
         item = _field(q, "id", str, at, 'e.g. id = "remembered"')
         if not ITEM_ID.fullmatch(item) or item in {o.id for o in out}:
-            raise InputError(f"{at}: field 'id' = {item!r} must be unique, lower-case letters, digits and _ "
-                             '(e.g. id = "remembered")')
+            raise InputError(
+                f"{at}: field 'id' = {item!r} must be unique, lower-case letters, digits and _ "
+                '(e.g. id = "remembered")'
+            )
         text = _field(q, "text", str, at, 'e.g. text = "챗봇이 지난 대화를 기억했다"').strip()
         kind = q.get("kind", "likert")
         if kind not in ("likert", "text"):
-            raise InputError(f"{at}: field 'kind' = {kind!r} must be \"likert\" (a rating) or \"text\" (free text)")
+            raise InputError(f'{at}: field \'kind\' = {kind!r} must be "likert" (a rating) or "text" (free text)')
         required = q.get("required", kind == "likert")
         if not isinstance(required, bool):
             raise InputError(f"{at}: field 'required' = {required!r} must be true or false")
         if kind == "text":
             if "scale" in q or "labels" in q:
-                raise InputError(f"{at}: a text question has no 'scale' or 'labels'; remove them or set "
-                                 'kind = "likert"')
+                raise InputError(
+                    f"{at}: a text question has no 'scale' or 'labels'; remove them or set kind = \"likert\""
+                )
             max_chars = q.get("max_chars", 1000)
             if isinstance(max_chars, bool) or not isinstance(max_chars, int) or not 1 <= max_chars <= MAX_TEXT_CHARS:
-                raise InputError(f"{at}: field 'max_chars' = {max_chars!r} must be a whole number from 1 to "
-                                 f"{MAX_TEXT_CHARS} (e.g. max_chars = 1000)")
+                raise InputError(
+                    f"{at}: field 'max_chars' = {max_chars!r} must be a whole number from 1 to "
+                    f"{MAX_TEXT_CHARS} (e.g. max_chars = 1000)"
+                )
             out.append(Question(item, text, "text", max_chars=max_chars, required=required, labels=()))
             continue
         if "max_chars" in q:
             raise InputError(f"{at}: a rating question has no 'max_chars'; remove it or set kind = \"text\"")
         scale = q.get("scale", [1, 5])
-        if (not isinstance(scale, list) or len(scale) != 2 or not all(type(v) is int for v in scale)
-                or not 0 <= scale[0] < scale[1] <= scale[0] + 10):
-            raise InputError(f"{at}: field 'scale' = {scale!r} must be [lowest, highest], whole numbers, 2-11 "
-                             "points (e.g. scale = [1, 5])")
+        if (
+            not isinstance(scale, list)
+            or len(scale) != 2
+            or not all(type(v) is int for v in scale)
+            or not 0 <= scale[0] < scale[1] <= scale[0] + 10
+        ):
+            raise InputError(
+                f"{at}: field 'scale' = {scale!r} must be [lowest, highest], whole numbers, 2-11 "
+                "points (e.g. scale = [1, 5])"
+            )
         low, high = scale
         default = LIKERT_LABELS if (low, high) == (1, 5) else tuple(str(v) for v in range(low, high + 1))
         labels = q.get("labels", list(default))
-        if (not isinstance(labels, list) or len(labels) != high - low + 1
-                or not all(isinstance(x, str) and x.strip() for x in labels) or len(set(labels)) != len(labels)):
-            raise InputError(f"{at}: field 'labels' must be {high - low + 1} different texts, one per point of "
-                             f"the scale {low}-{high}")
+        if (
+            not isinstance(labels, list)
+            or len(labels) != high - low + 1
+            or not all(isinstance(x, str) and x.strip() for x in labels)
+            or len(set(labels)) != len(labels)
+        ):
+            raise InputError(
+                f"{at}: field 'labels' must be {high - low + 1} different texts, one per point of "
+                f"the scale {low}-{high}"
+            )
         out.append(Question(item, text, "likert", low, high, tuple(x.strip() for x in labels), required=required))
     return tuple(out)
 
@@ -303,8 +352,11 @@ def pending_questionnaires(store: Store, user_id: int, study: Study) -> list[dic
     """The participant's ended sessions of this study still without a questionnaire (offer them later), oldest
     first, each with its session `number`."""
     numbers = {s["id"]: s["number"] for s in trial_sessions(store, user_id)}
-    return [{**s, "number": numbers[s["id"]]} for s in store.unanswered_sessions(user_id, study.id)
-            if numbers.get(s["id"], study.sessions + 1) <= study.sessions]
+    return [
+        {**s, "number": numbers[s["id"]]}
+        for s in store.unanswered_sessions(user_id, study.id)
+        if numbers.get(s["id"], study.sessions + 1) <= study.sessions
+    ]
 
 
 def _utc(when: datetime) -> datetime:

@@ -15,15 +15,20 @@ from models.errors import InputError, KeemError
 END_COMMANDS = ("/end", "/quit", "/끝")
 
 
-MAX_SCRIPT_MESSAGES = 500          # one session; a longer conversation is several sessions
+MAX_SCRIPT_MESSAGES = 500  # one session; a longer conversation is several sessions
 
 
 def read_script(path: Path, max_chars: int) -> list[str]:
     """All messages of a script, checked before anything is written; blank lines are skipped."""
     from chatbot.files import read_lines
 
-    lines = read_lines(path, "script", MAX_SCRIPT_MESSAGES * (max_chars + 1) * 4, MAX_SCRIPT_MESSAGES,
-                       "one script is one session: split it into several scripts, one per session")
+    lines = read_lines(
+        path,
+        "script",
+        MAX_SCRIPT_MESSAGES * (max_chars + 1) * 4,
+        MAX_SCRIPT_MESSAGES,
+        "one script is one session: split it into several scripts, one per session",
+    )
     messages, problems = [], []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -97,10 +102,11 @@ def run_session(settings: Settings, args: argparse.Namespace) -> int:
     try:
         version = bot.run_update(job_id, stage)
     except KeemError as exc:
-        raise KeemError(f"the memory update failed and will be retried at the next start; "
-                        f"the previous memory is intact ({exc})") from exc
+        raise KeemError(
+            f"the memory update failed and will be retried at the next start; the previous memory is intact ({exc})"
+        ) from exc
     finally:
-        snapshot_if_configured(settings.backup_dir, bot.store)   # the session's turns are kept even when it failed
+        snapshot_if_configured(settings.backup_dir, bot.store)  # the session's turns are kept even when it failed
     if version is not None:
         print(f"\n# {name}: memory v{version.number} ({version.strategy}, {version.status})")
         print_sentences(version)

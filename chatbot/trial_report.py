@@ -12,8 +12,9 @@ from __future__ import annotations
 import csv
 import json
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from chatbot.trial_stats import compare, mean_ci
 from evaluation.report import _bars, _fmt, _provenance, _table, base_meta
@@ -44,13 +45,20 @@ def load_export(folder: Path) -> dict[str, Any]:
         with open(folder / "questionnaire.csv", encoding="utf-8", newline="") as f:
             answers = list(csv.DictReader(f))
     manifest = folder / "manifest.json"
-    return {"sessions": _jsonl(folder / "sessions.jsonl"), "versions": _jsonl(folder / "memory_versions.jsonl"),
-            "answers": answers, "manifest": json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file()
-            else {}}
+    return {
+        "sessions": _jsonl(folder / "sessions.jsonl"),
+        "versions": _jsonl(folder / "memory_versions.jsonl"),
+        "answers": answers,
+        "manifest": json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file() else {},
+    }
 
 
-def analyse(data: dict[str, Any], planned_sessions: int | None = None, strategies: Sequence[str] | None = None,
-            scales: dict[str, tuple[int, int]] | None = None) -> dict[str, Any]:
+def analyse(
+    data: dict[str, Any],
+    planned_sessions: int | None = None,
+    strategies: Sequence[str] | None = None,
+    scales: dict[str, tuple[int, int]] | None = None,
+) -> dict[str, Any]:
     """Everything report.md shows, as plain data (also written as report.json). `scales` (item: lowest,
     highest; from the study plan) cuts the rating intervals to the scale."""
     if not data["sessions"]:
@@ -59,15 +67,19 @@ def analyse(data: dict[str, Any], planned_sessions: int | None = None, strategie
     strategies = list(strategies or [s for s in STRATEGIES if s in seen] + sorted(seen - set(STRATEGIES)))
     strategy_of = _participant_strategies(data["sessions"])
     per_participant: dict[str, int] = defaultdict(int)
-    for s in (s for s in data["sessions"] if s.get("number")):       # the sessions the participant spoke in
+    for s in (s for s in data["sessions"] if s.get("number")):  # the sessions the participant spoke in
         per_participant[s["participant"]] = max(per_participant[s["participant"]], s["number"])
     planned = planned_sessions or max(per_participant.values(), default=1)
     numbers = list(range(1, max([planned, *per_participant.values()]) + 1))
-    return {"strategies": strategies, "planned_sessions": planned, "session_numbers": numbers,
-            "participation": _participation(data, strategies, strategy_of, per_participant, planned, numbers),
-            "memory": _memory_sizes(data, strategies, numbers),
-            "ratings": _ratings(data["answers"], strategies, strategy_of, numbers, scales or {}),
-            "free_text": _free_text(data["answers"], strategies, strategy_of)}
+    return {
+        "strategies": strategies,
+        "planned_sessions": planned,
+        "session_numbers": numbers,
+        "participation": _participation(data, strategies, strategy_of, per_participant, planned, numbers),
+        "memory": _memory_sizes(data, strategies, numbers),
+        "ratings": _ratings(data["answers"], strategies, strategy_of, numbers, scales or {}),
+        "free_text": _free_text(data["answers"], strategies, strategy_of),
+    }
 
 
 def _participant_strategies(sessions: list[dict[str, Any]]) -> dict[str, str]:
@@ -78,8 +90,14 @@ def _participant_strategies(sessions: list[dict[str, Any]]) -> dict[str, str]:
 Data = dict[str, Any]
 
 
-def _participation(data: Data, strategies: list[str], strategy_of: dict[str, str], per_participant: dict[str, int],
-                   planned: int, numbers: list[int]) -> dict[str, Any]:
+def _participation(
+    data: Data,
+    strategies: list[str],
+    strategy_of: dict[str, str],
+    per_participant: dict[str, int],
+    planned: int,
+    numbers: list[int],
+) -> dict[str, Any]:
     out = {}
     answered = {(a["participant"], a["session"]) for a in data["answers"]}
     for strategy in strategies:
@@ -90,12 +108,16 @@ def _participation(data: Data, strategies: list[str], strategy_of: dict[str, str
             "participants": len(people),
             "completed": sum(per_participant.get(p, 0) >= planned for p in people),
             "dropped_out": sum(per_participant.get(p, 0) < planned for p in people),
-            "sessions": len(sessions), "user_turns": turns,
+            "sessions": len(sessions),
+            "user_turns": turns,
             "turns_per_session": turns / len(sessions) if sessions else None,
             "questionnaires": sum((s["participant"], str(s["session"])) in answered for s in sessions),
             "reached": {n: sum(per_participant.get(p, 0) >= n for p in people) for n in numbers},
-            "turns_by_session": {n: mean_ci([sum(t["role"] == "user" for t in s["turns"]) for s in sessions
-                                             if s["number"] == n]) for n in numbers}}
+            "turns_by_session": {
+                n: mean_ci([sum(t["role"] == "user" for t in s["turns"]) for s in sessions if s["number"] == n])
+                for n in numbers
+            },
+        }
     return out
 
 
@@ -115,8 +137,13 @@ def _memory_sizes(data: Data, strategies: list[str], numbers: list[int]) -> dict
     return {s: {n: mean_ci(sizes[s].get(n, [])) for n in numbers} for s in strategies}
 
 
-def _ratings(answers: list[dict[str, Any]], strategies: list[str], strategy_of: dict[str, str], numbers: list[int],
-             scales: dict[str, tuple[int, int]]) -> dict[str, Any]:
+def _ratings(
+    answers: list[dict[str, Any]],
+    strategies: list[str],
+    strategy_of: dict[str, str],
+    numbers: list[int],
+    scales: dict[str, tuple[int, int]],
+) -> dict[str, Any]:
     likert = [a for a in answers if a.get("kind") == "likert" and str(a.get("value", "")).strip()]
     items = list(dict.fromkeys(a["item"] for a in likert))
     questions = {a["item"]: a.get("question") or a["item"] for a in likert}
@@ -128,15 +155,21 @@ def _ratings(answers: list[dict[str, Any]], strategies: list[str], strategy_of: 
         by_participant[(strategy, a["item"], a["participant"])].append(value)
         if a.get("session_number"):
             by_session[(strategy, a["item"], int(a["session_number"]))].append(value)
-    means: dict[tuple[str, str], list[float]] = defaultdict(list)     # one mean per participant
+    means: dict[tuple[str, str], list[float]] = defaultdict(list)  # one mean per participant
     for (strategy, item, _), values in by_participant.items():
         means[(strategy, item)].append(sum(values) / len(values))
-    return {"items": items, "questions": questions, "answers": len(likert), "scales": scales,
-            "overall": {s: {i: mean_ci(means.get((s, i), []), bounds=scales.get(i)) for i in items}
-                        for s in strategies},
-            "by_session": {s: {i: {n: mean_ci(by_session.get((s, i, n), []), bounds=scales.get(i)) for n in numbers}
-                               for i in items} for s in strategies},
-            "tests": {i: compare({s: means.get((s, i), []) for s in strategies}) for i in items}}
+    return {
+        "items": items,
+        "questions": questions,
+        "answers": len(likert),
+        "scales": scales,
+        "overall": {s: {i: mean_ci(means.get((s, i), []), bounds=scales.get(i)) for i in items} for s in strategies},
+        "by_session": {
+            s: {i: {n: mean_ci(by_session.get((s, i, n), []), bounds=scales.get(i)) for n in numbers} for i in items}
+            for s in strategies
+        },
+        "tests": {i: compare({s: means.get((s, i), []) for s in strategies}) for i in items},
+    }
 
 
 def _free_text(answers: list[dict[str, Any]], strategies: list[str], strategy_of: dict[str, str]) -> dict[str, int]:
@@ -164,47 +197,101 @@ def write_report(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     part, memory, ratings = result["participation"], result["memory"], result["ratings"]
     sessions = [f"session {n}" for n in numbers]
     files: dict[str, Path] = {}
-    md = ["# KEEM user trial report", "",
-          f"Strategies: {', '.join(strategies)}. Participants: {sum(part[s]['participants'] for s in strategies)}; "
-          f"planned sessions per participant: {result['planned_sessions']}. Export: `{result['meta'].get('export')}`"
-          f" (personal data scrubbed: {result['meta'].get('scrubbed', 'unknown')}).", "",
-          "## Participation", "",
-          _table(["Strategy", "participants", f"completed ({result['planned_sessions']} sessions)", "dropped out",
-                  "sessions", "with questionnaire", "user turns", "turns per session"],
-                 [[s, part[s]["participants"], part[s]["completed"], part[s]["dropped_out"], part[s]["sessions"],
-                   part[s]["questionnaires"], part[s]["user_turns"], _fmt(part[s]["turns_per_session"], 1)]
-                  for s in strategies]), "",
-          "A participant with fewer sessions than planned counts as dropped out (or, while the trial runs, not "
-          "done yet). Participants who reached each session:", "",
-          _table(["Strategy", *sessions], [[s, *(part[s]["reached"][n] for n in numbers)] for s in strategies]), "",
-          "User turns per session, mean [95% CI]:", "",
-          _table(["Strategy", *sessions], [[s, *(_cell(part[s]["turns_by_session"][n], 1) for n in numbers)]
-                                           for s in strategies]), ""]
-    files["turns"] = _bars(out_dir / "turns.png", "User turns per session", sessions,
-                           {s: [part[s]["turns_by_session"][n]["mean"] for n in numbers] for s in strategies},
-                           "user turns", errors=_errors(strategies, numbers,
-                                                        lambda s, n: part[s]["turns_by_session"][n]))
+    md = [
+        "# KEEM user trial report",
+        "",
+        f"Strategies: {', '.join(strategies)}. Participants: {sum(part[s]['participants'] for s in strategies)}; "
+        f"planned sessions per participant: {result['planned_sessions']}. Export: `{result['meta'].get('export')}`"
+        f" (personal data scrubbed: {result['meta'].get('scrubbed', 'unknown')}).",
+        "",
+        "## Participation",
+        "",
+        _table(
+            [
+                "Strategy",
+                "participants",
+                f"completed ({result['planned_sessions']} sessions)",
+                "dropped out",
+                "sessions",
+                "with questionnaire",
+                "user turns",
+                "turns per session",
+            ],
+            [
+                [
+                    s,
+                    part[s]["participants"],
+                    part[s]["completed"],
+                    part[s]["dropped_out"],
+                    part[s]["sessions"],
+                    part[s]["questionnaires"],
+                    part[s]["user_turns"],
+                    _fmt(part[s]["turns_per_session"], 1),
+                ]
+                for s in strategies
+            ],
+        ),
+        "",
+        "A participant with fewer sessions than planned counts as dropped out (or, while the trial runs, not "
+        "done yet). Participants who reached each session:",
+        "",
+        _table(["Strategy", *sessions], [[s, *(part[s]["reached"][n] for n in numbers)] for s in strategies]),
+        "",
+        "User turns per session, mean [95% CI]:",
+        "",
+        _table(
+            ["Strategy", *sessions],
+            [[s, *(_cell(part[s]["turns_by_session"][n], 1) for n in numbers)] for s in strategies],
+        ),
+        "",
+    ]
+    files["turns"] = _bars(
+        out_dir / "turns.png",
+        "User turns per session",
+        sessions,
+        {s: [part[s]["turns_by_session"][n]["mean"] for n in numbers] for s in strategies},
+        "user turns",
+        errors=_errors(strategies, numbers, lambda s, n: part[s]["turns_by_session"][n]),
+    )
     md.append("![turns per session](turns.png)\n")
 
-    md += ["## Memory size", "", "Sentences in the memory written after each session, mean [95% CI]:", "",
-           _table(["Strategy", *sessions], [[s, *(_cell(memory[s][n], 1) for n in numbers)] for s in strategies]),
-           ""]
-    files["memory_size"] = _bars(out_dir / "memory_size.png", "Memory size after each session", sessions,
-                                 {s: [memory[s][n]["mean"] for n in numbers] for s in strategies}, "sentences",
-                                 errors=_errors(strategies, numbers, lambda s, n: memory[s][n]))
+    md += [
+        "## Memory size",
+        "",
+        "Sentences in the memory written after each session, mean [95% CI]:",
+        "",
+        _table(["Strategy", *sessions], [[s, *(_cell(memory[s][n], 1) for n in numbers)] for s in strategies]),
+        "",
+    ]
+    files["memory_size"] = _bars(
+        out_dir / "memory_size.png",
+        "Memory size after each session",
+        sessions,
+        {s: [memory[s][n]["mean"] for n in numbers] for s in strategies},
+        "sentences",
+        errors=_errors(strategies, numbers, lambda s, n: memory[s][n]),
+    )
     md.append("![memory size](memory_size.png)\n")
 
     md += ["## Ratings", ""]
     if not ratings["items"]:
-        md += ["No questionnaire ratings in this export (no study questionnaire was answered), so there is "
-               "nothing to compare between strategies beyond the counts above.", ""]
+        md += [
+            "No questionnaire ratings in this export (no study questionnaire was answered), so there is "
+            "nothing to compare between strategies beyond the counts above.",
+            "",
+        ]
     else:
         md += _ratings_md(ratings, strategies, numbers, sessions, out_dir, files)
     texts = result["free_text"]
-    md += ["## Free-text answers", "",
-           f"{sum(texts.values())} free-text answers ({', '.join(f'{s}: {texts[s]}' for s in strategies)}); "
-           "read them in questionnaire.csv (scrubbed of personal data when the export was).", "",
-           _provenance(result["meta"]), ""]
+    md += [
+        "## Free-text answers",
+        "",
+        f"{sum(texts.values())} free-text answers ({', '.join(f'{s}: {texts[s]}' for s in strategies)}); "
+        "read them in questionnaire.csv (scrubbed of personal data when the export was).",
+        "",
+        _provenance(result["meta"]),
+        "",
+    ]
     files["report"] = out_dir / "report.md"
     files["report"].write_text("\n".join(md), encoding="utf-8")
     files["json"] = out_dir / "report.json"
@@ -212,64 +299,122 @@ def write_report(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     return files
 
 
-def _errors(strategies: list[str], numbers: list[int],
-            summary: Callable[[str, int], dict[str, Any]]) -> dict[str, list[tuple[float, float] | None]]:
+def _errors(
+    strategies: list[str], numbers: list[int], summary: Callable[[str, int], dict[str, Any]]
+) -> dict[str, list[tuple[float, float] | None]]:
     """Each bar's 95% interval, for evaluation.report._bars."""
-    return {s: [tuple(summary(s, n)["ci95"]) if summary(s, n)["ci95"] else None for n in numbers]
-            for s in strategies}
+    return {s: [tuple(summary(s, n)["ci95"]) if summary(s, n)["ci95"] else None for n in numbers] for s in strategies}
 
 
-def _ratings_md(ratings: dict[str, Any], strategies: list[str], numbers: list[int], sessions: list[str],
-               out_dir: Path, files: dict[str, Path]) -> list[str]:
+def _ratings_md(
+    ratings: dict[str, Any],
+    strategies: list[str],
+    numbers: list[int],
+    sessions: list[str],
+    out_dir: Path,
+    files: dict[str, Path],
+) -> list[str]:
     items, overall = ratings["items"], ratings["overall"]
-    md = [f"{ratings['answers']} ratings. Items:", "",
-          _table(["Item", "Question"], [[i, ratings["questions"][i]] for i in items]), "",
-          "### Overall", "",
-          "Each participant's mean rating over their sessions, then the mean over participants [95% t interval"
-          + (", cut to the scale]:" if ratings["scales"] else "; with few participants it may reach past the "
-             "scale: give --study to cut it there]:"), "",
-          _table(["Strategy", *items], [[s, *(_cell(overall[s][i]) for i in items)] for s in strategies]), ""]
-    files["ratings"] = _bars(out_dir / "ratings.png", "Ratings (participant means)", items,
-                             {s: [overall[s][i]["mean"] for i in items] for s in strategies}, "mean rating",
-                             errors={s: [tuple(overall[s][i]["ci95"]) if overall[s][i]["ci95"] else None
-                                         for i in items] for s in strategies})
+    md = [
+        f"{ratings['answers']} ratings. Items:",
+        "",
+        _table(["Item", "Question"], [[i, ratings["questions"][i]] for i in items]),
+        "",
+        "### Overall",
+        "",
+        "Each participant's mean rating over their sessions, then the mean over participants [95% t interval"
+        + (
+            ", cut to the scale]:"
+            if ratings["scales"]
+            else "; with few participants it may reach past the scale: give --study to cut it there]:"
+        ),
+        "",
+        _table(["Strategy", *items], [[s, *(_cell(overall[s][i]) for i in items)] for s in strategies]),
+        "",
+    ]
+    files["ratings"] = _bars(
+        out_dir / "ratings.png",
+        "Ratings (participant means)",
+        items,
+        {s: [overall[s][i]["mean"] for i in items] for s in strategies},
+        "mean rating",
+        errors={
+            s: [tuple(overall[s][i]["ci95"]) if overall[s][i]["ci95"] else None for i in items] for s in strategies
+        },
+    )
     md += ["![ratings](ratings.png)", "", "### By session", ""]
     for i in items:
-        md += [f"**{i}** ({ratings['questions'][i]}), mean [95% CI]:", "",
-               _table(["Strategy", *sessions], [[s, *(_cell(ratings["by_session"][s][i][n]) for n in numbers)]
-                                                for s in strategies]), ""]
+        md += [
+            f"**{i}** ({ratings['questions'][i]}), mean [95% CI]:",
+            "",
+            _table(
+                ["Strategy", *sessions],
+                [[s, *(_cell(ratings["by_session"][s][i][n]) for n in numbers)] for s in strategies],
+            ),
+            "",
+        ]
         path = out_dir / f"ratings_{i}.png"
-        files[f"ratings_{i}"] = _bars(path, f"{i} by session", sessions,
-                                      {s: [ratings["by_session"][s][i][n]["mean"] for n in numbers]
-                                       for s in strategies}, "mean rating",
-                                      errors=_errors(strategies, numbers,
-                                                     lambda s, n: ratings["by_session"][s][i][n]))
+        files[f"ratings_{i}"] = _bars(
+            path,
+            f"{i} by session",
+            sessions,
+            {s: [ratings["by_session"][s][i][n]["mean"] for n in numbers] for s in strategies},
+            "mean rating",
+            errors=_errors(strategies, numbers, lambda s, n, i=i: ratings["by_session"][s][i][n]),
+        )
         md += [f"![{i} by session]({path.name})", ""]
-    md += ["### Between strategies", "",
-           "Kruskal-Wallis on the participant means; pairwise two-sided Mann-Whitney U with Holm's correction over "
-           "the pairs of each item; r is the rank-biserial correlation (positive: A rated higher).", ""]
+    md += [
+        "### Between strategies",
+        "",
+        "Kruskal-Wallis on the participant means; pairwise two-sided Mann-Whitney U with Holm's correction over "
+        "the pairs of each item; r is the rank-biserial correlation (positive: A rated higher).",
+        "",
+    ]
     tests = ratings["tests"]
-    md += [_table(["Item", "H", "df", "p", "n per strategy"],
-                  [[i, "–", "–", "–", f"skipped: {tests[i]['skipped']}"] if tests[i]["kruskal"] is None else
-                   [i, _fmt(tests[i]["kruskal"]["H"], 2), tests[i]["kruskal"]["df"], _p(tests[i]["kruskal"]["p"]),
-                    ", ".join(f"{s}: {n}" for s, n in tests[i]["kruskal"]["n"].items())] for i in items]), ""]
-    pairs = [[i, f"{p['a']} vs {p['b']}", _fmt(p["U"], 1), _p(p["p"]), _p(p["p_holm"]), _fmt(p["r"], 2)]
-             for i in items for p in tests[i]["pairs"]]
+    md += [
+        _table(
+            ["Item", "H", "df", "p", "n per strategy"],
+            [
+                [i, "–", "–", "–", f"skipped: {tests[i]['skipped']}"]
+                if tests[i]["kruskal"] is None
+                else [
+                    i,
+                    _fmt(tests[i]["kruskal"]["H"], 2),
+                    tests[i]["kruskal"]["df"],
+                    _p(tests[i]["kruskal"]["p"]),
+                    ", ".join(f"{s}: {n}" for s, n in tests[i]["kruskal"]["n"].items()),
+                ]
+                for i in items
+            ],
+        ),
+        "",
+    ]
+    pairs = [
+        [i, f"{p['a']} vs {p['b']}", _fmt(p["U"], 1), _p(p["p"]), _p(p["p_holm"]), _fmt(p["r"], 2)]
+        for i in items
+        for p in tests[i]["pairs"]
+    ]
     if pairs:
         md += [_table(["Item", "A vs B", "U", "p", "p (Holm)", "r"], pairs), ""]
     return md
 
 
-def run_report(export_dir: Path, out_dir: Path, study: Any = None,
-               argv: Sequence[str] | None = None) -> dict[str, Any]:
+def run_report(export_dir: Path, out_dir: Path, study: Any = None, argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Read the export, analyse it (with the study plan's strategies, sessions and scales, when given) and write
     the report; returns the result with `files`."""
     data = load_export(export_dir)
-    result = analyse(data, study.sessions if study else None, study.strategies if study else None,
-                     {q.id: (q.low, q.high) for q in study.questions if q.kind == "likert"} if study else None)
+    result = analyse(
+        data,
+        study.sessions if study else None,
+        study.strategies if study else None,
+        {q.id: (q.low, q.high) for q in study.questions if q.kind == "likert"} if study else None,
+    )
     manifest = data["manifest"]
-    result["meta"] = {**base_meta(argv), "export": str(export_dir),
-                      "scrubbed": {True: "yes", False: "no (--no-scrub)"}.get(manifest.get("scrubbed"), "unknown"),
-                      "export_created": manifest.get("created_at")}
+    result["meta"] = {
+        **base_meta(argv),
+        "export": str(export_dir),
+        "scrubbed": {True: "yes", False: "no (--no-scrub)"}.get(manifest.get("scrubbed"), "unknown"),
+        "export_created": manifest.get("created_at"),
+    }
     result["files"] = {k: str(v) for k, v in write_report(result, out_dir).items()}
     return result

@@ -4,8 +4,9 @@ pairwise Mann-Whitney U tests with Holm's correction (scipy)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from itertools import combinations
-from typing import Any, Sequence
+from typing import Any
 
 from models.errors import ModelUnavailableError
 
@@ -18,8 +19,7 @@ def _stats():
     return stats
 
 
-def mean_ci(values: Sequence[float], level: float = 0.95,
-            bounds: tuple[float, float] | None = None) -> dict[str, Any]:
+def mean_ci(values: Sequence[float], level: float = 0.95, bounds: tuple[float, float] | None = None) -> dict[str, Any]:
     """n, mean, sd and the t interval of the mean (None where n < 2; a zero-width one when all values agree),
     cut to `bounds` (a rating scale) where given."""
     n = len(values)
@@ -62,14 +62,19 @@ def compare(groups: dict[str, Sequence[float]]) -> dict[str, Any]:
         out["skipped"] = "every rating is the same"
         return out
     h, p = stats.kruskal(*present.values())
-    out["kruskal"] = {"H": float(h), "p": float(p), "df": len(present) - 1,
-                      "n": {name: len(v) for name, v in present.items()}}
+    out["kruskal"] = {
+        "H": float(h),
+        "p": float(p),
+        "df": len(present) - 1,
+        "n": {name: len(v) for name, v in present.items()},
+    }
     pairs = []
     for a, b in combinations(present, 2):
         u, p = stats.mannwhitneyu(present[a], present[b], alternative="two-sided")
         n1, n2 = len(present[a]), len(present[b])
-        pairs.append({"a": a, "b": b, "U": float(u), "p": float(p), "r": 2 * float(u) / (n1 * n2) - 1,
-                      "n_a": n1, "n_b": n2})
+        pairs.append(
+            {"a": a, "b": b, "U": float(u), "p": float(p), "r": 2 * float(u) / (n1 * n2) - 1, "n_a": n1, "n_b": n2}
+        )
     for pair, adjusted in zip(pairs, holm([pr["p"] for pr in pairs])):
         pair["p_holm"] = adjusted
     out["pairs"] = pairs

@@ -28,8 +28,18 @@ from memory.store import Store, now_iso
 from models.errors import InputError
 
 FILES = ("participants.csv", "sessions.jsonl", "memory_versions.jsonl", "questionnaire.csv", "manifest.json")
-QUESTIONNAIRE_FIELDS = ("participant", "session", "session_number", "strategy", "study", "item", "kind",
-                        "question", "value", "answered_at")
+QUESTIONNAIRE_FIELDS = (
+    "participant",
+    "session",
+    "session_number",
+    "strategy",
+    "study",
+    "item",
+    "kind",
+    "question",
+    "value",
+    "answered_at",
+)
 
 
 def export(store: Store, out: Path, pseudonymize: bool = False, scrub: bool = True) -> dict[str, Any]:
@@ -47,44 +57,77 @@ def export(store: Store, out: Path, pseudonymize: bool = False, scrub: bool = Tr
     counts: dict[str, Any] = {"participants": len(users), "sessions": 0, "turns": 0, "versions": 0, "answers": 0}
     rows: list[dict[str, Any]] = []
     answers: list[dict[str, Any]] = []
-    with open(out / "sessions.jsonl", "w", encoding="utf-8") as sessions_file, \
-            open(out / "memory_versions.jsonl", "w", encoding="utf-8") as versions_file:
+    with (
+        open(out / "sessions.jsonl", "w", encoding="utf-8") as sessions_file,
+        open(out / "memory_versions.jsonl", "w", encoding="utf-8") as versions_file,
+    ):
         for user in users:
             sessions, versions = store.sessions(user["id"]), store.versions(user["id"])
             user_turns, number, numbers = 0, 0, {}
             for s in sessions:
-                turns = [{"role": t["role"], "text": clean(t["text"]), "at": t["created_at"]}
-                         for t in store.turns(s["id"])]
+                turns = [
+                    {"role": t["role"], "text": clean(t["text"]), "at": t["created_at"]} for t in store.turns(s["id"])
+                ]
                 said = sum(t["role"] == "user" for t in turns)
                 number += bool(said)
                 numbers[s["id"]] = number if said else None
                 user_turns += said
                 counts["turns"] += len(turns)
-                sessions_file.write(json.dumps(
-                    {"participant": alias[user["id"]], "session": s["id"], "number": numbers[s["id"]],
-                     "strategy": s["strategy"], "chat_model": s["chat_model"], "started_at": s["started_at"],
-                     "ended_at": s["ended_at"], "end_reason": s["end_reason"], "turns": turns},
-                    ensure_ascii=False) + "\n")
+                sessions_file.write(
+                    json.dumps(
+                        {
+                            "participant": alias[user["id"]],
+                            "session": s["id"],
+                            "number": numbers[s["id"]],
+                            "strategy": s["strategy"],
+                            "chat_model": s["chat_model"],
+                            "started_at": s["started_at"],
+                            "ended_at": s["ended_at"],
+                            "end_reason": s["end_reason"],
+                            "turns": turns,
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
             for v in versions:
-                versions_file.write(json.dumps({"participant": alias[user["id"]], **_clean_version(v.as_json(), clean)},
-                                               ensure_ascii=False) + "\n")
+                versions_file.write(
+                    json.dumps(
+                        {"participant": alias[user["id"]], **_clean_version(v.as_json(), clean)}, ensure_ascii=False
+                    )
+                    + "\n"
+                )
             strategy_of = {s["id"]: s["strategy"] for s in sessions}
-            mine = [{"participant": alias[user["id"]], "session": a["session_id"],
-                     "session_number": numbers.get(a["session_id"]), "strategy": strategy_of.get(a["session_id"]),
-                     "study": a["study_id"], "item": a["item"], "kind": a["kind"],
-                     "question": clean(a["question"] or ""),
-                     "value": a["value"] if a["kind"] == "likert" else clean(str(a["value"])),
-                     "answered_at": a["created_at"]} for a in store.answers(user_id=user["id"])]
+            mine = [
+                {
+                    "participant": alias[user["id"]],
+                    "session": a["session_id"],
+                    "session_number": numbers.get(a["session_id"]),
+                    "strategy": strategy_of.get(a["session_id"]),
+                    "study": a["study_id"],
+                    "item": a["item"],
+                    "kind": a["kind"],
+                    "question": clean(a["question"] or ""),
+                    "value": a["value"] if a["kind"] == "likert" else clean(str(a["value"])),
+                    "answered_at": a["created_at"],
+                }
+                for a in store.answers(user_id=user["id"])
+            ]
             answers += mine
             counts["sessions"] += len(sessions)
             counts["versions"] += len(versions)
-            rows.append({"participant": alias[user["id"]],
-                         "strategy": user["strategy"] or (sessions[-1]["strategy"] if sessions else ""),
-                         "sessions": len(sessions), "user_turns": user_turns,
-                         "first_session": sessions[0]["started_at"] if sessions else "",
-                         "last_session": sessions[-1]["started_at"] if sessions else "",
-                         "memory_versions": len(versions),
-                         "questionnaires": len({a["session"] for a in mine})})
+            rows.append(
+                {
+                    "participant": alias[user["id"]],
+                    "strategy": user["strategy"] or (sessions[-1]["strategy"] if sessions else ""),
+                    "sessions": len(sessions),
+                    "user_turns": user_turns,
+                    "first_session": sessions[0]["started_at"] if sessions else "",
+                    "last_session": sessions[-1]["started_at"] if sessions else "",
+                    "memory_versions": len(versions),
+                    "questionnaires": len({a["session"] for a in mine}),
+                }
+            )
     counts["answers"] = len(answers)
     _csv(out / "participants.csv", rows)
     _csv(out / "questionnaire.csv", answers, QUESTIONNAIRE_FIELDS)
@@ -92,11 +135,22 @@ def export(store: Store, out: Path, pseudonymize: bool = False, scrub: bool = Tr
         _csv(out / "key.csv", [{"participant": alias[u["id"]], "name": _shown(u["name"])} for u in users])
     counts["pii"] = scrubber.report()
     files = [*FILES, *(["key.csv"] if pseudonymize else [])]
-    (out / "manifest.json").write_text(json.dumps(
-        {"created_at": now_iso(), "files": files, "pseudonymized": pseudonymize, "scrubbed": scrub,
-         "counts": {k: v for k, v in counts.items() if k != "pii"},
-         "pii_replaced": {TAGS[k]: n for k, n in counts["pii"].items()} if scrub else None},
-        ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    (out / "manifest.json").write_text(
+        json.dumps(
+            {
+                "created_at": now_iso(),
+                "files": files,
+                "pseudonymized": pseudonymize,
+                "scrubbed": scrub,
+                "counts": {k: v for k, v in counts.items() if k != "pii"},
+                "pii_replaced": {TAGS[k]: n for k, n in counts["pii"].items()} if scrub else None,
+            },
+            ensure_ascii=False,
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     return counts
 
 
@@ -115,9 +169,14 @@ def _aliases(users: list[dict[str, Any]], pseudonymize: bool, clean: Any) -> dic
 
 def _clean_version(version: dict[str, Any], clean: Any) -> dict[str, Any]:
     """A memory version's sentences, cue words and note scrubbed (the memory may repeat a phone number)."""
-    return {**version, "note": clean(version["note"]) if version.get("note") else version.get("note"),
-            "sentences": [{**s, "text": clean(s["text"]), **({"cues": clean(s["cues"])} if s.get("cues") else {})}
-                          for s in version["sentences"]]}
+    return {
+        **version,
+        "note": clean(version["note"]) if version.get("note") else version.get("note"),
+        "sentences": [
+            {**s, "text": clean(s["text"]), **({"cues": clean(s["cues"])} if s.get("cues") else {})}
+            for s in version["sentences"]
+        ],
+    }
 
 
 def _shown(name: str) -> str:

@@ -7,14 +7,25 @@ import logging
 import re
 import secrets
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import fastapi
 import gradio as gr
 
-from chatbot.render import (LOADING, choices, korean_error, md, model_banner, render_hits, render_history,
-                            render_memory, shown, stage_text)
+from chatbot.render import (
+    LOADING,
+    choices,
+    korean_error,
+    md,
+    model_banner,
+    render_history,
+    render_hits,
+    render_memory,
+    shown,
+    stage_text,
+)
 from chatbot.session import BALANCED, Chatbot, ChatSession, check_user_name, clean_message
 from chatbot.worker import Worker
 from memory.store import Sentence, Version
@@ -47,7 +58,7 @@ class UserState:
     session: ChatSession
     job_id: int | None = None
     pending: list[str] = field(default_factory=list)
-    awaiting: bool = False          # the last user turn is stored and its reply not yet begun
+    awaiting: bool = False  # the last user turn is stored and its reply not yet begun
     answering: bool = False
     current: Answering | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -68,7 +79,7 @@ def warm_korean() -> None:
         from memory.korean import content_words
 
         content_words("사용자는 어제 부산으로 이사했다.")
-    except Exception:  # noqa: BLE001 - chat does not need it; an update that does says what is wrong
+    except Exception:
         log.warning("warming the Korean analyzer (Kiwi) failed", exc_info=True)
 
 
@@ -85,7 +96,7 @@ class Backend:
             self.done.set()
 
     @classmethod
-    def loading(cls, load: Callable[[], tuple[Chatbot, Worker]]) -> "Backend":
+    def loading(cls, load: Callable[[], tuple[Chatbot, Worker]]) -> Backend:
         """Start `load` (models, then a started worker) in a thread; handlers answer "loading" until it finishes."""
         backend = cls()
 
@@ -155,9 +166,12 @@ class ChatUI:
             return "", "", gr.update(choices=[], value=None)
         versions = self.bot.store.versions(state.user_id)
         latest = versions[-1] if versions else None
-        blind = self.bot.settings.strategy == BALANCED   # a trial participant must not learn their strategy
-        return (render_memory(latest), render_history(versions, show_strategy=not blind),
-                gr.update(choices=choices(latest), value=None))
+        blind = self.bot.settings.strategy == BALANCED  # a trial participant must not learn their strategy
+        return (
+            render_memory(latest),
+            render_history(versions, show_strategy=not blind),
+            gr.update(choices=choices(latest), value=None),
+        )
 
     # login
     def login(self, name: str, browser_key: str | None = None, request: gr.Request | None = None) -> tuple[Any, ...]:
@@ -174,9 +188,18 @@ class ChatUI:
         session = self.bot.start(name, browser_key=key)
         self.worker.track(session)
         state = UserState(session.user_id, name, session)
-        out = (state, gr.update(visible=False), gr.update(visible=True),
-               f"**{md(name)}** 님, 안녕하세요. 편하게 이야기해 주세요.", [], render_hits([]),
-               gr.update(interactive=True), "", gr.update(visible=False), *self.memory_outputs(state))
+        out = (
+            state,
+            gr.update(visible=False),
+            gr.update(visible=True),
+            f"**{md(name)}** 님, 안녕하세요. 편하게 이야기해 주세요.",
+            [],
+            render_hits([]),
+            gr.update(interactive=True),
+            "",
+            gr.update(visible=False),
+            *self.memory_outputs(state),
+        )
         return (*out, key) if self.browser_identity else out
 
     def logout(self, state: UserState | None) -> tuple[Any, ...]:
@@ -184,8 +207,18 @@ class ChatUI:
             state.take_pending()  # leaving: nothing more is answered for this tab
         if state is not None and not state.session.ended:
             self.worker.end(state.session, "logout")
-        return (None, gr.update(visible=True), gr.update(visible=False), "", [], "", "", "", "",
-                gr.update(choices=[], value=None))
+        return (
+            None,
+            gr.update(visible=True),
+            gr.update(visible=False),
+            "",
+            [],
+            "",
+            "",
+            "",
+            "",
+            gr.update(choices=[], value=None),
+        )
 
     # chat
     def send(self, text: str, state: UserState | None) -> tuple[Any, Any, Any]:
@@ -200,8 +233,9 @@ class ChatUI:
             model = self.bot.chat_model
             need, window = model.count_tokens(clean), model.context_window
             if need > window // 2:  # the session would refuse it after the box was cleared: refuse it here
-                raise InputError(f"메시지가 이 모델에 너무 깁니다 ({need:,}토큰, 최대 {window // 2:,}토큰). "
-                                 "나누어 보내 주세요.")
+                raise InputError(
+                    f"메시지가 이 모델에 너무 깁니다 ({need:,}토큰, 최대 {window // 2:,}토큰). 나누어 보내 주세요."
+                )
         except InputError as exc:
             gr.Warning(korean_error(exc) if getattr(exc, "code", None) else str(exc))
             return gr.update(), gr.update(), gr.update()
@@ -320,18 +354,27 @@ class ChatUI:
         try:
             job_id = self.worker.end(state.session, "user")
         except KeemError as exc:  # nothing ended: the conversation goes on, and the page says why
-            return (state, f"대화를 끝내지 못했습니다. {korean_error(exc)}", gr.Timer(active=False), gr.update(),
-                    gr.update())
+            return (
+                state,
+                f"대화를 끝내지 못했습니다. {korean_error(exc)}",
+                gr.Timer(active=False),
+                gr.update(),
+                gr.update(),
+            )
         unsent = state.take_pending()
         box = gr.update(interactive=False)  # the box's text stays as it is, unless waiting messages come back
         if unsent:
             box = gr.update(interactive=False, value="\n".join(unsent + ([draft] if (draft or "").strip() else [])))
         state.job_id = job_id
         if state.job_id is None:
-            return (state, "나눈 말이 없어 기억은 그대로입니다.", gr.Timer(active=False), box,
-                    gr.update(visible=True))
-        return (state, "기억 갱신: 대기 중 … (백그라운드에서 진행됩니다. 계속 둘러보셔도 됩니다)",
-                gr.Timer(active=True), box, gr.update(visible=True))
+            return (state, "나눈 말이 없어 기억은 그대로입니다.", gr.Timer(active=False), box, gr.update(visible=True))
+        return (
+            state,
+            "기억 갱신: 대기 중 … (백그라운드에서 진행됩니다. 계속 둘러보셔도 됩니다)",
+            gr.Timer(active=True),
+            box,
+            gr.update(visible=True),
+        )
 
     def poll(self, state: UserState | None) -> tuple[Any, ...]:
         """Progress of this tab's update job; refreshes the memory panel when it finishes."""
@@ -382,15 +425,18 @@ class ChatUI:
     def edit_sentence(self, pick: str | None, new_text: str, state: UserState | None) -> tuple[Any, ...]:
         latest, index = self._pick(state, pick)
         text = clean_message(new_text, 300).replace("\n", " ")
-        sentences = [Sentence(text, "user", s.id) if i == index else Sentence(s.text, "kept", s.id)
-                     for i, s in enumerate(latest.sentences)]
+        sentences = [
+            Sentence(text, "user", s.id) if i == index else Sentence(s.text, "kept", s.id)
+            for i, s in enumerate(latest.sentences)
+        ]
         return (*self._commit(state, sentences, f"사용자가 {index + 1}번 문장을 고쳤습니다"), "")  # type: ignore[arg-type]
 
     def delete_sentence(self, pick: str | None, state: UserState | None) -> tuple[Any, ...]:
         latest, index = self._pick(state, pick)
         if len(latest.sentences) == 1:
-            raise InputError("마지막 남은 문장은 지울 수 없습니다 (기억은 비워 둘 수 없습니다). "
-                             "모두 지우려면 '나를 잊기'를 쓰세요.")
+            raise InputError(
+                "마지막 남은 문장은 지울 수 없습니다 (기억은 비워 둘 수 없습니다). 모두 지우려면 '나를 잊기'를 쓰세요."
+            )
         sentences = [Sentence(s.text, "kept", s.id) for i, s in enumerate(latest.sentences) if i != index]
         return (*self._commit(state, sentences, f"사용자가 {index + 1}번 문장을 지웠습니다"), "")  # type: ignore[arg-type]
 
@@ -418,6 +464,7 @@ class ChatUI:
 
 def guarded(n_outputs: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Turn errors into a Korean toast and leave every output as it was: the user never sees a stack trace."""
+
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def inner(*args: Any, **kwargs: Any) -> Any:
@@ -429,7 +476,9 @@ def guarded(n_outputs: int) -> Callable[[Callable[..., Any]], Callable[..., Any]
                 gr.Warning(korean_error(exc))
                 skipped = tuple(gr.skip() for _ in range(n_outputs))
                 return skipped if n_outputs > 1 else skipped[0]
+
         return inner
+
     return wrap
 
 
@@ -451,12 +500,12 @@ def launch_options() -> dict[str, Any]:
 
     A fresh dict each call (Gradio adds its own entries to `app_kwargs`).
     """
-    return {"max_file_size": MAX_FILE_SIZE,
-            "app_kwargs": {"dependencies": [fastapi.Depends(refuse_uploads)]}}
+    return {"max_file_size": MAX_FILE_SIZE, "app_kwargs": {"dependencies": [fastapi.Depends(refuse_uploads)]}}
 
 
-def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: str = "KEEM 채팅",
-              browser_identity: bool = False) -> gr.Blocks:
+def build_app(
+    bot: Chatbot | Backend, worker: Worker | None = None, *, title: str = "KEEM 채팅", browser_identity: bool = False
+) -> gr.Blocks:
     """The Blocks app; every event is private to the page (api_visibility='private') and reads identity from state.
 
     `bot` may be a loading `Backend`: the page serves at once and says the models are loading. With
@@ -470,11 +519,19 @@ def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: st
         gr.Markdown(f"# {title}\n한 사람을 오래 기억하는 한국어 대화 상대. 대화가 끝나면 기억을 통째로 다시 씁니다.")
         banner = gr.Markdown(ui.backend.banner(), elem_classes=["keem-banner"], elem_id="model-banner")
         banner_timer = gr.Timer(2.0, active=not ui.backend.done.is_set())
-        gr.on([app.load, banner_timer.tick], ui.banner, None, [banner, banner_timer], show_progress="hidden",
-              concurrency_limit=None, **hidden)
+        gr.on(
+            [app.load, banner_timer.tick],
+            ui.banner,
+            None,
+            [banner, banner_timer],
+            show_progress="hidden",
+            concurrency_limit=None,
+            **hidden,
+        )
         with gr.Column(visible=True, elem_id="login") as login_box:
-            name = gr.Textbox(label="이름 또는 참가자 코드", placeholder="예: 지우, P017", max_lines=1,
-                              elem_id="name-input")
+            name = gr.Textbox(
+                label="이름 또는 참가자 코드", placeholder="예: 지우, P017", max_lines=1, elem_id="name-input"
+            )
             start = gr.Button("대화 시작", variant="primary", elem_id="start-button")
         with gr.Column(visible=False, elem_id="main") as main_box:
             with gr.Row():
@@ -482,12 +539,22 @@ def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: st
                 logout = gr.Button("나가기", size="sm", scale=0, elem_id="logout-button")
             with gr.Tabs():
                 with gr.Tab("대화", id="chat-tab"):
-                    chat = gr.Chatbot(label="대화", height=420, elem_id="chat", sanitize_html=True,
-                                      buttons=["copy", "copy_all"],
-                                      placeholder="메시지를 입력해 대화를 시작하세요.")
+                    chat = gr.Chatbot(
+                        label="대화",
+                        height=420,
+                        elem_id="chat",
+                        sanitize_html=True,
+                        buttons=["copy", "copy_all"],
+                        placeholder="메시지를 입력해 대화를 시작하세요.",
+                    )
                     with gr.Row():
-                        message = gr.Textbox(show_label=False, placeholder="메시지를 입력하고 Enter", scale=5,
-                                             max_lines=6, elem_id="message-input")
+                        message = gr.Textbox(
+                            show_label=False,
+                            placeholder="메시지를 입력하고 Enter",
+                            scale=5,
+                            max_lines=6,
+                            elem_id="message-input",
+                        )
                         send = gr.Button("보내기", variant="primary", scale=1, elem_id="send-button")
                     note = gr.Markdown(elem_id="pending-note")
                     with gr.Accordion("이번 답변에 쓰인 기억", open=False, elem_id="hits-accordion"):
@@ -508,8 +575,9 @@ def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: st
                     gr.Markdown("### 버전 기록")
                     history = gr.Markdown(elem_id="history")
                     with gr.Accordion("나를 잊기 (모든 데이터 삭제)", open=False):
-                        gr.Markdown("대화, 세션, 모든 기억 버전을 지웁니다. 되돌릴 수 없습니다. "
-                                    "확인을 위해 이름을 입력하세요.")
+                        gr.Markdown(
+                            "대화, 세션, 모든 기억 버전을 지웁니다. 되돌릴 수 없습니다. 확인을 위해 이름을 입력하세요."
+                        )
                         confirm = gr.Textbox(label="이름 확인", max_lines=1, elem_id="forget-confirm")
                         forget_btn = gr.Button("모두 삭제", variant="stop", elem_id="forget-button")
         timer = gr.Timer(1.0, active=False)
@@ -517,24 +585,55 @@ def build_app(bot: Chatbot | Backend, worker: Worker | None = None, *, title: st
         panel = [memory, history, pick]
         after_login = [state, login_box, main_box, greeting, chat, hits, message, progress, again, *panel]
         cleared = [state, login_box, main_box, greeting, chat, hits, progress, memory, history, pick]
-        # the key is only obfuscated in localStorage (Gradio sends the page its secret); the key itself is the credential
+        # the key is only obfuscated in localStorage (Gradio sends the page its secret): the key is the credential
         key = [gr.BrowserState("", storage_key="keem-identity", secret="keem-identity")] if browser_identity else []
         # no concurrency limit: a login is a few quick writes, and 20 at once must not wait in waves of 4
-        gr.on([start.click, name.submit], guarded(len(after_login) + len(key))(ui.login), [name, *key],
-              [*after_login, *key], concurrency_limit=None, **hidden)
+        gr.on(
+            [start.click, name.submit],
+            guarded(len(after_login) + len(key))(ui.login),
+            [name, *key],
+            [*after_login, *key],
+            concurrency_limit=None,
+            **hidden,
+        )
         logout.click(guarded(len(cleared))(ui.logout), [state], cleared, **hidden)
         # sending only queues the message (never waiting behind other users' replies); `respond` then answers
         # everything queued. "multiple": a message sent while a reply streams must reach the server (Gradio's
         # default "once" would drop it); a respond started while another answers returns at once.
-        gr.on([send.click, message.submit], guarded(3)(ui.send), [message, state], [message, chat, note],
-              concurrency_limit=None, show_progress="hidden", **hidden
-              ).then(ui.respond, [state], [chat, hits, note], concurrency_limit=4, trigger_mode="multiple",
-                     show_progress="minimal", **hidden)
+        gr.on(
+            [send.click, message.submit],
+            guarded(3)(ui.send),
+            [message, state],
+            [message, chat, note],
+            concurrency_limit=None,
+            show_progress="hidden",
+            **hidden,
+        ).then(
+            ui.respond,
+            [state],
+            [chat, hits, note],
+            concurrency_limit=4,
+            trigger_mode="multiple",
+            show_progress="minimal",
+            **hidden,
+        )
         # no queue: the answer must not wait behind streaming replies (target: under 0.5 s)
-        end.click(guarded(5)(ui.end_session), [state, message], [state, progress, timer, message, again],
-                  queue=False, show_progress="hidden", **hidden)
-        timer.tick(guarded(5)(ui.poll), [state], [progress, timer, *panel], concurrency_limit=None,
-                   show_progress="hidden", **hidden)
+        end.click(
+            guarded(5)(ui.end_session),
+            [state, message],
+            [state, progress, timer, message, again],
+            queue=False,
+            show_progress="hidden",
+            **hidden,
+        )
+        timer.tick(
+            guarded(5)(ui.poll),
+            [state],
+            [progress, timer, *panel],
+            concurrency_limit=None,
+            show_progress="hidden",
+            **hidden,
+        )
         again.click(guarded(6)(ui.new_session), [state], [state, chat, message, again, hits, progress], **hidden)
         edit_btn.click(guarded(4)(ui.edit_sentence), [pick, edit_text, state], [*panel, edit_text], **hidden)
         add_btn.click(guarded(4)(ui.add_sentence), [edit_text, state], [*panel, edit_text], **hidden)

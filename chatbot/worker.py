@@ -5,14 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable
 
 from chatbot.session import Chatbot, ChatSession
 from memory.backup import Backups
 
 log = logging.getLogger(__name__)
-
 
 
 def pool_size(bot: Chatbot) -> int:
@@ -30,13 +29,19 @@ class Worker:
     update never races the next one's.
 
     A job that fails goes back to pending with its retry time in the database (memory/jobs.py retry_delay: 30 s,
-    doubling, at most an hour, over about two hours) and is retried here when that time comes, not in a hot loop. With KEEM_BACKUP_DIR set it also
-    snapshots the database there every KEEM_BACKUP_EVERY_MIN when something changed, at once after a
-    forget (dropping the snapshots that still hold the user), and at shutdown.
+    doubling, at most an hour, over about two hours) and is retried here when that time comes, not in a hot loop.
+    With KEEM_BACKUP_DIR set it also snapshots the database there every KEEM_BACKUP_EVERY_MIN when something
+    changed, at once after a forget (dropping the snapshots that still hold the user), and at shutdown.
     """
 
-    def __init__(self, bot: Chatbot, *, idle_timeout_s: float | None = None, poll_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        bot: Chatbot,
+        *,
+        idle_timeout_s: float | None = None,
+        poll_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.bot = bot
         self.store = bot.store
         self.idle_timeout_s = (bot.settings.idle_timeout_min * 60.0) if idle_timeout_s is None else idle_timeout_s
@@ -45,18 +50,18 @@ class Worker:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._live: dict[int, tuple[ChatSession, float]] = {}   # session_id -> (session, last activity)
+        self._live: dict[int, tuple[ChatSession, float]] = {}  # session_id -> (session, last activity)
         self._thread: threading.Thread | None = None
         self.pool = ThreadPoolExecutor(max_workers=pool_size(bot), thread_name_prefix="keem-update")
-        self._running: dict[int, tuple[int, Future]] = {}     # job id -> (user id, its run)
+        self._running: dict[int, tuple[int, Future]] = {}  # job id -> (user id, its run)
         settings = bot.settings
         self.backups = Backups(settings.backup_dir) if settings.backup_dir else None
         self.backup_every_s = settings.backup_every_min * 60.0
-        self._backed_up: tuple[int, int] | None = None   # (store changes, forgets) at the last snapshot
+        self._backed_up: tuple[int, int] | None = None  # (store changes, forgets) at the last snapshot
         self._backed_up_at = self.clock()
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def start(self) -> "Worker":
+    def start(self) -> Worker:
         """Recover what a crash or shutdown left (running jobs, open sessions), then start the thread."""
         self.recover()
         self._thread = threading.Thread(target=self._loop, name="keem-worker", daemon=True)
@@ -195,8 +200,7 @@ class Worker:
         if state == self._backed_up:
             return False
         forgot = state[1] != (self._backed_up[1] if self._backed_up else 0)
-        if not (force or forgot or self._backed_up is None
-                or self.clock() - self._backed_up_at >= self.backup_every_s):
+        if not (force or forgot or self._backed_up is None or self.clock() - self._backed_up_at >= self.backup_every_s):
             return False
         try:
             self.backups.snapshot(self.store, drop_older=forgot)

@@ -22,17 +22,27 @@ already in DIR/dataset.jsonl or DIR/rejects.jsonl are not written twice."""
 
 def add_build_parser(subs: Any) -> argparse.ArgumentParser:
     """Add the build-dataset subcommand to the `keem` parser's subparsers."""
-    p = subs.add_parser("build-dataset", help="build a KEEM-style memory-update dataset from a multi-session corpus",
-                        description="For every episode and session t >= 2: reflect the session summary with "
-                                    "emotions and causes, generate the updated memory, verify it against all "
-                                    "dialogues up to t. Passing rows -> DIR/dataset.jsonl, failing rows -> "
-                                    "DIR/rejects.jsonl.",
-                        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subs.add_parser(
+        "build-dataset",
+        help="build a KEEM-style memory-update dataset from a multi-session corpus",
+        description="For every episode and session t >= 2: reflect the session summary with "
+        "emotions and causes, generate the updated memory, verify it against all "
+        "dialogues up to t. Passing rows -> DIR/dataset.jsonl, failing rows -> "
+        "DIR/rejects.jsonl.",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("input", type=Path, help="corpus file (or a folder of KMSC label JSON files)")
-    p.add_argument("--format", default="auto", choices=["auto", "kmsc", "carecall", "msc", "locomo"],
-                   help="input format (default: detected from the file)")
-    p.add_argument("--model", help="model spec: openai:<model> (OPENAI_BASE_URL/OPENAI_API_KEY) or hf:<id|path>; "
-                                   "not needed with --dry-run")
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "kmsc", "carecall", "msc", "locomo"],
+        help="input format (default: detected from the file)",
+    )
+    p.add_argument(
+        "--model",
+        help="model spec: openai:<model> (OPENAI_BASE_URL/OPENAI_API_KEY) or hf:<id|path>; not needed with --dry-run",
+    )
     p.add_argument("--out", type=Path, required=True, help="output folder (created; reused to resume)")
     p.add_argument("--concurrency", type=int, default=4, help="episodes in flight at once (default 4; 1 for hf:)")
     p.add_argument("--limit", type=int, help="only the first N episodes")
@@ -41,8 +51,11 @@ def add_build_parser(subs: Any) -> argparse.ArgumentParser:
     p.add_argument("--price-per-1k-tokens", type=float, default=0.0, help="for the cost estimate (default 0)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per model call (default 120)")
     p.add_argument("--max-retries", type=int, default=5, help="retries on 429/5xx/timeouts for openai: (default 5)")
-    p.add_argument("--no-guard", action="store_true",
-                   help="skip the deletion guard, as the paper's pipeline did (default: guarded, as the app updates)")
+    p.add_argument(
+        "--no-guard",
+        action="store_true",
+        help="skip the deletion guard, as the paper's pipeline did (default: guarded, as the app updates)",
+    )
     p.add_argument("--user-speaker", default="speaker1", help="KMSC speaker who is the user (default speaker1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -84,18 +97,27 @@ def run_build(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(data, ensure_ascii=False, indent=2))
         else:
-            print(f"{fmt}: {est.episodes} episodes, {est.steps} session steps -> at most {est.calls} calls, "
-                  f"~{est.prompt_tokens:,} prompt + ~{est.completion_tokens:,} completion tokens, "
-                  f"~${data['estimated_cost']:.2f} at ${args.price_per_1k_tokens}/1k tokens (no model was called)")
+            print(
+                f"{fmt}: {est.episodes} episodes, {est.steps} session steps -> at most {est.calls} calls, "
+                f"~{est.prompt_tokens:,} prompt + ~{est.completion_tokens:,} completion tokens, "
+                f"~${data['estimated_cost']:.2f} at ${args.price_per_1k_tokens}/1k tokens (no model was called)"
+            )
         return 0
     model = _load_model(args.model, args)
     concurrency = args.concurrency
     if not args.model.startswith("openai:") and concurrency > 1:
         print(f"note: {args.model} runs in this process; using --concurrency 1", file=sys.stderr)
         concurrency = 1
-    config = BuildConfig(out_dir=args.out, concurrency=concurrency, limit=args.limit,
-                         price_per_1k_tokens=args.price_per_1k_tokens, progress=not args.no_progress,
-                         source_format=fmt, source_path=str(args.input), guard=not args.no_guard)
+    config = BuildConfig(
+        out_dir=args.out,
+        concurrency=concurrency,
+        limit=args.limit,
+        price_per_1k_tokens=args.price_per_1k_tokens,
+        progress=not args.no_progress,
+        source_format=fmt,
+        source_path=str(args.input),
+        guard=not args.no_guard,
+    )
     try:
         stats = build_dataset(episodes, model, config, timeout_s=args.timeout)
     except KeyboardInterrupt:
@@ -103,13 +125,16 @@ def run_build(args: argparse.Namespace) -> int:
         return 130
     review = write_review(args.out, args.review) if args.review else None
     if args.json:
-        print(json.dumps({**stats_json(stats), "review": str(review) if review else None}, ensure_ascii=False,
-                         indent=2))
+        print(
+            json.dumps({**stats_json(stats), "review": str(review) if review else None}, ensure_ascii=False, indent=2)
+        )
     else:
-        print(f"{stats.rows} new rows -> {args.out / 'dataset.jsonl'}, {stats.rejects} new rejects -> "
-              f"{args.out / 'rejects.jsonl'}, {stats.already_done} steps already done; {stats.calls} calls "
-              f"({stats.cached_calls} from cache), {stats.new_tokens:,} new tokens (estimated), "
-              f"${stats.cost:.2f}, {stats.seconds:.1f}s")
+        print(
+            f"{stats.rows} new rows -> {args.out / 'dataset.jsonl'}, {stats.rejects} new rejects -> "
+            f"{args.out / 'rejects.jsonl'}, {stats.already_done} steps already done; {stats.calls} calls "
+            f"({stats.cached_calls} from cache), {stats.new_tokens:,} new tokens (estimated), "
+            f"${stats.cost:.2f}, {stats.seconds:.1f}s"
+        )
         if review:
             print(f"review sheet: {review}")
     for error in stats.errors:

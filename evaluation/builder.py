@@ -27,11 +27,11 @@ import random
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from datetime import date
 from pathlib import Path
-from typing import IO, Any, Iterable
+from typing import IO, Any
 
 from evaluation.episodes import Episode, Session
 from memory.prompts import render
@@ -54,7 +54,7 @@ class CallResult:
     completion_tokens: int
     seconds: float
     cached: bool
-    finish: str = "stop"          # "length": cut at its budget; never used (steps.py retries it once)
+    finish: str = "stop"  # "length": cut at its budget; never used (steps.py retries it once)
 
 
 class CallCache:
@@ -64,9 +64,11 @@ class CallCache:
         self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")  # a killed process loses no commit; only power loss could
-        self.conn.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, stage TEXT, "
-                          "response TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, seconds REAL, "
-                          "created_at TEXT)")
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, stage TEXT, "
+            "response TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, seconds REAL, "
+            "created_at TEXT)"
+        )
         columns = {row[1] for row in self.conn.execute("PRAGMA table_info(calls)")}
         if "finish" not in columns:  # caches written before finish reasons were kept
             self.conn.execute("ALTER TABLE calls ADD COLUMN finish TEXT")
@@ -74,15 +76,19 @@ class CallCache:
 
     @staticmethod
     def key(model: str, messages: list[Message], options: GenerationOptions) -> str:
-        payload = json.dumps([model, messages, options.max_new_tokens, options.temperature, options.top_p],
-                             ensure_ascii=False, sort_keys=True)
+        payload = json.dumps(
+            [model, messages, options.max_new_tokens, options.temperature, options.top_p],
+            ensure_ascii=False,
+            sort_keys=True,
+        )
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def get(self, key: str, max_new_tokens: int) -> CallResult | None:
         """The cached call; one cached before finish reasons were kept counts as cut if it filled its budget."""
         with self.lock:
-            row = self.conn.execute("SELECT response, prompt_tokens, completion_tokens, seconds, finish FROM calls "
-                                    "WHERE key = ?", (key,)).fetchone()
+            row = self.conn.execute(
+                "SELECT response, prompt_tokens, completion_tokens, seconds, finish FROM calls WHERE key = ?", (key,)
+            ).fetchone()
         if row is None:
             return None
         finish = row[4] or ("length" if row[2] >= max_new_tokens else "stop")
@@ -90,10 +96,21 @@ class CallCache:
 
     def put(self, key: str, model: str, stage: str, result: CallResult) -> None:
         with self.lock:
-            self.conn.execute("INSERT OR IGNORE INTO calls (key, model, stage, response, prompt_tokens, "
-                              "completion_tokens, seconds, created_at, finish) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                              (key, model, stage, result.text, result.prompt_tokens, result.completion_tokens,
-                               result.seconds, now_iso(), result.finish))
+            self.conn.execute(
+                "INSERT OR IGNORE INTO calls (key, model, stage, response, prompt_tokens, "
+                "completion_tokens, seconds, created_at, finish) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    model,
+                    stage,
+                    result.text,
+                    result.prompt_tokens,
+                    result.completion_tokens,
+                    result.seconds,
+                    now_iso(),
+                    result.finish,
+                ),
+            )
 
     def __len__(self) -> int:
         with self.lock:
@@ -119,8 +136,10 @@ class RowFile:
                 try:
                     self.keys.add(json.loads(line)["key"])
                 except (json.JSONDecodeError, KeyError, TypeError):
-                    raise InputError(f"{path} line {number} is not a row this builder wrote; delete that line "
-                                     "(or the file) and run again") from None
+                    raise InputError(
+                        f"{path} line {number} is not a row this builder wrote; delete that line "
+                        "(or the file) and run again"
+                    ) from None
         self.handle = path.open("a", encoding="utf-8")
         self.lock = threading.Lock()
 
@@ -148,8 +167,8 @@ class BuildConfig:
     progress: bool = True
     source_format: str = ""
     source_path: str = ""
-    guard: bool = True                  # False: the paper's unguarded pipeline (--no-guard)
-    ceiling: int = DEFAULT_CEILING      # output tokens one update call plans for; past it, scoped rewrite
+    guard: bool = True  # False: the paper's unguarded pipeline (--no-guard)
+    ceiling: int = DEFAULT_CEILING  # output tokens one update call plans for; past it, scoped rewrite
 
 
 @dataclass
@@ -161,9 +180,9 @@ class BuildStats:
     already_done: int = 0
     calls: int = 0
     cached_calls: int = 0
-    prompt_tokens: int = 0          # of every call, cached ones included
+    prompt_tokens: int = 0  # of every call, cached ones included
     completion_tokens: int = 0
-    new_tokens: int = 0             # of the calls made this run: what `cost` prices
+    new_tokens: int = 0  # of the calls made this run: what `cost` prices
     cost: float = 0.0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
@@ -175,8 +194,9 @@ def step_key(episode_id: str, t: int) -> str:
 
 def all_dialogues(sessions: list[Session]) -> str:
     """Every session's dialogue, headed by its number and date: what the verifier checks against."""
-    return "\n\n".join(f"[세션 {n} ({s.date or UNKNOWN})]\n{format_dialogue(s.dialogue())}"
-                       for n, s in enumerate(sessions, 1))
+    return "\n\n".join(
+        f"[세션 {n} ({s.date or UNKNOWN})]\n{format_dialogue(s.dialogue())}" for n, s in enumerate(sessions, 1)
+    )
 
 
 def _lock(out_dir: Path) -> IO[str]:
@@ -190,8 +210,9 @@ def _lock(out_dir: Path) -> IO[str]:
         pass
     except OSError:
         handle.close()
-        raise InputError(f"another build-dataset is writing {out_dir}; wait for it to finish or use another --out") \
-            from None
+        raise InputError(
+            f"another build-dataset is writing {out_dir}; wait for it to finish or use another --out"
+        ) from None
     return handle
 
 
@@ -199,36 +220,52 @@ def _lock(out_dir: Path) -> IO[str]:
 class EpisodeRunner:
     """Runs one episode's steps in order, every model call through the cache."""
 
-    def __init__(self, builder: "DatasetBuilder", episode: Episode):
+    def __init__(self, builder: DatasetBuilder, episode: Episode):
         self.b, self.ep = builder, episode
         self.calls: list[dict[str, Any]] = []
         model = builder.model
-        self.steps = Steps(self.ask, model.count_tokens, model.context_window, builder.config.ceiling,
-                           parse=lenient_sentences, use_guard=builder.config.guard)
+        self.steps = Steps(
+            self.ask,
+            model.count_tokens,
+            model.context_window,
+            builder.config.ceiling,
+            parse=lenient_sentences,
+            use_guard=builder.config.guard,
+        )
 
     def ask(self, stage: str, prompt: str, max_new_tokens: int) -> Completion:
         """The steps' Ask: one call through the cache (a cached answer replays with its finish reason)."""
         b = self.b
         if b.stopping.is_set():
             raise BuildStopped("the build is stopping")
-        messages: list[Message] = [{"role": "system", "content": b.system},
-                                   {"role": "user", "content": prompt}]
-        options = GenerationOptions(max_new_tokens=max_new_tokens, temperature=0.0, top_p=1.0,
-                                    timeout_s=b.timeout_s)
+        messages: list[Message] = [{"role": "system", "content": b.system}, {"role": "user", "content": prompt}]
+        options = GenerationOptions(max_new_tokens=max_new_tokens, temperature=0.0, top_p=1.0, timeout_s=b.timeout_s)
         key = CallCache.key(b.model.spec, messages, options)
         result = b.cache.get(key, max_new_tokens)
         if result is None:
             started = time.perf_counter()
             answer = b.model.complete(messages, options)
             finish = answer.finish
-            result = CallResult(answer.text, finish.prompt_tokens or b.model.count_tokens(b.system + prompt),
-                                finish.completion_tokens or b.model.count_tokens(answer.text),
-                                time.perf_counter() - started, False, finish.reason)
+            result = CallResult(
+                answer.text,
+                finish.prompt_tokens or b.model.count_tokens(b.system + prompt),
+                finish.completion_tokens or b.model.count_tokens(answer.text),
+                time.perf_counter() - started,
+                False,
+                finish.reason,
+            )
             b.cache.put(key, b.model.spec, stage, result)
         b.record(result)
-        self.calls.append({"stage": stage, "prompt_tokens": result.prompt_tokens,
-                           "completion_tokens": result.completion_tokens, "seconds": round(result.seconds, 3),
-                           "cached": result.cached, "finish": result.finish})
+        self.calls.append(
+            {
+                "stage": stage,
+                "prompt_tokens": result.prompt_tokens,
+                "completion_tokens": result.completion_tokens,
+                "seconds": round(result.seconds, 3),
+                "cached": result.cached,
+                "finish": result.finish,
+            }
+        )
         return Completion(result.text, Finish(result.finish, result.prompt_tokens, result.completion_tokens))
 
     def summary(self, session: Session) -> tuple[list[str], str]:
@@ -263,15 +300,28 @@ class EpisodeRunner:
                 continue
             reflected = steps.reflect(session.dialogue(), summary)
             new, details = steps.update(
-                [Sentence(text, "kept", id=i) for i, text in enumerate(memory)], reflected, session.dialogue(),
-                session_date=lenient_date(session.date), previous_date=lenient_date(previous.date),
-                verify_dialogue=all_dialogues(ep.sessions[:t]), attempts=1)
+                [Sentence(text, "kept", id=i) for i, text in enumerate(memory)],
+                reflected,
+                session.dialogue(),
+                session_date=lenient_date(session.date),
+                previous_date=lenient_date(previous.date),
+                verify_dialogue=all_dialogues(ep.sessions[:t]),
+                attempts=1,
+            )
             attempt = details["attempts"][-1]
             texts = [s.text for s in new] if new is not None else attempt["memory"]
-            row = {**self._base(key, t, self.calls), "previous_memory": memory, "summary": summary,
-                   "summary_source": origin, "reflected_summary": reflected, "memory": texts,
-                   "verdict": "통과" if new is not None else attempt["problem"], "guard": attempt.get("guard", []),
-                   "scope": details.get("scope"), "problems": list(steps.problems)}
+            row = {
+                **self._base(key, t, self.calls),
+                "previous_memory": memory,
+                "summary": summary,
+                "summary_source": origin,
+                "reflected_summary": reflected,
+                "memory": texts,
+                "verdict": "통과" if new is not None else attempt["problem"],
+                "guard": attempt.get("guard", []),
+                "scope": details.get("scope"),
+                "problems": list(steps.problems),
+            }
             row["calls"], row["seconds"] = list(self.calls), round(time.perf_counter() - started, 3)
             if new is not None:
                 b.accept(row)
@@ -283,14 +333,26 @@ class EpisodeRunner:
 
     def _base(self, key: str, t: int, calls: list[dict[str, Any]]) -> dict[str, Any]:
         b, ep = self.b, self.ep
-        return {"key": key, "episode_id": ep.id, "session_index": t,
-                "source": {"format": ep.source, "path": b.config.source_path, "episode_id": ep.id,
-                           "session_ids": [s.id for s in ep.sessions[:t]],
-                           "session_dates": [s.date for s in ep.sessions[:t]]},
-                "model": b.model.spec, "prompt_hash": b.prompt_hash,
-                "tokens": {"prompt": sum(c["prompt_tokens"] for c in calls),
-                           "completion": sum(c["completion_tokens"] for c in calls)},
-                "calls": list(calls), "created_at": now_iso()}
+        return {
+            "key": key,
+            "episode_id": ep.id,
+            "session_index": t,
+            "source": {
+                "format": ep.source,
+                "path": b.config.source_path,
+                "episode_id": ep.id,
+                "session_ids": [s.id for s in ep.sessions[:t]],
+                "session_dates": [s.date for s in ep.sessions[:t]],
+            },
+            "model": b.model.spec,
+            "prompt_hash": b.prompt_hash,
+            "tokens": {
+                "prompt": sum(c["prompt_tokens"] for c in calls),
+                "completion": sum(c["completion_tokens"] for c in calls),
+            },
+            "calls": list(calls),
+            "created_at": now_iso(),
+        }
 
 
 class DatasetBuilder:
@@ -325,8 +387,9 @@ class DatasetBuilder:
             s.new_tokens += 0 if result.cached else result.prompt_tokens + result.completion_tokens
             s.cost = s.new_tokens / 1000 * self.config.price_per_1k_tokens
             if self.bar is not None:
-                self.bar.set_postfix_str(f"calls={s.calls} cached={s.cached_calls} tok={s.new_tokens:,} "
-                                         f"${s.cost:.2f}", refresh=False)
+                self.bar.set_postfix_str(
+                    f"calls={s.calls} cached={s.cached_calls} tok={s.new_tokens:,} ${s.cost:.2f}", refresh=False
+                )
 
     def step_done(self, n: int = 1, already: bool = False) -> None:
         with self.lock:
@@ -350,16 +413,25 @@ class DatasetBuilder:
     def _manifest(self, episodes: list[Episode]) -> None:
         """Refuse to mix runs: an out dir built with another model or prompts must not be resumed."""
         path = self.config.out_dir / "run.json"
-        current = {"model": self.model.spec, "prompt_hash": self.prompt_hash, "format": self.config.source_format,
-                   "input": self.config.source_path, "guard": self.config.guard}
+        current = {
+            "model": self.model.spec,
+            "prompt_hash": self.prompt_hash,
+            "format": self.config.source_format,
+            "input": self.config.source_path,
+            "guard": self.config.guard,
+        }
         if path.exists():
             old = json.loads(path.read_text(encoding="utf-8"))
             for k in ("model", "prompt_hash", "guard"):
                 if old.get(k) != current[k]:
-                    raise InputError(f"{self.config.out_dir} holds a build with {k} {old.get(k)!r}, not "
-                                     f"{current[k]!r}; use a new --out directory, or the same {k} to resume")
-        path.write_text(json.dumps({**current, "updated_at": now_iso(), "episodes": len(episodes)},
-                                   ensure_ascii=False, indent=2), encoding="utf-8")
+                    raise InputError(
+                        f"{self.config.out_dir} holds a build with {k} {old.get(k)!r}, not "
+                        f"{current[k]!r}; use a new --out directory, or the same {k} to resume"
+                    )
+        path.write_text(
+            json.dumps({**current, "updated_at": now_iso(), "episodes": len(episodes)}, ensure_ascii=False, indent=2),
+            encoding="utf-8",
+        )
 
     def _episode(self, episode: Episode) -> None:
         """One episode; a model error (after the backend's retries) is recorded and ends only this episode."""
@@ -404,8 +476,9 @@ class DatasetBuilder:
         return self.stats
 
 
-def build_dataset(episodes: Iterable[Episode], model: ChatModel, config: BuildConfig,
-                  timeout_s: float = 120.0) -> BuildStats:
+def build_dataset(
+    episodes: Iterable[Episode], model: ChatModel, config: BuildConfig, timeout_s: float = 120.0
+) -> BuildStats:
     """Build (or resume) a KEEM-style dataset in config.out_dir; see the module docstring."""
     return DatasetBuilder(model, config, timeout_s=timeout_s).run(episodes)
 
@@ -445,26 +518,53 @@ def estimate(episodes: Iterable[Episode], limit: int | None = None) -> Estimate:
             summary = session.summary
             if not summary:
                 summary = ["사용자는 " + "가" * 30 + "."] * 10
-                add(render("summarize", dialogue=dialogue, session_date=session.date or UNKNOWN, max_sentences=10),
-                    estimate_tokens("\n".join(summary)))
-            add(render("reflect", dialogue=dialogue, summary="\n".join(summary)),
-                int(estimate_tokens("\n".join(summary)) * 1.3))
+                add(
+                    render("summarize", dialogue=dialogue, session_date=session.date or UNKNOWN, max_sentences=10),
+                    estimate_tokens("\n".join(summary)),
+                )
+            add(
+                render("reflect", dialogue=dialogue, summary="\n".join(summary)),
+                int(estimate_tokens("\n".join(summary)) * 1.3),
+            )
             if t == 1:
                 memory = list(summary)
                 continue
             est.steps += 1
             new = memory + list(summary)
-            add(render("update", previous=memory, summary=summary, session_date=UNKNOWN, previous_date=UNKNOWN,
-                       elapsed=UNKNOWN), int(estimate_tokens("\n".join(new)) * 1.3))
-            add(render("verify", previous=memory, dialogue=all_dialogues(ep.sessions[:t]), memory=new,
-                       session_date=UNKNOWN), 8)
+            add(
+                render(
+                    "update",
+                    previous=memory,
+                    summary=summary,
+                    session_date=UNKNOWN,
+                    previous_date=UNKNOWN,
+                    elapsed=UNKNOWN,
+                ),
+                int(estimate_tokens("\n".join(new)) * 1.3),
+            )
+            add(
+                render(
+                    "verify", previous=memory, dialogue=all_dialogues(ep.sessions[:t]), memory=new, session_date=UNKNOWN
+                ),
+                8,
+            )
             memory = new
     return est
 
 
 # -- human review export ---------------------------------------------------------------------------
-REVIEW_COLUMNS = ["key", "episode_id", "session_index", "updated", "previous_memory", "reflected_summary",
-                  "memory", "error (0/1)", "error_type", "notes"]
+REVIEW_COLUMNS = [
+    "key",
+    "episode_id",
+    "session_index",
+    "updated",
+    "previous_memory",
+    "reflected_summary",
+    "memory",
+    "error (0/1)",
+    "error_type",
+    "notes",
+]
 
 
 def write_review(out_dir: Path, n: int, seed: int = 0) -> Path:
@@ -495,9 +595,20 @@ def write_review(out_dir: Path, n: int, seed: int = 0) -> Path:
         writer = csv.writer(handle)
         writer.writerow(REVIEW_COLUMNS)
         for r in sample:
-            writer.writerow([r["key"], r["episode_id"], r["session_index"], int(r["updated"]),
-                             "\n".join(r["previous_memory"]), "\n".join(r["reflected_summary"]),
-                             "\n".join(r["memory"]), "", "", ""])
+            writer.writerow(
+                [
+                    r["key"],
+                    r["episode_id"],
+                    r["session_index"],
+                    int(r["updated"]),
+                    "\n".join(r["previous_memory"]),
+                    "\n".join(r["reflected_summary"]),
+                    "\n".join(r["memory"]),
+                    "",
+                    "",
+                    "",
+                ]
+            )
     return out
 
 

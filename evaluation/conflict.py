@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Callable, Iterable, Sequence
 
 from memory.prompts import prompt_hash, render
 from memory.text import strip_wrappers
@@ -23,7 +23,7 @@ from models.errors import ModelSpecError, ModelUnavailableError
 
 LABELS = {"함의": "entailment", "중립": "neutral", "모순": "contradiction"}
 PROMPT = "nli_judge"
-MAX_PAIRS = 500          # per memory; the paper's CareCall memories (about 5-10 sentences) never reach it
+MAX_PAIRS = 500  # per memory; the paper's CareCall memories (about 5-10 sentences) never reach it
 
 
 def parse_label(answer: str) -> str:
@@ -47,8 +47,10 @@ class NLIJudge:
         key = (premise, hypothesis)
         if key not in self.cache:
             prompt = render(PROMPT, premise=premise, hypothesis=hypothesis)
-            answer = self.model.complete([{"role": "user", "content": prompt}],
-                                         GenerationOptions(max_new_tokens=self.max_new_tokens, temperature=0.0))
+            answer = self.model.complete(
+                [{"role": "user", "content": prompt}],
+                GenerationOptions(max_new_tokens=self.max_new_tokens, temperature=0.0),
+            )
             self.cache[key] = "invalid" if answer.cut else parse_label(strip_wrappers(answer.text))
         return self.cache[key]
 
@@ -67,13 +69,17 @@ class ClassifierNLIJudge:
             self.tokenizer = AutoTokenizer.from_pretrained(source)
             self.model = AutoModelForSequenceClassification.from_pretrained(source)
         except OSError as exc:
-            raise ModelUnavailableError(f"cannot load the NLI classifier '{source}' ({exc}); give a local folder "
-                                        "or a hub id this machine can download") from exc
+            raise ModelUnavailableError(
+                f"cannot load the NLI classifier '{source}' ({exc}); give a local folder "
+                "or a hub id this machine can download"
+            ) from exc
         self.labels = {i: _nli_label(name) for i, name in self.model.config.id2label.items()}
         if set(self.labels.values()) != set(LABELS.values()):
-            raise ModelSpecError(f"'{source}' is not a 3-way NLI classifier: its labels are "
-                                 f"{sorted(self.model.config.id2label.values())}; it needs entailment, neutral "
-                                 "and contradiction")
+            raise ModelSpecError(
+                f"'{source}' is not a 3-way NLI classifier: its labels are "
+                f"{sorted(self.model.config.id2label.values())}; it needs entailment, neutral "
+                "and contradiction"
+            )
         self._torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model.to(self.device).eval()
@@ -84,8 +90,9 @@ class ClassifierNLIJudge:
     def label(self, premise: str, hypothesis: str) -> str:
         key = (premise, hypothesis)
         if key not in self.cache:
-            batch = self.tokenizer(premise, hypothesis, truncation=True, max_length=self.max_length,
-                                   return_tensors="pt").to(self.device)
+            batch = self.tokenizer(
+                premise, hypothesis, truncation=True, max_length=self.max_length, return_tensors="pt"
+            ).to(self.device)
             with self._torch.no_grad():
                 logits = self.model(**batch).logits[0]
             self.cache[key] = self.labels[int(logits.argmax())]
@@ -103,15 +110,15 @@ def _nli_label(name: str) -> str | None:
 
 @dataclass
 class ConflictCounts:
-    pairs: int = 0               # judged
-    pairs_total: int = 0         # in the memories (more than `pairs` where a memory's pairs were sampled)
+    pairs: int = 0  # judged
+    pairs_total: int = 0  # in the memories (more than `pairs` where a memory's pairs were sampled)
     contradiction: int = 0
     entailment: int = 0
     neutral: int = 0
     invalid: int = 0
     contradicting_pairs: list[tuple[str, str]] = field(default_factory=list)
 
-    def add(self, other: "ConflictCounts") -> "ConflictCounts":
+    def add(self, other: ConflictCounts) -> ConflictCounts:
         for name in ("pairs", "pairs_total", "contradiction", "entailment", "neutral", "invalid"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.contradicting_pairs += other.contradicting_pairs
@@ -124,8 +131,15 @@ class ConflictCounts:
         return self.contradiction / valid if valid else None
 
     def as_json(self) -> dict:
-        return {"pairs": self.pairs, "pairs_total": self.pairs_total, "contradiction": self.contradiction, "entailment": self.entailment,
-                "neutral": self.neutral, "invalid": self.invalid, "ratio": self.ratio}
+        return {
+            "pairs": self.pairs,
+            "pairs_total": self.pairs_total,
+            "contradiction": self.contradiction,
+            "entailment": self.entailment,
+            "neutral": self.neutral,
+            "invalid": self.invalid,
+            "ratio": self.ratio,
+        }
 
 
 def sentence_pairs(memory: Sequence[str]) -> list[tuple[str, str]]:
@@ -146,8 +160,9 @@ def _sample(pairs: list[tuple[str, str]], memory: Sequence[str], max_pairs: int 
     return [pairs[i] for i in sorted(random.Random(seed).sample(range(len(pairs)), max_pairs))]
 
 
-def conflicts(memory: Sequence[str], judge: Callable[[str, str], str],
-              max_pairs: int | None = MAX_PAIRS) -> ConflictCounts:
+def conflicts(
+    memory: Sequence[str], judge: Callable[[str, str], str], max_pairs: int | None = MAX_PAIRS
+) -> ConflictCounts:
     pairs = sentence_pairs(memory)
     counts = ConflictCounts(pairs_total=len(pairs))
     for a, b in _sample(pairs, memory, max_pairs):

@@ -49,10 +49,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from evaluation.files import read_json, read_text
 from models.errors import InputError
@@ -66,7 +67,7 @@ class Turn:
     role: TurnRole
     text: str
     time: str | None = None
-    probe: bool = False                      # a reference response of a probe session
+    probe: bool = False  # a reference response of a probe session
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,9 @@ class Session:
     turns: list[Turn]
     summary: list[str] | None = None
     date: str | None = None
-    memory_before: list[str] | None = None   # the memory the corpus gives before the session; None: not given
-    memory_after: list[str] | None = None    # ... and after it
-    updated: bool | None = None              # the corpus says whether the session changed the memory
+    memory_before: list[str] | None = None  # the memory the corpus gives before the session; None: not given
+    memory_after: list[str] | None = None  # ... and after it
+    updated: bool | None = None  # the corpus says whether the session changed the memory
     observations: list[Observation] = field(default_factory=list)
 
     def dialogue(self) -> list[dict[str, Any]]:
@@ -139,8 +140,19 @@ def _sentences(value: Any) -> list[str] | None:
     return out or None
 
 
-_DATE_FORMATS = ("%Y-%m-%d", "%Y%m%d", "%Y.%m.%d", "%Y/%m/%d", "%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y",
-                 "%d %B %Y", "%d %B, %Y", "%B %d, %Y", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S")
+_DATE_FORMATS = (
+    "%Y-%m-%d",
+    "%Y%m%d",
+    "%Y.%m.%d",
+    "%Y/%m/%d",
+    "%I:%M %p on %d %B, %Y",
+    "%I:%M %p on %d %b, %Y",
+    "%d %B %Y",
+    "%d %B, %Y",
+    "%B %d, %Y",
+    "%Y-%m-%d %H:%M",
+    "%Y-%m-%dT%H:%M:%S",
+)
 
 
 def normalize_date(value: Any) -> str | None:
@@ -177,8 +189,12 @@ def _kmsc_episode(record: Any, path: Path, where: str, default_id: str, user: st
         raise _fail(path, where, "not a JSON object", "each KMSC episode is an object with 'sessionInfo'")
     sessions_raw = _get(record, "sessionInfo", "sessions", "session")
     if not isinstance(sessions_raw, list) or not sessions_raw:
-        raise _fail(path, where, "no 'sessionInfo' list", "is this an AI Hub multi-session label file? "
-                    "otherwise pass the right --format")
+        raise _fail(
+            path,
+            where,
+            "no 'sessionInfo' list",
+            "is this an AI Hub multi-session label file? otherwise pass the right --format",
+        )
     info = _get(record, "FileInfo", "fileInfo") or {}
     name = _get(info, "filename", "fileName") if isinstance(info, dict) else None
     episode_id = str(Path(str(name)).stem if name else _get(record, "multisessionID", "id") or default_id)
@@ -191,18 +207,33 @@ def _kmsc_episode(record: Any, path: Path, where: str, default_id: str, user: st
         for k, t in enumerate(turns_raw, 1):
             text = _get(t, "utterance", "text", "content") if isinstance(t, dict) else None
             if not isinstance(text, str):
-                raise _fail(path, f"{where}, session {n}, turn {k}", "no 'utterance' text",
-                            "each turn needs 'speaker' and 'utterance'")
+                raise _fail(
+                    path,
+                    f"{where}, session {n}, turn {k}",
+                    "no 'utterance' text",
+                    "each turn needs 'speaker' and 'utterance'",
+                )
             date = date or normalize_date(_get(t, "date"))
-            turns.append(Turn(_role(_get(t, "speaker", "role"), user), text.strip(),
-                              str(_get(t, "time")) if _get(t, "time") else None))
+            turns.append(
+                Turn(
+                    _role(_get(t, "speaker", "role"), user),
+                    text.strip(),
+                    str(_get(t, "time")) if _get(t, "time") else None,
+                )
+            )
         summary_raw = _get(raw, "sessionPersonaSummary", "sessionSummary", "summary")
         if isinstance(summary_raw, dict):
             summary_raw = _get(summary_raw, user)
         summary = _sentences(summary_raw)
         summary = [_FIRST_PERSON.sub("사용자는 ", t) for t in summary] if summary else None
-        sessions.append(Session(str(_get(raw, "sessionID", "id") or f"{episode_id}-{n}"), turns, summary,
-                                date or normalize_date(_get(raw, "date"))))
+        sessions.append(
+            Session(
+                str(_get(raw, "sessionID", "id") or f"{episode_id}-{n}"),
+                turns,
+                summary,
+                date or normalize_date(_get(raw, "date")),
+            )
+        )
     return Episode(episode_id, "kmsc", sessions)
 
 
@@ -218,14 +249,15 @@ def read_kmsc(path: Path, user_speaker: str = "speaker1") -> list[Episode]:
         records = data if isinstance(data, list) else [data]
         for i, record in enumerate(records):
             where = f"episode {i}" if isinstance(data, list) else "episode"
-            episodes.append(_kmsc_episode(record, file, where, f"{file.stem}-{i}" if len(records) > 1 else file.stem,
-                                          user_speaker))
+            episodes.append(
+                _kmsc_episode(record, file, where, f"{file.stem}-{i}" if len(records) > 1 else file.stem, user_speaker)
+            )
     return episodes
 
 
 # -- CareCall --------------------------------------------------------------------------------------
 CARECALL_USER = {"user", "사용자", "human", "usr"}
-CARECALL_BOT = {"system", "assistant", "bot", "챗봇", "ai", "agent", "chatbot"}   # CareCall's bot is "system"
+CARECALL_BOT = {"system", "assistant", "bot", "챗봇", "ai", "agent", "chatbot"}  # CareCall's bot is "system"
 _GUID_SESSION = re.compile(r"[-_]S?\d+$", re.IGNORECASE)
 
 
@@ -235,37 +267,43 @@ def _carecall_memory(value: Any, path: Path, where: str) -> list[str] | None:
     if isinstance(value, str):
         value = value.splitlines()
     if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
-        raise _fail(path, where, "'memory' is not a list of sentences", "give it as [\"sentence\", ...]")
+        raise _fail(path, where, "'memory' is not a list of sentences", 'give it as ["sentence", ...]')
     return [s.strip() for s in value if s.strip()]
 
 
 def _carecall_session(s: Any, path: Path, where: str, default_id: str) -> Session:
     dialogue = _get(s, "dialogue", "dialog") if isinstance(s, dict) else None
     if not isinstance(dialogue, list):
-        raise _fail(path, where, "no 'dialogue' list",
-                    "each session needs 'guid' and 'dialogue': [{\"role\", \"text\"}]")
+        raise _fail(
+            path, where, "no 'dialogue' list", "each session needs 'guid' and 'dialogue': [{\"role\", \"text\"}]"
+        )
     turns = []
     for k, t in enumerate(dialogue, 1):
         text = _get(t, "text", "utterance", "content") if isinstance(t, dict) else None
         if not isinstance(text, str):
-            raise _fail(path, f"{where}, turn {k}", "no 'text'", "each turn is {\"role\", \"text\"}")
+            raise _fail(path, f"{where}, turn {k}", "no 'text'", 'each turn is {"role", "text"}')
         role = str(_get(t, "role", "speaker") or "").strip().lower()
         if role not in CARECALL_USER | CARECALL_BOT:
-            raise _fail(path, f"{where}, turn {k}", f"unknown role '{role}'",
-                        "CareCall roles are 'user' and 'system' (the bot)")
-        turns.append(Turn("user" if role in CARECALL_USER else "assistant", text.strip(),
-                          probe=bool(_get(t, "probe"))))
+            raise _fail(
+                path, f"{where}, turn {k}", f"unknown role '{role}'", "CareCall roles are 'user' and 'system' (the bot)"
+            )
+        turns.append(Turn("user" if role in CARECALL_USER else "assistant", text.strip(), probe=bool(_get(t, "probe"))))
     updated = _get(s, "updated")
-    return Session(str(_get(s, "guid", "id") or default_id), turns, _sentences(_get(s, "summary")),
-                   normalize_date(_get(s, "date", "session_date")),
-                   memory_before=_carecall_memory(_get(s, "memory"), path, where),
-                   updated=None if updated is None else bool(updated))
+    return Session(
+        str(_get(s, "guid", "id") or default_id),
+        turns,
+        _sentences(_get(s, "summary")),
+        normalize_date(_get(s, "date", "session_date")),
+        memory_before=_carecall_memory(_get(s, "memory"), path, where),
+        updated=None if updated is None else bool(updated),
+    )
 
 
 def _is_probe(raw: Any) -> bool:
     turns = _get(raw, "dialogue", "dialog") if isinstance(raw, dict) else None
-    return bool(_get(raw, "probe")) or isinstance(turns, list) and any(isinstance(t, dict) and _get(t, "probe")
-                                                                      for t in turns)
+    return bool(_get(raw, "probe")) or (
+        isinstance(turns, list) and any(isinstance(t, dict) and _get(t, "probe") for t in turns)
+    )
 
 
 def _carecall_episode_id(sessions: list[Session], index: int) -> str:
@@ -286,13 +324,18 @@ def read_carecall(path: Path) -> list[Episode]:
         where = f"episode {i}"
         sessions_raw = raw if isinstance(raw, list) else _get(raw, "sessions") if isinstance(raw, dict) else None
         if not isinstance(sessions_raw, list) or not sessions_raw:
-            raise _fail(path, where, "neither a list of sessions nor an object with 'sessions'",
-                        "write each episode as [session, ...] or {\"id\": ..., \"sessions\": [...]}")
+            raise _fail(
+                path,
+                where,
+                "neither a list of sessions nor an object with 'sessions'",
+                'write each episode as [session, ...] or {"id": ..., "sessions": [...]}',
+            )
         probe_raw = _get(raw, "probe") if isinstance(raw, dict) else None
         if probe_raw is None and len(sessions_raw) > 1 and _is_probe(sessions_raw[-1]):
             sessions_raw, probe_raw = sessions_raw[:-1], sessions_raw[-1]
-        sessions = [_carecall_session(s, path, f"{where}, session {n}", f"{i}-{n}")
-                    for n, s in enumerate(sessions_raw, 1)]
+        sessions = [
+            _carecall_session(s, path, f"{where}, session {n}", f"{i}-{n}") for n, s in enumerate(sessions_raw, 1)
+        ]
         probe = _carecall_session(probe_raw, path, f"{where}, probe", f"{i}-probe") if probe_raw else None
         for session, following in zip(sessions, [*sessions[1:], probe]):
             session.memory_after = following.memory_before if following else None
@@ -306,19 +349,20 @@ def read_carecall(path: Path) -> list[Episode]:
 def _msc_session(raw: Any, path: Path, where: str, session_id: str) -> Session:
     dialog = _get(raw, "dialog") if isinstance(raw, dict) else None
     if not isinstance(dialog, list):
-        raise _fail(path, where, "no 'dialog' list", "each MSC session is {\"dialog\": [{\"text\"}], \"personas\"}")
+        raise _fail(path, where, "no 'dialog' list", 'each MSC session is {"dialog": [{"text"}], "personas"}')
     turns = []
     for k, t in enumerate(dialog):
         text = _get(t, "text") if isinstance(t, dict) else None
         if not isinstance(text, str):
-            raise _fail(path, f"{where}, turn {k + 1}", "no 'text'", "each MSC turn is {\"id\", \"text\"}")
+            raise _fail(path, f"{where}, turn {k + 1}", "no 'text'", 'each MSC turn is {"id", "text"}')
         speaker = _get(t, "id", "speaker")
         named = isinstance(speaker, str) and speaker.lower().startswith("speaker")
         role: TurnRole = _role(speaker, "speaker 1") if named else "user" if k % 2 == 0 else "assistant"
         turns.append(Turn(role, text.strip()))
     personas = _get(raw, "personas")
-    summary = _sentences(personas[0]) if isinstance(personas, list) and personas and isinstance(personas[0], list) \
-        else None
+    summary = (
+        _sentences(personas[0]) if isinstance(personas, list) and personas and isinstance(personas[0], list) else None
+    )
     return Session(session_id, turns, summary, None)
 
 
@@ -330,8 +374,9 @@ def read_msc(path: Path) -> list[Episode]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise _fail(path, f"line {number}", f"not JSON ({exc.msg})", "MSC input is ParlAI msc JSONL, one object "
-                        "per line") from None
+            raise _fail(
+                path, f"line {number}", f"not JSON ({exc.msg})", "MSC input is ParlAI msc JSONL, one object per line"
+            ) from None
         if not isinstance(record, dict):
             raise _fail(path, f"line {number}", "not a JSON object", "each line is one MSC conversation object")
         meta = _get(record, "metadata") or {}
@@ -339,8 +384,10 @@ def read_msc(path: Path) -> list[Episode]:
         previous = _get(record, "previous_dialogs") or []
         if not isinstance(previous, list):
             raise _fail(path, f"line {number}", "'previous_dialogs' is not a list", "give it as a list of sessions")
-        sessions = [_msc_session(p, path, f"line {number}, previous_dialogs[{k}]", f"{episode_id}-{k + 1}")
-                    for k, p in enumerate(previous)]
+        sessions = [
+            _msc_session(p, path, f"line {number}, previous_dialogs[{k}]", f"{episode_id}-{k + 1}")
+            for k, p in enumerate(previous)
+        ]
         sessions.append(_msc_session(record, path, f"line {number}", f"{episode_id}-{len(previous) + 1}"))
         episodes.append(Episode(episode_id, "msc", sessions))
     return episodes
@@ -385,8 +432,11 @@ def _questions(qa: Any) -> list[Question]:
         except (TypeError, ValueError):
             continue
         answer = q.get("answer", q.get("adversarial_answer", ""))
-        out.append(Question(str(q["question"]).strip(), category, dia_ids(q.get("evidence")),
-                            "" if answer is None else str(answer)))
+        out.append(
+            Question(
+                str(q["question"]).strip(), category, dia_ids(q.get("evidence")), "" if answer is None else str(answer)
+            )
+        )
     return out
 
 
@@ -423,8 +473,15 @@ def read_locomo(path: Path) -> list[Episode]:
             summary = [o.text for o in observed if o.speaker == str(user)] or None
             if summary is None and isinstance(summaries, dict):
                 summary = _sentences(summaries.get(f"session_{n}_summary"))
-            sessions.append(Session(f"{episode_id}-s{n}", turns, summary,
-                                    normalize_date(conv.get(f"session_{n}_date_time")), observations=observed))
+            sessions.append(
+                Session(
+                    f"{episode_id}-s{n}",
+                    turns,
+                    summary,
+                    normalize_date(conv.get(f"session_{n}_date_time")),
+                    observations=observed,
+                )
+            )
         episodes.append(Episode(episode_id, "locomo", sessions, questions=_questions(_get(sample, "qa"))))
     return episodes
 
@@ -438,8 +495,7 @@ def detect_format(path: Path) -> str:
         return "kmsc"
     head = read_text(path)[:200_000].lstrip()
     first_line = head.splitlines()[0] if head else ""
-    if path.suffix == ".jsonl" or (first_line.startswith("{") and len(head.splitlines()) > 1
-                                   and _parses(first_line)):
+    if path.suffix == ".jsonl" or (first_line.startswith("{") and len(head.splitlines()) > 1 and _parses(first_line)):
         return "msc"
     data = _load_json(path)
     if isinstance(data, dict) and isinstance(_get(data, "episodes"), list):
@@ -470,7 +526,11 @@ def _parses(line: str) -> bool:
 
 
 READERS: dict[str, Callable[[Path], list[Episode]]] = {
-    "kmsc": read_kmsc, "carecall": read_carecall, "msc": read_msc, "locomo": read_locomo}
+    "kmsc": read_kmsc,
+    "carecall": read_carecall,
+    "msc": read_msc,
+    "locomo": read_locomo,
+}
 
 
 def read_episodes(path: str | Path, fmt: str | None = None, *, user_speaker: str = "speaker1") -> list[Episode]:

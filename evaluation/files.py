@@ -30,5 +30,6 @@ def read_json(path: Path, *, if_missing: str = "", if_invalid: str = "fix the fi
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-                         f"{if_invalid}") from None
+        raise InputError(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); {if_invalid}"
+        ) from None

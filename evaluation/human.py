@@ -13,21 +13,30 @@ from __future__ import annotations
 import csv
 import random
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
 from models.errors import InputError
 
 SCORES = (0, 1, 2)
-SHEET_FIELDS = ["item_id", "task", "question", "dialogue", "previous_memory", "memory", "score", "update_needed",
-                "comment"]
+SHEET_FIELDS = [
+    "item_id",
+    "task",
+    "question",
+    "dialogue",
+    "previous_memory",
+    "memory",
+    "score",
+    "update_needed",
+    "comment",
+]
 KEY_FIELDS = ["item_id", "task", "strategy", "episode", "session"]
 QUESTIONS = {
     "reflection": "기억이 대화에 드러난 사용자의 감정과 그 원인을 담고 있습니까? (0 아니다, 1 일부, 2 그렇다)",
     "update": "새 기억이 이번 대화로 바뀐 정보를 정확히 반영하고 나머지를 지켰습니까? (0/1/2); "
-              "update_needed: 이번 대화가 이전 기억을 바꾸었으면 1, 아니면 0",
+    "update_needed: 이번 대화가 이전 기억을 바꾸었으면 1, 아니면 0",
 }
 
 
@@ -44,9 +53,17 @@ def export_sheets(samples: Iterable[dict], out_dir: Path, raters: int = 3, seed:
         dialogue = "\n".join(f"{'사용자' if t['role'] == 'user' else '챗봇'}: {t['text']}" for t in s["dialogue"])
         tasks = ["reflection"] + (["update"] if int(s["session"]) >= 2 else [])
         for task in tasks:
-            items.append({"task": task, "strategy": s["strategy"], "episode": s["episode"], "session": s["session"],
-                          "dialogue": dialogue, "previous_memory": _lines(s["previous"]) if task == "update" else "",
-                          "memory": _lines(s["memory"])})
+            items.append(
+                {
+                    "task": task,
+                    "strategy": s["strategy"],
+                    "episode": s["episode"],
+                    "session": s["session"],
+                    "dialogue": dialogue,
+                    "previous_memory": _lines(s["previous"]) if task == "update" else "",
+                    "memory": _lines(s["memory"]),
+                }
+            )
     rng = random.Random(seed)
     rng.shuffle(items)
     for number, item in enumerate(items, 1):
@@ -65,8 +82,15 @@ def export_sheets(samples: Iterable[dict], out_dir: Path, raters: int = 3, seed:
             w = csv.DictWriter(f, SHEET_FIELDS)
             w.writeheader()
             for i in order:
-                w.writerow({**{k: i.get(k, "") for k in SHEET_FIELDS}, "question": QUESTIONS[i["task"]],
-                            "score": "", "update_needed": "", "comment": ""})
+                w.writerow(
+                    {
+                        **{k: i.get(k, "") for k in SHEET_FIELDS},
+                        "question": QUESTIONS[i["task"]],
+                        "score": "",
+                        "update_needed": "",
+                        "comment": "",
+                    }
+                )
     return paths
 
 
@@ -103,10 +127,16 @@ def import_sheets(key_path: Path, sheet_paths: Sequence[Path]) -> tuple[list[dic
             item = row.get("item_id", "")
             if item not in known:
                 raise InputError(f"{path.name} line {n}: item '{item}' is not in {key_path.name}; wrong key file?")
-            ratings.append({"item_id": item, "rater": path.stem,
-                            "score": _int_or_none(row.get("score", ""), SCORES, f"{path.name} line {n} score"),
-                            "update_needed": _int_or_none(row.get("update_needed", ""), (0, 1),
-                                                          f"{path.name} line {n} update_needed")})
+            ratings.append(
+                {
+                    "item_id": item,
+                    "rater": path.stem,
+                    "score": _int_or_none(row.get("score", ""), SCORES, f"{path.name} line {n} score"),
+                    "update_needed": _int_or_none(
+                        row.get("update_needed", ""), (0, 1), f"{path.name} line {n} update_needed"
+                    ),
+                }
+            )
     return key, ratings
 
 
@@ -130,7 +160,7 @@ def krippendorff_alpha_ordinal(units: Sequence[Sequence[int]], categories: Seque
     for c in range(k):
         for e in range(k):
             lo, hi = min(c, e), max(c, e)
-            delta[c, e] = (n_c[lo:hi + 1].sum() - (n_c[c] + n_c[e]) / 2) ** 2
+            delta[c, e] = (n_c[lo : hi + 1].sum() - (n_c[c] + n_c[e]) / 2) ** 2
     expected = (np.outer(n_c, n_c) * delta).sum()
     if expected == 0:
         return 1.0 if (o * delta).sum() == 0 else None
@@ -144,9 +174,9 @@ def fleiss_kappa(units: Sequence[Sequence[int]], categories: Sequence[int] = SCO
         return None
     m = max(set(sizes), key=sizes.count)
     table = np.array([[list(u).count(c) for c in categories] for u in units if len(u) == m], dtype=float)
-    p_i = ((table ** 2).sum(axis=1) - m) / (m * (m - 1))
+    p_i = ((table**2).sum(axis=1) - m) / (m * (m - 1))
     p_j = table.sum(axis=0) / table.sum()
-    p_e = (p_j ** 2).sum()
+    p_e = (p_j**2).sum()
     if p_e == 1:
         return None
     return float((p_i.mean() - p_e) / (1 - p_e))
@@ -167,18 +197,25 @@ def tables(key: Sequence[dict], ratings: Sequence[dict]) -> dict:
     def summary(item_ids: list[str]) -> dict:
         values = [v for i in item_ids for v in scores.get(i, [])]
         need = [int(np.mean(needs[i]) > 0.5) for i in item_ids if needs.get(i)]
-        return {"items": len(item_ids), "ratings": len(values),
-                "mean": float(np.mean(values)) if values else None,
-                "full_rate": sum(v == 2 for v in values) / len(values) if values else None,
-                "update_need_rate": float(np.mean(need)) if need else None}
+        return {
+            "items": len(item_ids),
+            "ratings": len(values),
+            "mean": float(np.mean(values)) if values else None,
+            "full_rate": sum(v == 2 for v in values) / len(values) if values else None,
+            "update_need_rate": float(np.mean(need)) if need else None,
+        }
 
     groups: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     for item_id, row in info.items():
         groups[(row["task"], row["strategy"], "all")].append(item_id)
         if row["task"] == "update":
             groups[(row["task"], row["strategy"], f"1-{row['session']}")].append(item_id)
-    out: dict = {"reflection": {}, "update": defaultdict(dict), "agreement": {}, "raters": sorted(
-        {r["rater"] for r in ratings})}
+    out: dict = {
+        "reflection": {},
+        "update": defaultdict(dict),
+        "agreement": {},
+        "raters": sorted({r["rater"] for r in ratings}),
+    }
     for (task, strategy, step), ids in sorted(groups.items()):
         if task == "reflection":
             out["reflection"][strategy] = summary(ids)
@@ -187,6 +224,9 @@ def tables(key: Sequence[dict], ratings: Sequence[dict]) -> dict:
     out["update"] = dict(out["update"])
     for task in ("reflection", "update"):
         units = [scores[i] for i, row in info.items() if row["task"] == task and scores.get(i)]
-        out["agreement"][task] = {"krippendorff_alpha_ordinal": krippendorff_alpha_ordinal(units),
-                                  "fleiss_kappa": fleiss_kappa(units), "items": len(units)}
+        out["agreement"][task] = {
+            "krippendorff_alpha_ordinal": krippendorff_alpha_ordinal(units),
+            "fleiss_kappa": fleiss_kappa(units),
+            "items": len(units),
+        }
     return out

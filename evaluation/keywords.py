@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -30,8 +30,13 @@ def nouns(text: str) -> tuple[str, ...]:
     return tuple(t.form for t in kiwi().tokenize(text) if t.tag in NOUN_TAGS and t.form not in STOP)
 
 
-def pagerank(nodes: Sequence[str], edges: dict[tuple[str, str], float], damping: float = DAMPING,
-             tol: float = 1e-10, max_iter: int = 200) -> dict[str, float]:
+def pagerank(
+    nodes: Sequence[str],
+    edges: dict[tuple[str, str], float],
+    damping: float = DAMPING,
+    tol: float = 1e-10,
+    max_iter: int = 200,
+) -> dict[str, float]:
     """Weighted PageRank on an undirected graph; dangling nodes spread their rank evenly. Scores sum to 1."""
     n = len(nodes)
     if n == 0:
@@ -54,15 +59,16 @@ def pagerank(nodes: Sequence[str], edges: dict[tuple[str, str], float], damping:
     return {w: float(rank[index[w]]) for w in nodes}
 
 
-def noun_graph(utterances: Iterable[Sequence[str]], window: int = WINDOW
-               ) -> tuple[list[str], dict[tuple[str, str], float]]:
+def noun_graph(
+    utterances: Iterable[Sequence[str]], window: int = WINDOW
+) -> tuple[list[str], dict[tuple[str, str], float]]:
     """Nodes in first-seen order and co-occurrence edge weights (nouns within `window` in one utterance)."""
     nodes: dict[str, None] = {}
     edges: Counter[tuple[str, str]] = Counter()
     for words in utterances:
         for i, w in enumerate(words):
             nodes.setdefault(w)
-            for v in words[i + 1:i + window]:
+            for v in words[i + 1 : i + window]:
                 if v != w:
                     edges[(w, v) if w < v else (v, w)] += 1
     return list(nodes), dict(edges)
@@ -94,15 +100,19 @@ def recall(keys: Sequence[str], memory: Sequence[str]) -> float:
     return sum(1 for w in keys if w in present) / len(keys)
 
 
-def dialogue_doc(dialogues: Sequence[Sequence[dict[str, str]]], roles: tuple[str, ...] = ("user", "assistant")
-                 ) -> list[tuple[str, ...]]:
+def dialogue_doc(
+    dialogues: Sequence[Sequence[dict[str, str]]], roles: tuple[str, ...] = ("user", "assistant")
+) -> list[tuple[str, ...]]:
     """A document: the noun lists of every turn (of the given roles) of the given session dialogues."""
     return [nouns(t["text"]) for d in dialogues for t in d if t["role"] in roles]
 
 
-def keyword_recall(docs: Sequence[list[tuple[str, ...]]], memories: Sequence[Sequence[str]],
-                   sizes: Sequence[int] = KEYWORD_SETS, idf_docs: Sequence[list[tuple[str, ...]]] | None = None
-                   ) -> list[dict[int, float]]:
+def keyword_recall(
+    docs: Sequence[list[tuple[str, ...]]],
+    memories: Sequence[Sequence[str]],
+    sizes: Sequence[int] = KEYWORD_SETS,
+    idf_docs: Sequence[list[tuple[str, ...]]] | None = None,
+) -> list[dict[int, float]]:
     """Per sample, {k: recall of the document's top-k keywords in its memory} for each keyword-set size."""
     idf = idf_table(idf_docs if idf_docs is not None else docs)
     out = []

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from evaluation.episodes import Episode, Observation, dia_ids, read_episodes
 from models.embedders import Embedder
@@ -35,11 +36,14 @@ def load_locomo(path: str | Path) -> list[Episode]:
     """The samples of a LoCoMo file, refused when no sample has observations or questions to score."""
     episodes = read_episodes(path, "locomo")
     if not any(observations(e) for e in episodes):
-        raise InputError(f"{path}: no observations found: a LoCoMo sample needs "
-                         "'observation': {'session_1_observation': {speaker: [[text, dia_id], ...]}}")
+        raise InputError(
+            f"{path}: no observations found: a LoCoMo sample needs "
+            "'observation': {'session_1_observation': {speaker: [[text, dia_id], ...]}}"
+        )
     if not any(e.questions for e in episodes):
-        raise InputError(f"{path}: no questions found: a LoCoMo sample needs "
-                         "'qa': [{'question', 'evidence', 'category'}]")
+        raise InputError(
+            f"{path}: no questions found: a LoCoMo sample needs 'qa': [{{'question', 'evidence', 'category'}}]"
+        )
     return episodes
 
 
@@ -60,11 +64,14 @@ class _Tally:
             self.reciprocal += 1.0 / rank
 
     def as_json(self) -> dict[str, Any]:
-        return {"queries": self.queries, "hits": self.hits,
-                "hit_at_k": round(self.hits / self.queries, 4) if self.queries else None,
-                "mrr_at_k": round(self.reciprocal / self.queries, 4) if self.queries else None,
-                "reachable": self.reachable,
-                "hit_at_k_reachable": round(self.reachable_hits / self.reachable, 4) if self.reachable else None}
+        return {
+            "queries": self.queries,
+            "hits": self.hits,
+            "hit_at_k": round(self.hits / self.queries, 4) if self.queries else None,
+            "mrr_at_k": round(self.reciprocal / self.queries, 4) if self.queries else None,
+            "reachable": self.reachable,
+            "hit_at_k_reachable": round(self.reachable_hits / self.reachable, 4) if self.reachable else None,
+        }
 
 
 @dataclass
@@ -85,22 +92,33 @@ class Result:
         return self.overall.hits / self.overall.queries if self.overall.queries else 0.0
 
     def as_json(self, with_misses: bool = False) -> dict[str, Any]:
-        out = {"embedder": self.embedder, "k": self.k, "categories": list(self.categories),
-               **self.overall.as_json(),
-               "per_category": {str(c): {"name": CATEGORY_NAMES.get(c, f"category {c}"), **t.as_json()}
-                                for c, t in sorted(self.per_category.items())},
-               "per_conversation": self.per_conversation,
-               "skipped_no_evidence": self.skipped_no_evidence,
-               "ignored_other_categories": self.ignored_other_categories,
-               "observations": sum(c["observations"] for c in self.per_conversation),
-               "seconds": round(self.seconds, 2)}
+        out = {
+            "embedder": self.embedder,
+            "k": self.k,
+            "categories": list(self.categories),
+            **self.overall.as_json(),
+            "per_category": {
+                str(c): {"name": CATEGORY_NAMES.get(c, f"category {c}"), **t.as_json()}
+                for c, t in sorted(self.per_category.items())
+            },
+            "per_conversation": self.per_conversation,
+            "skipped_no_evidence": self.skipped_no_evidence,
+            "ignored_other_categories": self.ignored_other_categories,
+            "observations": sum(c["observations"] for c in self.per_conversation),
+            "seconds": round(self.seconds, 2),
+        }
         if with_misses:
             out["misses"] = self.misses
         return out
 
 
-def evaluate(conversations: Iterable[Episode], embedder: Embedder, k: int = 5,
-             categories: Iterable[int] = DEFAULT_CATEGORIES, db_dir: str | Path | None = None) -> Result:
+def evaluate(
+    conversations: Iterable[Episode],
+    embedder: Embedder,
+    k: int = 5,
+    categories: Iterable[int] = DEFAULT_CATEGORIES,
+    db_dir: str | Path | None = None,
+) -> Result:
     """hit@k of every question (of the chosen categories, with evidence) of every conversation.
 
     Each conversation (a LoCoMo sample) becomes one user of a fresh SQLite store whose memory is one imported
@@ -134,22 +152,35 @@ def evaluate(conversations: Iterable[Episode], embedder: Embedder, k: int = 5,
                     result.per_conversation.append({**row, **tally.as_json()})
                     continue
                 user_id = store.get_or_create_user(f"locomo-{number}")
-                version = engine.commit(user_id, [Sentence(o.text, "imported") for o in observed],
-                                        strategy="import", status="ok", author="import",
-                                        note=f"LoCoMo {conv.id} observations")
+                version = engine.commit(
+                    user_id,
+                    [Sentence(o.text, "imported") for o in observed],
+                    strategy="import",
+                    status="ok",
+                    author="import",
+                    note=f"LoCoMo {conv.id} observations",
+                )
                 ids_of = {s.id: o.dia_ids for s, o in zip(version.sentences, observed)}
                 known = frozenset().union(*ids_of.values())
                 for q in questions:
                     hits = engine.search(user_id, q.text, k=k)
-                    rank = next((r for r, h in enumerate(hits, 1)
-                                 if ids_of.get(h.sentence_id, frozenset()) & q.evidence), None)
+                    rank = next(
+                        (r for r, h in enumerate(hits, 1) if ids_of.get(h.sentence_id, frozenset()) & q.evidence), None
+                    )
                     reachable = bool(known & q.evidence)
                     for t in (tally, result.overall, result.per_category.setdefault(q.category, _Tally())):
                         t.add(reachable, rank)
                     if rank is None:
-                        result.misses.append({"sample_id": conv.id, "category": q.category,
-                                              "question": q.text, "evidence": sorted(q.evidence),
-                                              "reachable": reachable, "retrieved": [h.text for h in hits]})
+                        result.misses.append(
+                            {
+                                "sample_id": conv.id,
+                                "category": q.category,
+                                "question": q.text,
+                                "evidence": sorted(q.evidence),
+                                "reachable": reachable,
+                                "retrieved": [h.text for h in hits],
+                            }
+                        )
                 result.per_conversation.append({**row, **tally.as_json()})
         finally:
             store.close()

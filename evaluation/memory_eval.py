@@ -15,11 +15,12 @@ out of the keyword-recall and conflict measurements of every strategy, so all ar
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tqdm import tqdm
 
@@ -44,8 +45,9 @@ def load_eval_data(path: Path, fmt: str | None = None) -> list[Episode]:
     episodes = read_episodes(path, fmt)
     for ep in episodes:
         if not ep.sessions or not any(s.turns for s in ep.sessions):
-            raise InputError(f"{path}: episode {ep.id} has no dialogue turns; every episode needs a session with "
-                             "a dialogue")
+            raise InputError(
+                f"{path}: episode {ep.id} has no dialogue turns; every episode needs a session with a dialogue"
+            )
     return episodes
 
 
@@ -78,14 +80,14 @@ class Step:
     previous: list[str]
     memory: list[str] | None
     status: str
-    changed: bool                 # the update rewrote or dropped a previous sentence
+    changed: bool  # the update rewrote or dropped a previous sentence
     prompt_hash: str | None = None
 
     def as_json(self) -> dict:
         return self.__dict__.copy()
 
 
-Memories = dict[str, dict[str, list[Step]]]     # {strategy: {episode id: [Step per session]}}
+Memories = dict[str, dict[str, list[Step]]]  # {strategy: {episode id: [Step per session]}}
 
 
 def _changed(previous: Sequence[str], memory: Sequence[str] | None) -> bool:
@@ -111,8 +113,10 @@ def check_data(episodes: Sequence[Episode]) -> None:
     """Refuse strategy `data` on a corpus that gives no memory after any session."""
     if not any(s.memory_after is not None for e in episodes for s in e.sessions):
         source = episodes[0].source if episodes else "the"
-        raise InputError(f"strategy 'data' needs the memory the dataset gives, and this {source} data gives none "
-                         "(only CareCall-memory JSON has a per-session 'memory'); drop 'data' from --strategies")
+        raise InputError(
+            f"strategy 'data' needs the memory the dataset gives, and this {source} data gives none "
+            "(only CareCall-memory JSON has a per-session 'memory'); drop 'data' from --strategies"
+        )
 
 
 def _updated_steps(ep: Episode, strategy: str, updater: Any, bar: Any) -> list[Step]:
@@ -121,9 +125,12 @@ def _updated_steps(ep: Episode, strategy: str, updater: Any, bar: Any) -> list[S
     dates = session_dates(ep)
     for t, session in enumerate(ep.sessions, 1):
         bar.set_postfix_str(f"{strategy} {ep.id} s{t}")
-        inp = UpdateInput(previous=[Sentence(p, "kept") for p in previous],
-                          dialogue=[{"role": turn.role, "text": turn.text} for turn in session.turns],
-                          session_date=dates[t - 1], previous_date=dates[t - 2] if t > 1 else None)
+        inp = UpdateInput(
+            previous=[Sentence(p, "kept") for p in previous],
+            dialogue=[{"role": turn.role, "text": turn.text} for turn in session.turns],
+            session_date=dates[t - 1],
+            previous_date=dates[t - 2] if t > 1 else None,
+        )
         try:
             result = updater.update(inp, lambda stage: None)
         except KeemError as exc:
@@ -135,8 +142,13 @@ def _updated_steps(ep: Episode, strategy: str, updater: Any, bar: Any) -> list[S
     return steps
 
 
-def build_memories(episodes: Sequence[Episode], strategies: Sequence[str], update_model: ChatModel | None,
-                   embedder=None, show_progress: bool = True) -> Memories:
+def build_memories(
+    episodes: Sequence[Episode],
+    strategies: Sequence[str],
+    update_model: ChatModel | None,
+    embedder=None,
+    show_progress: bool = True,
+) -> Memories:
     """{strategy: {episode id: [Step per session]}}; an update that raises stops the run with its reason."""
     if DATA_STRATEGY in strategies:
         check_data(episodes)
@@ -158,8 +170,12 @@ def build_memories(episodes: Sequence[Episode], strategies: Sequence[str], updat
 # -- measuring ------------------------------------------------------------------------------------
 def measured_samples(episodes: Sequence[Episode], memories: Memories) -> list[tuple[Episode, int]]:
     """(episode, t) for sessions t >= 2 where every strategy has a memory: the samples every metric uses."""
-    return [(e, t) for e in episodes for t in range(2, len(e.sessions) + 1)
-            if all(eps[e.id][t - 1].memory is not None for eps in memories.values())]
+    return [
+        (e, t)
+        for e in episodes
+        for t in range(2, len(e.sessions) + 1)
+        if all(eps[e.id][t - 1].memory is not None for eps in memories.values())
+    ]
 
 
 def left_out(episodes: Sequence[Episode], memories: Memories) -> dict[str, Any]:
@@ -167,8 +183,11 @@ def left_out(episodes: Sequence[Episode], memories: Memories) -> dict[str, Any]:
     count = sum(max(0, len(e.sessions) - 1) for e in episodes) - len(measured_samples(episodes, memories))
     if not count:
         return {"samples": 0}
-    return {"samples": count, "reason": f"strategy '{DATA_STRATEGY}': the dataset gives no memory after these "
-            "sessions (CareCall's 'memory' is the memory before a session, so the last one has none)"}
+    return {
+        "samples": count,
+        "reason": f"strategy '{DATA_STRATEGY}': the dataset gives no memory after these "
+        "sessions (CareCall's 'memory' is the memory before a session, so the last one has none)",
+    }
 
 
 def updated_samples(memories: Memories, episodes: Sequence[Episode]) -> set[tuple[str, int]]:
@@ -177,12 +196,18 @@ def updated_samples(memories: Memories, episodes: Sequence[Episode]) -> set[tupl
     measured = {(e.id, t) for e, t in measured_samples(episodes, memories)}
     if any(s.updated is not None for e in episodes for s in e.sessions):
         return flagged & measured
-    return {(step.episode, step.session) for eps in memories.values() for steps in eps.values()
-            for step in steps if step.changed} & measured
+    return {
+        (step.episode, step.session)
+        for eps in memories.values()
+        for steps in eps.values()
+        for step in steps
+        if step.changed
+    } & measured
 
 
-def measure_keywords(episodes: Sequence[Episode], memories: Memories,
-                     sizes: Sequence[int] = keywords.KEYWORD_SETS) -> dict:
+def measure_keywords(
+    episodes: Sequence[Episode], memories: Memories, sizes: Sequence[int] = keywords.KEYWORD_SETS
+) -> dict:
     """Recall of each sample's keywords (dialogues of sessions 1..t) in the memory after session t, t >= 2."""
     keys = measured_samples(episodes, memories)
     docs = [keywords.dialogue_doc([s.dialogue() for s in e.sessions[:t]]) for e, t in keys]
@@ -191,19 +216,31 @@ def measure_keywords(episodes: Sequence[Episode], memories: Memories,
     for strategy, eps in memories.items():
         mems = [eps[e.id][t - 1].memory or [] for e, t in keys]
         per = keywords.keyword_recall(docs, mems, sizes, idf_docs=idf_docs)
-        out[strategy] = {"mean": {str(k): sum(p[k] for p in per) / len(per) if per else None for k in sizes},
-                         "samples": [{"episode": e.id, "session": t, **{str(k): p[k] for k in sizes}}
-                                     for (e, t), p in zip(keys, per)]}
+        out[strategy] = {
+            "mean": {str(k): sum(p[k] for p in per) / len(per) if per else None for k in sizes},
+            "samples": [
+                {"episode": e.id, "session": t, **{str(k): p[k] for k in sizes}} for (e, t), p in zip(keys, per)
+            ],
+        }
     return out
 
 
-def measure_conflicts(memories: Memories, judge: conflict.NLIJudge | conflict.ClassifierNLIJudge,
-                      updated: set[tuple[str, int]], show_progress: bool = True,
-                      max_pairs: int | None = conflict.MAX_PAIRS,
-                      samples: set[tuple[str, int]] | None = None) -> dict:
+def measure_conflicts(
+    memories: Memories,
+    judge: conflict.NLIJudge | conflict.ClassifierNLIJudge,
+    updated: set[tuple[str, int]],
+    show_progress: bool = True,
+    max_pairs: int | None = conflict.MAX_PAIRS,
+    samples: set[tuple[str, int]] | None = None,
+) -> dict:
     """Conflict ratios over the memories after sessions t >= 2 (only the (episode, t) in `samples` when given)."""
-    chosen = [(s, st) for s, eps in memories.items() for steps in eps.values() for st in steps
-              if st.session >= 2 and st.memory is not None and (samples is None or (st.episode, st.session) in samples)]
+    chosen = [
+        (s, st)
+        for s, eps in memories.items()
+        for steps in eps.values()
+        for st in steps
+        if st.session >= 2 and st.memory is not None and (samples is None or (st.episode, st.session) in samples)
+    ]
     pairs = sum(len(conflict.judged_pairs(st.memory, max_pairs)) for _, st in chosen)
     bar = tqdm(total=pairs, desc="NLI pairs", unit="pair", disable=not show_progress)
 
@@ -211,19 +248,32 @@ def measure_conflicts(memories: Memories, judge: conflict.NLIJudge | conflict.Cl
         bar.update(1)
         return judge.label(a, b)
 
-    per: dict[str, dict[str, conflict.ConflictCounts]] = {s: {"all": conflict.ConflictCounts(),
-                                                             "updated": conflict.ConflictCounts()} for s in memories}
+    per: dict[str, dict[str, conflict.ConflictCounts]] = {
+        s: {"all": conflict.ConflictCounts(), "updated": conflict.ConflictCounts()} for s in memories
+    }
     rows = []
     for strategy, st in chosen:
         counts = conflict.conflicts(st.memory, judged, max_pairs)
         per[strategy]["all"].add(counts)
         if (st.episode, st.session) in updated:
             per[strategy]["updated"].add(counts)
-        rows.append({"strategy": strategy, "episode": st.episode, "session": st.session, **counts.as_json(),
-                     "contradicting_pairs": counts.contradicting_pairs})
+        rows.append(
+            {
+                "strategy": strategy,
+                "episode": st.episode,
+                "session": st.session,
+                **counts.as_json(),
+                "contradicting_pairs": counts.contradicting_pairs,
+            }
+        )
     bar.close()
-    return {"strategies": {s: {k: c.as_json() for k, c in v.items()} for s, v in per.items()},
-            "updated_samples": len(updated), "samples": rows, "judge_calls": len(judge.cache), "max_pairs": max_pairs}
+    return {
+        "strategies": {s: {k: c.as_json() for k, c in v.items()} for s, v in per.items()},
+        "updated_samples": len(updated),
+        "samples": rows,
+        "judge_calls": len(judge.cache),
+        "max_pairs": max_pairs,
+    }
 
 
 def probe_episodes(episodes: Sequence[Episode], memories: Memories) -> list[Episode]:
@@ -240,8 +290,9 @@ def _probe_dates(ep: Episode) -> tuple[date, date]:
     return dates[-1], dates[-2]
 
 
-def measure_perplexity(episodes: Sequence[Episode], memories: Memories, model: ChatModel,
-                       show_progress: bool = True) -> dict:
+def measure_perplexity(
+    episodes: Sequence[Episode], memories: Memories, model: ChatModel, show_progress: bool = True
+) -> dict:
     probes = probe_episodes(episodes, memories)
     out: dict[str, Any] = {"model": model.spec, "strategies": {}}
     bar = tqdm(total=len(memories) * len(probes), desc="perplexity", unit="probe", disable=not show_progress)
@@ -249,23 +300,35 @@ def measure_perplexity(episodes: Sequence[Episode], memories: Memories, model: C
         total = perplexity.PerplexityTotal()
         for ep in probes:
             assert ep.probe is not None
-            perplexity.score_turns(model, perplexity.probe_turns(ep.probe.dialogue()), _final(memories, strategy, ep),
-                                   *_probe_dates(ep), total)
+            perplexity.score_turns(
+                model,
+                perplexity.probe_turns(ep.probe.dialogue()),
+                _final(memories, strategy, ep),
+                *_probe_dates(ep),
+                total,
+            )
             bar.update(1)
         out["strategies"][strategy] = total.as_json()
     bar.close()
     return out
 
 
-def measure_votes(episodes: Sequence[Episode], memories: Memories, chat_model: ChatModel, judge: voting.VoteJudge,
-                  show_progress: bool = True) -> dict:
+def measure_votes(
+    episodes: Sequence[Episode],
+    memories: Memories,
+    chat_model: ChatModel,
+    judge: voting.VoteJudge,
+    show_progress: bool = True,
+) -> dict:
     strategies = list(memories)
-    probes = [(e, turn) for e in probe_episodes(episodes, memories)
-              for turn in perplexity.probe_turns(e.probe.dialogue())]  # type: ignore[union-attr]
+    probes = [
+        (e, turn) for e in probe_episodes(episodes, memories) for turn in perplexity.probe_turns(e.probe.dialogue())
+    ]  # type: ignore[union-attr]
     tallies = {(a, b): voting.PairTally(a, b) for a, b in combinations(strategies, 2)}
     examples = []
-    bar = tqdm(total=len(probes) * (len(strategies) + 2 * len(tallies)), desc="voting", unit="call",
-               disable=not show_progress)
+    bar = tqdm(
+        total=len(probes) * (len(strategies) + 2 * len(tallies)), desc="voting", unit="call", disable=not show_progress
+    )
     for ep, turn in probes:
         replies = {}
         for s in strategies:
@@ -285,17 +348,31 @@ def measure_votes(episodes: Sequence[Episode], memories: Memories, chat_model: C
         wins = sum(t.wins_a if t.a == s else t.wins_b for t in tallies.values() if s in (t.a, t.b))
         decisive = sum(t.wins_a + t.wins_b for t in tallies.values() if s in (t.a, t.b))
         low, high = voting.wilson(wins, decisive)
-        share[s] = {"wins": wins, "decisive": decisive, "rate": wins / decisive if decisive else None,
-                    "ci95": [low, high] if decisive else None}
-    return {"chat_model": chat_model.spec, "judge": judge.model.spec,
-            "pairs": [t.as_json() for t in tallies.values()], "share": share, "examples": examples}
+        share[s] = {
+            "wins": wins,
+            "decisive": decisive,
+            "rate": wins / decisive if decisive else None,
+            "ci95": [low, high] if decisive else None,
+        }
+    return {
+        "chat_model": chat_model.spec,
+        "judge": judge.model.spec,
+        "pairs": [t.as_json() for t in tallies.values()],
+        "share": share,
+        "examples": examples,
+    }
 
 
 def memories_json(episodes: Sequence[Episode], memories: Memories) -> list[dict]:
     """Every step that has a memory, with its session dialogue: the input of `keem eval human-export`."""
     by_id = {e.id: e for e in episodes}
-    return [{"strategy": s, **st.as_json(), "dialogue": by_id[st.episode].sessions[st.session - 1].dialogue()}
-            for s, eps in memories.items() for steps in eps.values() for st in steps if st.memory is not None]
+    return [
+        {"strategy": s, **st.as_json(), "dialogue": by_id[st.episode].sessions[st.session - 1].dialogue()}
+        for s, eps in memories.items()
+        for steps in eps.values()
+        for st in steps
+        if st.memory is not None
+    ]
 
 
 def status_counts(memories: Memories) -> dict[str, dict[str, int]]:

@@ -8,9 +8,9 @@ token-weighted over all probe turns of a strategy: exp(-sum logprob / sum tokens
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Sequence
 
 from memory.prompts import chat_system_prompt
 from models.base import ChatModel, GenerationOptions, Message
@@ -20,7 +20,7 @@ from models.base import ChatModel, GenerationOptions, Message
 class ProbeTurn:
     """One reference response to score: the dialogue before it and the reference reply."""
 
-    history: tuple[tuple[str, str], ...]     # (role, text) turns before the reply
+    history: tuple[tuple[str, str], ...]  # (role, text) turns before the reply
     reference: str
 
 
@@ -51,12 +51,17 @@ class PerplexityTotal:
         return math.exp(-self.logprob / self.n_tokens) if self.n_tokens else None
 
     def as_json(self) -> dict:
-        return {"logprob": self.logprob, "n_tokens": self.n_tokens, "turns": self.turns,
-                "perplexity": self.perplexity}
+        return {"logprob": self.logprob, "n_tokens": self.n_tokens, "turns": self.turns, "perplexity": self.perplexity}
 
 
-def score_turns(model: ChatModel, turns: Sequence[ProbeTurn], memory: Sequence[str], today: date,
-                previous_date: date | None, total: PerplexityTotal | None = None) -> PerplexityTotal:
+def score_turns(
+    model: ChatModel,
+    turns: Sequence[ProbeTurn],
+    memory: Sequence[str],
+    today: date,
+    previous_date: date | None,
+    total: PerplexityTotal | None = None,
+) -> PerplexityTotal:
     """Add the log-probabilities of each turn's reference reply under `model` to `total`."""
     total = total or PerplexityTotal()
     for turn in turns:
@@ -67,8 +72,16 @@ def score_turns(model: ChatModel, turns: Sequence[ProbeTurn], memory: Sequence[s
     return total
 
 
-def reply(model: ChatModel, turn: ProbeTurn, memory: Sequence[str], today: date, previous_date: date | None,
-          max_new_tokens: int = 128) -> str:
+def reply(
+    model: ChatModel,
+    turn: ProbeTurn,
+    memory: Sequence[str],
+    today: date,
+    previous_date: date | None,
+    max_new_tokens: int = 128,
+) -> str:
     """The model's own reply at a probe turn (greedy), for pairwise voting."""
-    return model.complete(messages_for(turn, memory, today, previous_date),
-                          GenerationOptions(max_new_tokens=max_new_tokens, temperature=0.0)).text.strip()
+    return model.complete(
+        messages_for(turn, memory, today, previous_date),
+        GenerationOptions(max_new_tokens=max_new_tokens, temperature=0.0),
+    ).text.strip()

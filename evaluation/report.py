@@ -10,10 +10,11 @@ import json
 import platform
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 PACKAGES = ("keem-chat", "torch", "transformers", "kiwipiepy", "numpy", "matplotlib", "openai")
 
@@ -30,19 +31,28 @@ def versions() -> dict[str, str]:
 
 def git_commit(root: Path | None = None) -> str | None:
     try:
-        run = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root or Path(__file__).parent, capture_output=True,
-                             text=True, timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root or Path(__file__).parent,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        run = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root or Path(__file__).parent, capture_output=True, text=True, timeout=5
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"],
+            cwd=root or Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return (run.stdout.strip() + ("+dirty" if dirty else "")) if run.returncode == 0 else None
 
 
 def base_meta(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    return {"created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join(["keem", *(argv if argv is not None else sys.argv[1:])]),
-            "git_commit": git_commit(), "versions": versions()}
+    return {
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(["keem", *(argv if argv is not None else sys.argv[1:])]),
+        "git_commit": git_commit(),
+        "versions": versions(),
+    }
 
 
 def _fmt(value: Any, digits: int = 3, pct: bool = False) -> str:
@@ -68,8 +78,14 @@ def _plt():
     return plt
 
 
-def _bars(path: Path, title: str, groups: Sequence[str], series: dict[str, Sequence[float | None]], ylabel: str,
-          errors: dict[str, Sequence[tuple[float, float] | None]] | None = None) -> Path:
+def _bars(
+    path: Path,
+    title: str,
+    groups: Sequence[str],
+    series: dict[str, Sequence[float | None]],
+    ylabel: str,
+    errors: dict[str, Sequence[tuple[float, float] | None]] | None = None,
+) -> Path:
     """Grouped bar chart: one group per entry of `groups`, one bar per series."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(groups) * max(1, len(series)) / 2 + 2), 3.6))
@@ -79,8 +95,10 @@ def _bars(path: Path, title: str, groups: Sequence[str], series: dict[str, Seque
         ys = [v if v is not None else 0.0 for v in values]
         yerr = None
         if errors and errors.get(name):
-            yerr = [[max(0.0, y - (e[0] if e else y)) for y, e in zip(ys, errors[name])],
-                    [max(0.0, (e[1] if e else y) - y) for y, e in zip(ys, errors[name])]]
+            yerr = [
+                [max(0.0, y - (e[0] if e else y)) for y, e in zip(ys, errors[name])],
+                [max(0.0, (e[1] if e else y) - y) for y, e in zip(ys, errors[name])],
+            ]
         ax.bar(xs, ys, width, label=name, yerr=yerr, capsize=3 if yerr else 0)
     ax.set_xticks(range(len(groups)), groups)
     ax.set_ylabel(ylabel)
@@ -93,13 +111,22 @@ def _bars(path: Path, title: str, groups: Sequence[str], series: dict[str, Seque
 
 
 def _provenance(meta: dict) -> str:
-    lines = ["## Reproducibility", "", f"- created: {meta.get('created_at')}", f"- command: `{meta.get('command')}`",
-             f"- git commit: {meta.get('git_commit')}"]
+    lines = [
+        "## Reproducibility",
+        "",
+        f"- created: {meta.get('created_at')}",
+        f"- command: `{meta.get('command')}`",
+        f"- git commit: {meta.get('git_commit')}",
+    ]
     for name in ("data", "data_sha256", "key", "sheets", "seed", "episodes", "samples", "strategies"):
         if name in meta:
             lines.append(f"- {name.replace('_', ' ')}: {meta[name]}")
-    for title, key in (("arguments", "arguments"), ("models", "models"), ("prompt hashes", "prompt_hashes"),
-                       ("versions", "versions")):
+    for title, key in (
+        ("arguments", "arguments"),
+        ("models", "models"),
+        ("prompt hashes", "prompt_hashes"),
+        ("versions", "versions"),
+    ):
         if meta.get(key):
             lines.append(f"- {title}: " + ", ".join(f"{k} = `{v}`" for k, v in meta[key].items()))
     return "\n".join(lines)
@@ -111,62 +138,151 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
     strategies: list[str] = result["meta"]["strategies"]
     files: dict[str, Path] = {}
     meta = result["meta"]
-    md = ["# KEEM memory evaluation", "",
-          f"Strategies: {', '.join(strategies)}. Episodes: {meta.get('episodes')}; samples (episode x "
-          f"session >= 2): {meta.get('samples')}.", ""]
+    md = [
+        "# KEEM memory evaluation",
+        "",
+        f"Strategies: {', '.join(strategies)}. Episodes: {meta.get('episodes')}; samples (episode x "
+        f"session >= 2): {meta.get('samples')}.",
+        "",
+    ]
     if meta.get("episode_ids"):
         md += [f"Episode ids: {', '.join(meta['episode_ids'])}.", ""]
     if (meta.get("samples_left_out") or {}).get("samples"):
-        md += [f"{meta['samples_left_out']['samples']} more samples are left out for every strategy: "
-               f"{meta['samples_left_out']['reason']}.", ""]
+        md += [
+            f"{meta['samples_left_out']['samples']} more samples are left out for every strategy: "
+            f"{meta['samples_left_out']['reason']}.",
+            "",
+        ]
 
-    md += ["## Memory updates", "", _table(["Strategy", *sorted({k for v in result["updates"].values() for k in v})],
-           [[s, *(result["updates"][s].get(k, 0) for k in sorted({k for v in result["updates"].values() for k in v}))]
-            for s in strategies]), ""]
+    md += [
+        "## Memory updates",
+        "",
+        _table(
+            ["Strategy", *sorted({k for v in result["updates"].values() for k in v})],
+            [
+                [
+                    s,
+                    *(
+                        result["updates"][s].get(k, 0)
+                        for k in sorted({k for v in result["updates"].values() for k in v})
+                    ),
+                ]
+                for s in strategies
+            ],
+        ),
+        "",
+    ]
 
     kw = result["keyword_recall"]
     sizes = list(next(iter(kw.values()))["mean"]) if kw else []
-    md += ["## Keyword recall", "",
-           "Share of the TextRank x TF-IDF keywords of the full session dialogues (sessions 1..t) found among the "
-           "nouns of the memory after session t.", "",
-           _table(["Strategy", *(f"top {k}" for k in sizes)], [[s, *(_fmt(kw[s]["mean"][k]) for k in sizes)]
-                                                             for s in strategies]), ""]
-    files["keyword_recall"] = _bars(out_dir / "keyword_recall.png", "Keyword recall", [f"top {k}" for k in sizes],
-                                    {s: [kw[s]["mean"][k] for k in sizes] for s in strategies}, "recall")
+    md += [
+        "## Keyword recall",
+        "",
+        "Share of the TextRank x TF-IDF keywords of the full session dialogues (sessions 1..t) found among the "
+        "nouns of the memory after session t.",
+        "",
+        _table(
+            ["Strategy", *(f"top {k}" for k in sizes)],
+            [[s, *(_fmt(kw[s]["mean"][k]) for k in sizes)] for s in strategies],
+        ),
+        "",
+    ]
+    files["keyword_recall"] = _bars(
+        out_dir / "keyword_recall.png",
+        "Keyword recall",
+        [f"top {k}" for k in sizes],
+        {s: [kw[s]["mean"][k] for k in sizes] for s in strategies},
+        "recall",
+    )
     md.append("![keyword recall](keyword_recall.png)\n")
 
     cf = result["conflict"]["strategies"]
-    md += ["## Conflict ratio (NLI)", "",
-           f"Contradiction share among all memory sentence pairs, judged by "
-           f"`{result['meta']['models'].get('nli') or result['meta']['models'].get('judge')}`"
-           f"; 'updated' = the {result['conflict']['updated_samples']} samples where an update occurred.", "",
-           _table(["Strategy", "pairs", "contradiction", "entailment", "neutral", "invalid", "conflict ratio",
-                   "pairs (updated)", "conflict ratio (updated)"],
-                  [[s, cf[s]["all"]["pairs"], cf[s]["all"]["contradiction"], cf[s]["all"]["entailment"],
-                    cf[s]["all"]["neutral"], cf[s]["all"]["invalid"], _fmt(cf[s]["all"]["ratio"], pct=True),
-                    cf[s]["updated"]["pairs"], _fmt(cf[s]["updated"]["ratio"], pct=True)] for s in strategies]), ""]
+    md += [
+        "## Conflict ratio (NLI)",
+        "",
+        f"Contradiction share among all memory sentence pairs, judged by "
+        f"`{result['meta']['models'].get('nli') or result['meta']['models'].get('judge')}`"
+        f"; 'updated' = the {result['conflict']['updated_samples']} samples where an update occurred.",
+        "",
+        _table(
+            [
+                "Strategy",
+                "pairs",
+                "contradiction",
+                "entailment",
+                "neutral",
+                "invalid",
+                "conflict ratio",
+                "pairs (updated)",
+                "conflict ratio (updated)",
+            ],
+            [
+                [
+                    s,
+                    cf[s]["all"]["pairs"],
+                    cf[s]["all"]["contradiction"],
+                    cf[s]["all"]["entailment"],
+                    cf[s]["all"]["neutral"],
+                    cf[s]["all"]["invalid"],
+                    _fmt(cf[s]["all"]["ratio"], pct=True),
+                    cf[s]["updated"]["pairs"],
+                    _fmt(cf[s]["updated"]["ratio"], pct=True),
+                ]
+                for s in strategies
+            ],
+        ),
+        "",
+    ]
     judged = sum(cf[s]["all"].get("pairs", 0) for s in strategies)
     total = sum(cf[s]["all"].get("pairs_total", 0) for s in strategies)
     if total > judged:
-        md += [f"Memories with more than {result['conflict'].get('max_pairs')} pairs were sampled (the same pairs in "
-               f"every run): {judged:,} of {total:,} pairs judged, so the ratios are estimates.", ""]
-    files["conflict"] = _bars(out_dir / "conflict.png", "Conflict ratio", ["all samples", "updated samples"],
-                              {s: [cf[s]["all"]["ratio"], cf[s]["updated"]["ratio"]] for s in strategies},
-                              "contradiction ratio")
+        md += [
+            f"Memories with more than {result['conflict'].get('max_pairs')} pairs were sampled (the same pairs in "
+            f"every run): {judged:,} of {total:,} pairs judged, so the ratios are estimates.",
+            "",
+        ]
+    files["conflict"] = _bars(
+        out_dir / "conflict.png",
+        "Conflict ratio",
+        ["all samples", "updated samples"],
+        {s: [cf[s]["all"]["ratio"], cf[s]["updated"]["ratio"]] for s in strategies},
+        "contradiction ratio",
+    )
     md.append("![conflict ratio](conflict.png)\n")
 
     ppl = result.get("perplexity")
     md += ["## Perplexity on the probe (fifth) session", ""]
     if ppl and ppl.get("strategies"):
-        md += ["Token-weighted perplexity of the reference responses at the probe turns, with each strategy's final "
-               "memory in the chat system prompt.", "",
-               _table(["Model", *strategies], [[f"`{ppl['model']}`", *(_fmt(ppl["strategies"][s]["perplexity"], 2)
-                                                                     for s in strategies)]]),
-               "", _table(["Strategy", "probe turns", "tokens", "log-prob"],
-                          [[s, ppl["strategies"][s]["turns"], ppl["strategies"][s]["n_tokens"],
-                            _fmt(ppl["strategies"][s]["logprob"], 2)] for s in strategies]), ""]
-        files["perplexity"] = _bars(out_dir / "perplexity.png", f"Perplexity ({ppl['model']})", ["probe session"],
-                                    {s: [ppl["strategies"][s]["perplexity"]] for s in strategies}, "perplexity")
+        md += [
+            "Token-weighted perplexity of the reference responses at the probe turns, with each strategy's final "
+            "memory in the chat system prompt.",
+            "",
+            _table(
+                ["Model", *strategies],
+                [[f"`{ppl['model']}`", *(_fmt(ppl["strategies"][s]["perplexity"], 2) for s in strategies)]],
+            ),
+            "",
+            _table(
+                ["Strategy", "probe turns", "tokens", "log-prob"],
+                [
+                    [
+                        s,
+                        ppl["strategies"][s]["turns"],
+                        ppl["strategies"][s]["n_tokens"],
+                        _fmt(ppl["strategies"][s]["logprob"], 2),
+                    ]
+                    for s in strategies
+                ],
+            ),
+            "",
+        ]
+        files["perplexity"] = _bars(
+            out_dir / "perplexity.png",
+            f"Perplexity ({ppl['model']})",
+            ["probe session"],
+            {s: [ppl["strategies"][s]["perplexity"]] for s in strategies},
+            "perplexity",
+        )
         md.append("![perplexity](perplexity.png)\n")
     else:
         md += [f"Skipped: {result.get('perplexity_skipped', 'no --ppl-model given')}.", ""]
@@ -174,24 +290,54 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
     vt = result.get("voting")
     md += ["## Pairwise voting", ""]
     if vt and vt.get("pairs"):
-        md += [f"Replies by `{vt['chat_model']}` at each probe turn, judged by `{vt['judge']}` in both orders; a "
-               "win needs the same pick in both orders, anything else is a tie. Win rate over decisive votes, "
-               "Wilson 95% interval.", "",
-               _table(["Strategy", "wins", "decisive votes", "win rate", "95% CI"],
-                      [[s, vt["share"][s]["wins"], vt["share"][s]["decisive"], _fmt(vt["share"][s]["rate"], pct=True),
-                        "–" if not vt["share"][s]["ci95"] else
-                        f"{_fmt(vt['share'][s]['ci95'][0], pct=True)} – {_fmt(vt['share'][s]['ci95'][1], pct=True)}"]
-                       for s in strategies]), "",
-               _table(["A vs B", "A wins", "B wins", "ties", "invalid", "A win rate", "95% CI"],
-                      [[f"{p['a']} vs {p['b']}", p["wins_a"], p["wins_b"], p["ties"], p["invalid"],
+        md += [
+            f"Replies by `{vt['chat_model']}` at each probe turn, judged by `{vt['judge']}` in both orders; a "
+            "win needs the same pick in both orders, anything else is a tie. Win rate over decisive votes, "
+            "Wilson 95% interval.",
+            "",
+            _table(
+                ["Strategy", "wins", "decisive votes", "win rate", "95% CI"],
+                [
+                    [
+                        s,
+                        vt["share"][s]["wins"],
+                        vt["share"][s]["decisive"],
+                        _fmt(vt["share"][s]["rate"], pct=True),
+                        "–"
+                        if not vt["share"][s]["ci95"]
+                        else " – ".join(_fmt(bound, pct=True) for bound in vt["share"][s]["ci95"]),
+                    ]
+                    for s in strategies
+                ],
+            ),
+            "",
+            _table(
+                ["A vs B", "A wins", "B wins", "ties", "invalid", "A win rate", "95% CI"],
+                [
+                    [
+                        f"{p['a']} vs {p['b']}",
+                        p["wins_a"],
+                        p["wins_b"],
+                        p["ties"],
+                        p["invalid"],
                         _fmt(p["win_rate_a"], pct=True),
-                        "–" if not p["ci95_a"] else
-                        f"{_fmt(p['ci95_a'][0], pct=True)} – {_fmt(p['ci95_a'][1], pct=True)}"] for p in vt["pairs"]]),
-               ""]
-        files["voting"] = _bars(out_dir / "voting.png", "Vote win rate (decisive votes)", ["all pairings"],
-                                {s: [vt["share"][s]["rate"]] for s in strategies}, "win rate",
-                                errors={s: [tuple(vt["share"][s]["ci95"]) if vt["share"][s]["ci95"] else None]
-                                        for s in strategies})
+                        "–"
+                        if not p["ci95_a"]
+                        else f"{_fmt(p['ci95_a'][0], pct=True)} – {_fmt(p['ci95_a'][1], pct=True)}",
+                    ]
+                    for p in vt["pairs"]
+                ],
+            ),
+            "",
+        ]
+        files["voting"] = _bars(
+            out_dir / "voting.png",
+            "Vote win rate (decisive votes)",
+            ["all pairings"],
+            {s: [vt["share"][s]["rate"]] for s in strategies},
+            "win rate",
+            errors={s: [tuple(vt["share"][s]["ci95"]) if vt["share"][s]["ci95"] else None] for s in strategies},
+        )
         md.append("![voting](voting.png)\n")
     else:
         md += [f"Skipped: {result.get('voting_skipped', 'no probe sessions')}.", ""]
@@ -209,25 +355,69 @@ def write_human_report(tables: dict, meta: dict, out_dir: Path) -> dict[str, Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     strategies = sorted(set(tables["reflection"]) | set(tables["update"]))
     refl = tables["reflection"]
-    md = ["# KEEM human evaluation", "", f"Raters: {', '.join(tables['raters'])}.", "",
-          "## Emotion and cause reflection (0-2)", "",
-          _table(["Strategy", "items", "ratings", "reflected (score 2)", "score"],
-                 [[s, refl[s]["items"], refl[s]["ratings"], _fmt(refl[s]["full_rate"], pct=True),
-                   _fmt(refl[s]["mean"], 2)] for s in strategies if s in refl]), "",
-          "## Update need and accuracy (0-2)", ""]
+    md = [
+        "# KEEM human evaluation",
+        "",
+        f"Raters: {', '.join(tables['raters'])}.",
+        "",
+        "## Emotion and cause reflection (0-2)",
+        "",
+        _table(
+            ["Strategy", "items", "ratings", "reflected (score 2)", "score"],
+            [
+                [
+                    s,
+                    refl[s]["items"],
+                    refl[s]["ratings"],
+                    _fmt(refl[s]["full_rate"], pct=True),
+                    _fmt(refl[s]["mean"], 2),
+                ]
+                for s in strategies
+                if s in refl
+            ],
+        ),
+        "",
+        "## Update need and accuracy (0-2)",
+        "",
+    ]
     rows = []
     for s in strategies:
         for step, v in sorted(tables["update"].get(s, {}).items(), key=lambda kv: (kv[0] == "all", kv[0])):
-            rows.append([s, f"Session {step}" if step != "all" else "all", v["items"],
-                         _fmt(v["update_need_rate"], pct=True), _fmt(v["mean"], 2)])
-    md += [_table(["Strategy", "Sessions", "items", "update needed", "accuracy score"], rows), "",
-           "## Inter-rater agreement", "",
-           _table(["Task", "items rated by 2+", "Krippendorff's alpha (ordinal)", "Fleiss' kappa"],
-                  [[t, a["items"], _fmt(a["krippendorff_alpha_ordinal"]), _fmt(a["fleiss_kappa"])]
-                   for t, a in tables["agreement"].items()]), ""]
-    files = {"png": _bars(out_dir / "human.png", "Human scores (0-2)", ["reflection", "update"],
-                          {s: [refl.get(s, {}).get("mean"), tables["update"].get(s, {}).get("all", {}).get("mean")]
-                           for s in strategies}, "mean score")}
+            rows.append(
+                [
+                    s,
+                    f"Session {step}" if step != "all" else "all",
+                    v["items"],
+                    _fmt(v["update_need_rate"], pct=True),
+                    _fmt(v["mean"], 2),
+                ]
+            )
+    md += [
+        _table(["Strategy", "Sessions", "items", "update needed", "accuracy score"], rows),
+        "",
+        "## Inter-rater agreement",
+        "",
+        _table(
+            ["Task", "items rated by 2+", "Krippendorff's alpha (ordinal)", "Fleiss' kappa"],
+            [
+                [t, a["items"], _fmt(a["krippendorff_alpha_ordinal"]), _fmt(a["fleiss_kappa"])]
+                for t, a in tables["agreement"].items()
+            ],
+        ),
+        "",
+    ]
+    files = {
+        "png": _bars(
+            out_dir / "human.png",
+            "Human scores (0-2)",
+            ["reflection", "update"],
+            {
+                s: [refl.get(s, {}).get("mean"), tables["update"].get(s, {}).get("all", {}).get("mean")]
+                for s in strategies
+            },
+            "mean score",
+        )
+    }
     md += ["![human scores](human.png)", "", _provenance(meta), ""]
     files["report"] = out_dir / "human.md"
     files["report"].write_text("\n".join(md), encoding="utf-8")

@@ -1,13 +1,14 @@
 """`keem eval retrieval --locomo FILE`: hit@k of the product's memory search on a LoCoMo-format file.
 
-Registered in evaluation/eval_command.py. Standalone: python -m evaluation.retrieval_command --locomo FILE [--k 5] [--embedder SPEC] [--json]
+Registered in evaluation/eval_command.py. Standalone:
+python -m evaluation.retrieval_command --locomo FILE [--k 5] [--embedder SPEC] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 from typing import Any
 
 from evaluation.locomo import CATEGORY_NAMES, DEFAULT_CATEGORIES, Result, evaluate, load_locomo
@@ -32,16 +33,19 @@ EPILOG = """examples:
 
 
 def add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
-    p.description, p.epilog = DESCRIPTION, EPILOG     # whichever way the subcommand was registered
+    p.description, p.epilog = DESCRIPTION, EPILOG  # whichever way the subcommand was registered
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--locomo", required=True, metavar="FILE", help="LoCoMo-format JSON (e.g. locomo10.json)")
     p.add_argument("--k", type=int, default=5, help="sentences retrieved per question (default 5)")
     p.add_argument("--embedder", help="embedder spec (KEEM_EMBEDDER; default: the app's default embedder)")
-    p.add_argument("--categories", default=",".join(map(str, DEFAULT_CATEGORIES)),
-                   help="question categories to score, comma-separated (default 1,2,3,4)")
+    p.add_argument(
+        "--categories",
+        default=",".join(map(str, DEFAULT_CATEGORIES)),
+        help="question categories to score, comma-separated (default 1,2,3,4)",
+    )
     p.add_argument("--misses", action="store_true", help="also list every missed question with what came back")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(db=None)   # `keem` reads args.db for its settings; this command uses a temporary store
+    p.set_defaults(db=None)  # `keem` reads args.db for its settings; this command uses a temporary store
 
 
 HELP = "hit@k of memory search on a LoCoMo-format file (LoCoMo itself not bundled)"
@@ -71,36 +75,45 @@ def _fmt(x: float | None) -> str:
 def render(result: Result, path: str, with_misses: bool = False) -> str:
     data = result.as_json()
     k = result.k
-    lines = [f"LoCoMo retrieval: {path}",
-             f"embedder {result.embedder}, k={k}: hit@{k} = {_fmt(data['hit_at_k'])} "
-             f"({data['hits']}/{data['queries']} questions; {len(result.per_conversation)} conversations, "
-             f"{data['observations']} observations, {data['seconds']:.1f} s)", "",
-             f"{'category':<16}{'questions':>10}{'hits':>7}{f'hit@{k}':>9}{f'mrr@{k}':>9}{'reachable':>11}"
-             f"{f'hit@{k} of reachable':>22}"]
+    lines = [
+        f"LoCoMo retrieval: {path}",
+        f"embedder {result.embedder}, k={k}: hit@{k} = {_fmt(data['hit_at_k'])} "
+        f"({data['hits']}/{data['queries']} questions; {len(result.per_conversation)} conversations, "
+        f"{data['observations']} observations, {data['seconds']:.1f} s)",
+        "",
+        f"{'category':<16}{'questions':>10}{'hits':>7}{f'hit@{k}':>9}{f'mrr@{k}':>9}{'reachable':>11}"
+        f"{f'hit@{k} of reachable':>22}",
+    ]
     rows = [(f"{c} {t['name']}", t) for c, t in data["per_category"].items()] + [("all", data)]
     for label, t in rows:
-        lines.append(f"{label:<16}{t['queries']:>10}{t['hits']:>7}{_fmt(t['hit_at_k']):>9}{_fmt(t['mrr_at_k']):>9}"
-                     f"{t['reachable']:>11}{_fmt(t['hit_at_k_reachable']):>22}")
+        lines.append(
+            f"{label:<16}{t['queries']:>10}{t['hits']:>7}{_fmt(t['hit_at_k']):>9}{_fmt(t['mrr_at_k']):>9}"
+            f"{t['reachable']:>11}{_fmt(t['hit_at_k_reachable']):>22}"
+        )
     lines += ["", f"{'conversation':<16}{'observations':>13}{'questions':>10}{'hits':>7}{f'hit@{k}':>9}"]
     for c in data["per_conversation"]:
-        lines.append(f"{c['sample_id']:<16}{c['observations']:>13}{c['queries']:>10}{c['hits']:>7}"
-                     f"{_fmt(c['hit_at_k']):>9}")
+        lines.append(
+            f"{c['sample_id']:<16}{c['observations']:>13}{c['queries']:>10}{c['hits']:>7}{_fmt(c['hit_at_k']):>9}"
+        )
     notes = []
     if data["queries"] > data["reachable"]:
-        notes.append(f"{_n(data['queries'] - data['reachable'])} whose evidence ids no observation carries "
-                     "(counted as misses; 'of reachable' leaves them out)")
+        notes.append(
+            f"{_n(data['queries'] - data['reachable'])} whose evidence ids no observation carries "
+            "(counted as misses; 'of reachable' leaves them out)"
+        )
     if result.skipped_no_evidence:
         notes.append(f"{_n(result.skipped_no_evidence)} with no evidence ids skipped")
     if result.ignored_other_categories:
-        notes.append(f"{_n(result.ignored_other_categories)} of other categories "
-                     f"(e.g. 5 {CATEGORY_NAMES[5]}) ignored")
+        notes.append(f"{_n(result.ignored_other_categories)} of other categories (e.g. 5 {CATEGORY_NAMES[5]}) ignored")
     if notes:
         lines += [""] + [f"note: {n}" for n in notes]
     if with_misses:
         lines += ["", "missed questions:"]
         for m in result.misses:
-            lines.append(f"- [{m['sample_id']} cat {m['category']}] {m['question']}  (evidence "
-                         f"{', '.join(m['evidence'])}{'' if m['reachable'] else ', unreachable'})")
+            lines.append(
+                f"- [{m['sample_id']} cat {m['category']}] {m['question']}  (evidence "
+                f"{', '.join(m['evidence'])}{'' if m['reachable'] else ', unreachable'})"
+            )
             lines += [f"    {i}. {t}" for i, t in enumerate(m["retrieved"], 1)]
     return "\n".join(lines)
 
@@ -119,8 +132,11 @@ def run_retrieval(args: argparse.Namespace, load_model: Any = None) -> int:
     conversations = load_locomo(args.locomo)
     result = evaluate(conversations, load_embedder(spec), k=args.k, categories=_categories(args.categories))
     if args.json:
-        print(json.dumps({"file": str(args.locomo), **result.as_json(with_misses=args.misses)},
-                         ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                {"file": str(args.locomo), **result.as_json(with_misses=args.misses)}, ensure_ascii=False, indent=2
+            )
+        )
     else:
         print(render(result, str(args.locomo), with_misses=args.misses))
     return 0

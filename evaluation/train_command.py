@@ -46,52 +46,94 @@ def add_train_parser(subs: Any) -> argparse.ArgumentParser:
 
     updater_eval.register_eval()
     d = TrainConfig(Path("."), "", Path("."))
-    p = subs.add_parser("train-updater", help="LoRA-train a local memory-update model on a built dataset",
-                        description="Fine-tune an hf: model with LoRA (QLoRA with --4bit on CUDA) on the passing "
-                                    "rows of `keem build-dataset`: each row becomes the exact update call the app "
-                                    "makes, with the reference memory as the answer (loss on the answer only). "
-                                    "Episodes are split into train and validation; early stopping on validation "
-                                    "loss; checkpoints to resume from; DIR/report.md with loss curves. Use the "
-                                    "result as --update-model hf:<base>+lora:<DIR>.",
-                        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subs.add_parser(
+        "train-updater",
+        help="LoRA-train a local memory-update model on a built dataset",
+        description="Fine-tune an hf: model with LoRA (QLoRA with --4bit on CUDA) on the passing "
+        "rows of `keem build-dataset`: each row becomes the exact update call the app "
+        "makes, with the reference memory as the answer (loss on the answer only). "
+        "Episodes are split into train and validation; early stopping on validation "
+        "loss; checkpoints to resume from; DIR/report.md with loss curves. Use the "
+        "result as --update-model hf:<base>+lora:<DIR>.",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("data", type=Path, help="a `keem build-dataset` --out folder, or its dataset.jsonl")
     p.add_argument("--base", required=True, help="the model to adapt: hf:<hub id or local folder>")
     p.add_argument("--out", type=Path, required=True, help="output folder: the adapter, checkpoints, report.md")
     g = p.add_argument_group("training")
-    g.add_argument("--epochs", type=float, default=d.epochs, help=f"passes over the training rows (default {d.epochs:g})")
+    g.add_argument(
+        "--epochs", type=float, default=d.epochs, help=f"passes over the training rows (default {d.epochs:g})"
+    )
     g.add_argument("--max-steps", type=int, help="optimizer steps in all (overrides --epochs)")
-    g.add_argument("--batch-size", type=int, default=d.batch_size, help=f"rows per forward pass (default {d.batch_size})")
-    g.add_argument("--grad-accum", type=int, default=d.grad_accum,
-                   help=f"forward passes per optimizer step (default {d.grad_accum})")
+    g.add_argument(
+        "--batch-size", type=int, default=d.batch_size, help=f"rows per forward pass (default {d.batch_size})"
+    )
+    g.add_argument(
+        "--grad-accum",
+        type=int,
+        default=d.grad_accum,
+        help=f"forward passes per optimizer step (default {d.grad_accum})",
+    )
     g.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate (default {d.lr:g})")
     g.add_argument("--warmup", type=float, default=d.warmup, help=f"share of steps warming up (default {d.warmup:g})")
     g.add_argument("--weight-decay", type=float, default=d.weight_decay, help="AdamW weight decay (default 0)")
-    g.add_argument("--max-length", type=int, default=d.max_length,
-                   help=f"tokens of prompt + answer; longer rows are skipped and counted (default {d.max_length})")
-    g.add_argument("--val-fraction", type=float, default=d.val_fraction,
-                   help=f"share of the episodes held out for validation (default {d.val_fraction:g})")
+    g.add_argument(
+        "--max-length",
+        type=int,
+        default=d.max_length,
+        help=f"tokens of prompt + answer; longer rows are skipped and counted (default {d.max_length})",
+    )
+    g.add_argument(
+        "--val-fraction",
+        type=float,
+        default=d.val_fraction,
+        help=f"share of the episodes held out for validation (default {d.val_fraction:g})",
+    )
     g.add_argument("--seed", type=int, default=d.seed, help="split, order and initialisation seed (default 0)")
-    g.add_argument("--eval-every", type=int, help="steps between validations and checkpoints "
-                                                  "(default: twice an epoch, at most 50)")
-    g.add_argument("--patience", type=int, default=d.patience,
-                   help=f"validations without improvement before stopping (default {d.patience})")
+    g.add_argument(
+        "--eval-every", type=int, help="steps between validations and checkpoints (default: twice an epoch, at most 50)"
+    )
+    g.add_argument(
+        "--patience",
+        type=int,
+        default=d.patience,
+        help=f"validations without improvement before stopping (default {d.patience})",
+    )
     g.add_argument("--min-delta", type=float, default=d.min_delta, help="improvement that counts (default 0)")
-    g.add_argument("--update-max-tokens", type=int, default=DEFAULT_CEILING,
-                   help=f"KEEM_UPDATE_MAX_TOKENS of the app that will run the model: rows whose answer is longer "
-                        f"than the budget it gives are counted (default {DEFAULT_CEILING})")
+    g.add_argument(
+        "--update-max-tokens",
+        type=int,
+        default=DEFAULT_CEILING,
+        help=f"KEEM_UPDATE_MAX_TOKENS of the app that will run the model: rows whose answer is longer "
+        f"than the budget it gives are counted (default {DEFAULT_CEILING})",
+    )
     lora = p.add_argument_group("LoRA and hardware")
     lora.add_argument("--lora-r", type=int, default=d.lora_r, help=f"rank (default {d.lora_r})")
     lora.add_argument("--lora-alpha", type=int, default=d.lora_alpha, help=f"scale (default {d.lora_alpha})")
     lora.add_argument("--lora-dropout", type=float, default=d.lora_dropout, help=f"(default {d.lora_dropout:g})")
-    lora.add_argument("--target-modules", default=d.target_modules,
-                      help="all-linear (default) or comma-separated module names, e.g. q_proj,v_proj")
-    lora.add_argument("--4bit", dest="load_in_4bit", action="store_true",
-                      help="QLoRA: the base in 4-bit nf4 on CUDA (needs bitsandbytes: pip install -e '.[gpu]')")
-    lora.add_argument("--gradient-checkpointing", action="store_true",
-                      help="recompute activations: less GPU memory, about a third slower")
+    lora.add_argument(
+        "--target-modules",
+        default=d.target_modules,
+        help="all-linear (default) or comma-separated module names, e.g. q_proj,v_proj",
+    )
+    lora.add_argument(
+        "--4bit",
+        dest="load_in_4bit",
+        action="store_true",
+        help="QLoRA: the base in 4-bit nf4 on CUDA (needs bitsandbytes: pip install -e '.[gpu]')",
+    )
+    lora.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="recompute activations: less GPU memory, about a third slower",
+    )
     lora.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available, else cpu")
-    p.add_argument("--merge", action="store_true",
-                   help="also write DIR/merged: the base with the adapter merged in (use as hf:DIR/merged)")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="also write DIR/merged: the base with the adapter merged in (use as hf:DIR/merged)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the run's record as JSON")
     return p
@@ -108,26 +150,59 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         raise InputError("--epochs and --lr must be above 0")
     if not 0 <= args.val_fraction < 1 or not 0 <= args.warmup < 1 or not 0 <= args.lora_dropout < 1:
         raise InputError("--val-fraction, --warmup and --lora-dropout are shares: at least 0, below 1")
-    return TrainConfig(data=args.data, base=args.base, out=args.out, epochs=args.epochs, max_steps=args.max_steps,
-                       batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr, warmup=args.warmup,
-                       weight_decay=args.weight_decay, lora_r=args.lora_r, lora_alpha=args.lora_alpha,
-                       lora_dropout=args.lora_dropout, target_modules=args.target_modules,
-                       max_length=args.max_length, val_fraction=args.val_fraction, seed=args.seed,
-                       eval_every=args.eval_every, patience=args.patience, min_delta=args.min_delta,
-                       load_in_4bit=args.load_in_4bit, gradient_checkpointing=args.gradient_checkpointing,
-                       device=args.device, ceiling=args.update_max_tokens, progress=not args.no_progress)
+    return TrainConfig(
+        data=args.data,
+        base=args.base,
+        out=args.out,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        grad_accum=args.grad_accum,
+        lr=args.lr,
+        warmup=args.warmup,
+        weight_decay=args.weight_decay,
+        lora_r=args.lora_r,
+        lora_alpha=args.lora_alpha,
+        lora_dropout=args.lora_dropout,
+        target_modules=args.target_modules,
+        max_length=args.max_length,
+        val_fraction=args.val_fraction,
+        seed=args.seed,
+        eval_every=args.eval_every,
+        patience=args.patience,
+        min_delta=args.min_delta,
+        load_in_4bit=args.load_in_4bit,
+        gradient_checkpointing=args.gradient_checkpointing,
+        device=args.device,
+        ceiling=args.update_max_tokens,
+        progress=not args.no_progress,
+    )
 
 
 def command_line(config: TrainConfig) -> str:
     """The command that reproduces this run, with every setting spelled out."""
     parts = ["keem", "train-updater", str(config.data), "--base", config.base, "--out", str(config.out)]
-    options = {"epochs": config.epochs, "max-steps": config.max_steps, "batch-size": config.batch_size,
-               "grad-accum": config.grad_accum, "lr": config.lr, "warmup": config.warmup,
-               "weight-decay": config.weight_decay, "max-length": config.max_length,
-               "val-fraction": config.val_fraction, "seed": config.seed, "eval-every": config.eval_every,
-               "patience": config.patience, "min-delta": config.min_delta, "update-max-tokens": config.ceiling,
-               "lora-r": config.lora_r, "lora-alpha": config.lora_alpha, "lora-dropout": config.lora_dropout,
-               "target-modules": config.target_modules, "device": config.device}
+    options = {
+        "epochs": config.epochs,
+        "max-steps": config.max_steps,
+        "batch-size": config.batch_size,
+        "grad-accum": config.grad_accum,
+        "lr": config.lr,
+        "warmup": config.warmup,
+        "weight-decay": config.weight_decay,
+        "max-length": config.max_length,
+        "val-fraction": config.val_fraction,
+        "seed": config.seed,
+        "eval-every": config.eval_every,
+        "patience": config.patience,
+        "min-delta": config.min_delta,
+        "update-max-tokens": config.ceiling,
+        "lora-r": config.lora_r,
+        "lora-alpha": config.lora_alpha,
+        "lora-dropout": config.lora_dropout,
+        "target-modules": config.target_modules,
+        "device": config.device,
+    }
     for name, value in options.items():
         if value is not None:
             parts += [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]
@@ -142,21 +217,35 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         record = train(config, command=command_line(config))
     except KeyboardInterrupt:
-        print(f"\ninterrupted; run the same command again to resume from the last checkpoint in "
-              f"{config.out / 'checkpoints'}", file=sys.stderr)
+        print(
+            f"\ninterrupted; run the same command again to resume from the last checkpoint in "
+            f"{config.out / 'checkpoints'}",
+            file=sys.stderr,
+        )
         return 130
     merged = merge(config.out, record) if args.merge else None
     report = write_report(config.out, record)
     state = record["state"]
     if args.json:
-        print(json.dumps({**record, "report": str(report), "merged": str(merged) if merged else None},
-                         ensure_ascii=False, indent=2, default=str))
+        print(
+            json.dumps(
+                {**record, "report": str(report), "merged": str(merged) if merged else None},
+                ensure_ascii=False,
+                indent=2,
+                default=str,
+            )
+        )
         return 0
     data = record["data"]
-    best = f"best validation loss {state['best_val']:.4f} at step {state['best_step']}" \
-        if state["best_val"] is not None else "no validation episodes: the last step's adapter was kept"
-    print(f"{state['step']}/{state['total_steps']} steps{' (stopped early)' if state['stopped_early'] else ''} on "
-          f"{data['train_rows']} rows ({len(data['split']['train'])} episodes), {best}")
+    best = (
+        f"best validation loss {state['best_val']:.4f} at step {state['best_step']}"
+        if state["best_val"] is not None
+        else "no validation episodes: the last step's adapter was kept"
+    )
+    print(
+        f"{state['step']}/{state['total_steps']} steps{' (stopped early)' if state['stopped_early'] else ''} on "
+        f"{data['train_rows']} rows ({len(data['split']['train'])} episodes), {best}"
+    )
     print(f"adapter: {config.out}  ->  --update-model {config.base}+lora:{config.out}")
     if merged:
         print(f"merged model: {merged}  ->  --update-model hf:{merged}")
@@ -195,8 +284,12 @@ def plot_losses(record: dict[str, Any], path: Path) -> None:
     state = record["state"]
     fig, ax = plt.subplots(figsize=(7, 4))
     if state["train"]:
-        ax.plot([p["step"] for p in state["train"]], [p["loss"] for p in state["train"]], label="train (answer tokens)",
-                linewidth=1)
+        ax.plot(
+            [p["step"] for p in state["train"]],
+            [p["loss"] for p in state["train"]],
+            label="train (answer tokens)",
+            linewidth=1,
+        )
     if state["val"]:
         ax.plot([p["step"] for p in state["val"]], [p["loss"] for p in state["val"]], "o-", label="validation")
     if state["best_step"] is not None:
@@ -221,13 +314,13 @@ def write_report(out: Path, record: dict[str, Any]) -> Path:
         from importlib.metadata import version
 
         peft_version = version("peft")
-    except Exception:  # noqa: BLE001 - a report line, never a failure
+    except Exception:
         peft_version = "not installed"
     lines = [
         f"# Updater training: {model['base']}",
         "",
-        f"Use it: `--update-model {model['base']}+lora:{out}`" + (" (or `hf:" + str(out / "merged") + "`)"
-                                                                  if (out / "merged").is_dir() else ""),
+        f"Use it: `--update-model {model['base']}+lora:{out}`"
+        + (" (or `hf:" + str(out / "merged") + "`)" if (out / "merged").is_dir() else ""),
         f"Evaluate it: `keem eval updater --data {data['path']} --model {model['base']}+lora:{out} --out "
         f"{out / 'eval'}`",
         "",
@@ -238,60 +331,88 @@ def write_report(out: Path, record: dict[str, Any]) -> Path:
         ("Runs after the first resumed from the last checkpoint." if len(record["commands"]) > 1 else ""),
         "",
         "## Data",
-        _table(["what", "value"], [
-            ["dataset", f"`{data['path']}`"], ["dataset sha256", f"`{data['sha256']}`"],
-            ["rows in the file", data["rows"]], ["not passing verification (skipped)", data["skipped_failed"]],
-            ["longer than --max-length or the context (skipped)", len(data["skipped_long"])],
-            ["rows used", data["used"]],
-            ["train rows / episodes", f"{data['train_rows']} / {len(data['split']['train'])}"],
-            ["validation rows / episodes", f"{data['val_rows']} / {len(data['split']['validation'])}"],
-            ["validation episodes", ", ".join(data["split"]["validation"]) or "none"],
-            ["prompt tokens / answer tokens (all rows used)", f"{data['prompt_tokens']:,} / {data['answer_tokens']:,}"],
-            ["answers longer than the app's output budget", len(data["over_budget"])],
-            ["examples sha256 (token ids of every prompt and answer)", f"`{data['examples_sha256'][:16]}`"],
-        ]),
+        _table(
+            ["what", "value"],
+            [
+                ["dataset", f"`{data['path']}`"],
+                ["dataset sha256", f"`{data['sha256']}`"],
+                ["rows in the file", data["rows"]],
+                ["not passing verification (skipped)", data["skipped_failed"]],
+                ["longer than --max-length or the context (skipped)", len(data["skipped_long"])],
+                ["rows used", data["used"]],
+                ["train rows / episodes", f"{data['train_rows']} / {len(data['split']['train'])}"],
+                ["validation rows / episodes", f"{data['val_rows']} / {len(data['split']['validation'])}"],
+                ["validation episodes", ", ".join(data["split"]["validation"]) or "none"],
+                [
+                    "prompt tokens / answer tokens (all rows used)",
+                    f"{data['prompt_tokens']:,} / {data['answer_tokens']:,}",
+                ],
+                ["answers longer than the app's output budget", len(data["over_budget"])],
+                ["examples sha256 (token ids of every prompt and answer)", f"`{data['examples_sha256'][:16]}`"],
+            ],
+        ),
         "",
         "## Prompts",
-        _table(["what", "hash"], [
-            ["update prompt files now (update_system + update)", f"`{record['prompts']['update']}`"],
-            ["all step prompts now (what the builder records)", f"`{record['prompts']['steps']}`"],
-            ["prompt hashes in the dataset rows", ", ".join(f"`{h}`" for h in record["prompts"]["dataset"]) or "–"],
-            ["chat template (sha256)", f"`{model['chat_template_sha256']}`"],
-        ]),
+        _table(
+            ["what", "hash"],
+            [
+                ["update prompt files now (update_system + update)", f"`{record['prompts']['update']}`"],
+                ["all step prompts now (what the builder records)", f"`{record['prompts']['steps']}`"],
+                ["prompt hashes in the dataset rows", ", ".join(f"`{h}`" for h in record["prompts"]["dataset"]) or "–"],
+                ["chat template (sha256)", f"`{model['chat_template_sha256']}`"],
+            ],
+        ),
     ]
     if record["prompts"]["dataset"] and record["prompts"]["steps"] not in record["prompts"]["dataset"]:
-        lines += ["", "**The dataset was built with other prompt files than this checkout's**: the rows were "
-                      "rendered with today's prompts, but the references answer the old ones."]
+        lines += [
+            "",
+            "**The dataset was built with other prompt files than this checkout's**: the rows were "
+            "rendered with today's prompts, but the references answer the old ones.",
+        ]
     lines += [
         "",
         "## Model and training",
-        _table(["what", "value"], [
-            ["base", f"`{model['base']}`"], ["device / dtype", f"{model['device']} / {model['dtype']}"
-                                             + (" (4-bit nf4 base)" if model["load_in_4bit"] else "")],
-            ["parameters / trainable (LoRA)", f"{model['parameters']:,} / {model['trainable']:,}"],
-            ["LoRA r / alpha / dropout / targets",
-             f"{config['lora_r']} / {config['lora_alpha']} / {config['lora_dropout']} / {config['target_modules']}"],
-            ["steps done / planned", f"{state['step']} / {state['total_steps']}"
-                                     + (" (early stop)" if state["stopped_early"] else "")],
-            ["rows per step (batch x accumulation)", f"{config['batch_size']} x {config['grad_accum']}"],
-            ["learning rate, warm-up", f"{config['lr']:g}, {config['warmup']:g} of the steps, then linear decay"],
-            ["validation every / patience", f"{record['eval_every']} steps / {config['patience']}"],
-            ["best validation loss (step)", "–" if state["best_val"] is None
-             else f"{state['best_val']:.4f} ({state['best_step']})"],
-            ["training time (steps only)", f"{state['train_seconds']:.1f} s for {state['rows_seen']} rows"],
-            ["time per 1,000 rows (measured here)", f"{per_1k:.0f} s ({per_1k / 3600:.2f} h)"],
-            ["tokens per second", f"{state['tokens_seen'] / max(state['train_seconds'], 1e-9):,.0f}"],
-            ["model load", f"{model['load_seconds']:.1f} s"],
-        ]),
+        _table(
+            ["what", "value"],
+            [
+                ["base", f"`{model['base']}`"],
+                [
+                    "device / dtype",
+                    f"{model['device']} / {model['dtype']}" + (" (4-bit nf4 base)" if model["load_in_4bit"] else ""),
+                ],
+                ["parameters / trainable (LoRA)", f"{model['parameters']:,} / {model['trainable']:,}"],
+                [
+                    "LoRA r / alpha / dropout / targets",
+                    " / ".join(str(config[k]) for k in ("lora_r", "lora_alpha", "lora_dropout", "target_modules")),
+                ],
+                [
+                    "steps done / planned",
+                    f"{state['step']} / {state['total_steps']}" + (" (early stop)" if state["stopped_early"] else ""),
+                ],
+                ["rows per step (batch x accumulation)", f"{config['batch_size']} x {config['grad_accum']}"],
+                ["learning rate, warm-up", f"{config['lr']:g}, {config['warmup']:g} of the steps, then linear decay"],
+                ["validation every / patience", f"{record['eval_every']} steps / {config['patience']}"],
+                [
+                    "best validation loss (step)",
+                    "–" if state["best_val"] is None else f"{state['best_val']:.4f} ({state['best_step']})",
+                ],
+                ["training time (steps only)", f"{state['train_seconds']:.1f} s for {state['rows_seen']} rows"],
+                ["time per 1,000 rows (measured here)", f"{per_1k:.0f} s ({per_1k / 3600:.2f} h)"],
+                ["tokens per second", f"{state['tokens_seen'] / max(state['train_seconds'], 1e-9):,.0f}"],
+                ["model load", f"{model['load_seconds']:.1f} s"],
+            ],
+        ),
         "",
         "## Loss",
         "![loss curves](loss.png)",
         "",
         _table(["step", "validation loss"], [[p["step"], f"{p['loss']:.4f}"] for p in state["val"]])
-        if state["val"] else "No validation episodes (--val-fraction 0, or a single episode).",
+        if state["val"]
+        else "No validation episodes (--val-fraction 0, or a single episode).",
         "",
         "## Provenance",
-        f"git commit `{git_commit()}`; " + ", ".join(f"{k} {v}" for k, v in {**versions(), "peft": peft_version}.items()),
+        f"git commit `{git_commit()}`; "
+        + ", ".join(f"{k} {v}" for k, v in {**versions(), "peft": peft_version}.items()),
         "",
     ]
     path = out / "report.md"

@@ -25,9 +25,10 @@ import os
 import random
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 from memory.text import lenient_date
 from memory.updaters.steps import DEFAULT_CEILING, Steps
@@ -39,37 +40,56 @@ STATE = "training.json"
 CHECKPOINTS = "checkpoints"
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 # Settings that change what is trained: a resumed run must have the same ones.
-RESUME_KEYS = ("base", "epochs", "max_steps", "batch_size", "grad_accum", "lr", "warmup", "weight_decay", "lora_r",
-               "lora_alpha", "lora_dropout", "target_modules", "max_length", "val_fraction", "seed", "eval_every",
-               "patience", "min_delta", "load_in_4bit", "ceiling")
+RESUME_KEYS = (
+    "base",
+    "epochs",
+    "max_steps",
+    "batch_size",
+    "grad_accum",
+    "lr",
+    "warmup",
+    "weight_decay",
+    "lora_r",
+    "lora_alpha",
+    "lora_dropout",
+    "target_modules",
+    "max_length",
+    "val_fraction",
+    "seed",
+    "eval_every",
+    "patience",
+    "min_delta",
+    "load_in_4bit",
+    "ceiling",
+)
 
 
 @dataclass
 class TrainConfig:
-    data: Path                          # a build-dataset folder, or its dataset.jsonl
-    base: str                           # hf:<hub id or path>
+    data: Path  # a build-dataset folder, or its dataset.jsonl
+    base: str  # hf:<hub id or path>
     out: Path
     epochs: float = 2.0
-    max_steps: int | None = None        # overrides epochs
+    max_steps: int | None = None  # overrides epochs
     batch_size: int = 1
     grad_accum: int = 8
     lr: float = 2e-4
-    warmup: float = 0.05                # share of the steps with a linear warm-up; then linear decay to 0
+    warmup: float = 0.05  # share of the steps with a linear warm-up; then linear decay to 0
     weight_decay: float = 0.0
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05
     target_modules: str = "all-linear"  # or comma-separated module names (q_proj,v_proj)
-    max_length: int = 4096              # tokens of prompt + answer; longer rows are skipped (and counted)
-    val_fraction: float = 0.1           # of the episodes
+    max_length: int = 4096  # tokens of prompt + answer; longer rows are skipped (and counted)
+    val_fraction: float = 0.1  # of the episodes
     seed: int = 0
-    eval_every: int | None = None       # steps; default: twice an epoch, at most every 50 steps
-    patience: int = 3                   # evaluations without improvement before stopping
+    eval_every: int | None = None  # steps; default: twice an epoch, at most every 50 steps
+    patience: int = 3  # evaluations without improvement before stopping
     min_delta: float = 0.0
-    load_in_4bit: bool = False          # QLoRA: nf4 base on CUDA (bitsandbytes)
+    load_in_4bit: bool = False  # QLoRA: nf4 base on CUDA (bitsandbytes)
     gradient_checkpointing: bool = False
-    device: str | None = None           # cpu | cuda; default cuda when available
-    ceiling: int = DEFAULT_CEILING      # KEEM_UPDATE_MAX_TOKENS of the app that will run the model
+    device: str | None = None  # cpu | cuda; default cuda when available
+    ceiling: int = DEFAULT_CEILING  # KEEM_UPDATE_MAX_TOKENS of the app that will run the model
     progress: bool = True
 
     def resume_view(self) -> dict[str, Any]:
@@ -97,8 +117,10 @@ def read_rows(data: Path) -> list[dict[str, Any]]:
             if not all(k in row for k in ("key", "episode_id", "previous_memory", "reflected_summary", "memory")):
                 raise KeyError
         except (json.JSONDecodeError, KeyError, TypeError):
-            raise InputError(f"{path} line {number} is not a `keem build-dataset` row (key, episode_id, "
-                             "previous_memory, reflected_summary, memory, ...); fix or delete it") from None
+            raise InputError(
+                f"{path} line {number} is not a `keem build-dataset` row (key, episode_id, "
+                "previous_memory, reflected_summary, memory, ...); fix or delete it"
+            ) from None
         rows.append(row)
     return rows
 
@@ -149,8 +171,9 @@ def row_dates(row: dict[str, Any]) -> tuple[Any, Any]:
     return session, previous
 
 
-def update_call(row: dict[str, Any], count_tokens: Callable[[str], int], context_window: int,
-                ceiling: int = DEFAULT_CEILING) -> tuple[list[Message], int, str] | None:
+def update_call(
+    row: dict[str, Any], count_tokens: Callable[[str], int], context_window: int, ceiling: int = DEFAULT_CEILING
+) -> tuple[list[Message], int, str] | None:
     """(the messages the app sends for this row's update, its output budget, the answer), or None when the app
     would not send it (the prompt leaves no room in the context)."""
     previous, answer = list(row["previous_memory"]), list(row["memory"])
@@ -166,8 +189,9 @@ def update_call(row: dict[str, Any], count_tokens: Callable[[str], int], context
         previous, answer = part, answer[carried:]
     recorder = _Recorder(count_tokens, context_window)
     session_date, previous_date = row_dates(row)
-    Steps.for_model(recorder, ceiling=ceiling).rewrite(previous, list(row["reflected_summary"]), session_date,
-                                                       previous_date)
+    Steps.for_model(recorder, ceiling=ceiling).rewrite(
+        previous, list(row["reflected_summary"]), session_date, previous_date
+    )
     if recorder.messages is None or recorder.options is None:
         return None
     return list(recorder.messages), recorder.options.max_new_tokens, "\n".join(answer)
@@ -178,8 +202,8 @@ class Example:
     key: str
     episode_id: str
     input_ids: list[int]
-    n_prompt: int                      # tokens before the answer (no loss there)
-    budget: int                        # the output budget the app gives this update
+    n_prompt: int  # tokens before the answer (no loss there)
+    budget: int  # the output budget the app gives this update
 
     @property
     def n_answer(self) -> int:
@@ -201,7 +225,7 @@ def encode(tokenizer: Any, messages: list[Message], answer: str, eos_ids: set[in
     chat_template(tokenizer)
     prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     full = tokenizer.apply_chat_template([*messages, {"role": "assistant", "content": answer}], tokenize=False)
-    completion = full[len(prompt):] if full.startswith(prompt) and len(full) > len(prompt) else answer
+    completion = full[len(prompt) :] if full.startswith(prompt) and len(full) > len(prompt) else answer
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     answer_ids = tokenizer(completion, add_special_tokens=False)["input_ids"]
     if not eos_ids & set(answer_ids[-3:]) and tokenizer.eos_token_id is not None:
@@ -214,12 +238,12 @@ class Prepared:
     train: list[Example]
     val: list[Example]
     split: dict[str, list[str]]
-    rows: int                           # rows in the file
+    rows: int  # rows in the file
     used: int
-    skipped_failed: int                 # not passing verification
-    skipped_long: list[str]             # keys past max_length or the context
-    over_budget: list[str]              # keys whose answer is longer than the app's output budget
-    examples_sha256: str                # over every example's token ids: prompts, template, answers
+    skipped_failed: int  # not passing verification
+    skipped_long: list[str]  # keys past max_length or the context
+    over_budget: list[str]  # keys whose answer is longer than the app's output budget
+    examples_sha256: str  # over every example's token ids: prompts, template, answers
     prompt_tokens: int
     answer_tokens: int
     dataset_prompt_hashes: list[str]
@@ -231,8 +255,17 @@ class Prepared:
         return {**d, "train_rows": len(self.train), "val_rows": len(self.val)}
 
 
-def prepare(rows: list[dict[str, Any]], tokenizer: Any, *, context_window: int, eos_ids: set[int],
-            max_length: int, val_fraction: float, seed: int, ceiling: int = DEFAULT_CEILING) -> Prepared:
+def prepare(
+    rows: list[dict[str, Any]],
+    tokenizer: Any,
+    *,
+    context_window: int,
+    eos_ids: set[int],
+    max_length: int,
+    val_fraction: float,
+    seed: int,
+    ceiling: int = DEFAULT_CEILING,
+) -> Prepared:
     """Examples from the passing rows, split by episode."""
     good = passing(rows)
     train_ids, val_ids = split_episodes([r["episode_id"] for r in good], val_fraction, seed)
@@ -256,13 +289,25 @@ def prepare(rows: list[dict[str, Any]], tokenizer: Any, *, context_window: int, 
         example = Example(row["key"], row["episode_id"], ids, n_prompt, budget)
         (val if row["episode_id"] in val_set else train).append(example)
     if not train:
-        raise InputError(f"no training rows: {len(rows)} rows, {len(good)} passing, {len(long_keys)} longer than "
-                         f"{max_length} tokens; build more rows, or raise --max-length")
+        raise InputError(
+            f"no training rows: {len(rows)} rows, {len(good)} passing, {len(long_keys)} longer than "
+            f"{max_length} tokens; build more rows, or raise --max-length"
+        )
     used = train + val
-    return Prepared(train, val, {"train": train_ids, "validation": val_ids}, len(rows), len(used),
-                    len(rows) - len(good), long_keys, over, digest.hexdigest(),
-                    sum(e.n_prompt for e in used), sum(e.n_answer for e in used),
-                    sorted({str(r.get("prompt_hash")) for r in good if r.get("prompt_hash")}))
+    return Prepared(
+        train,
+        val,
+        {"train": train_ids, "validation": val_ids},
+        len(rows),
+        len(used),
+        len(rows) - len(good),
+        long_keys,
+        over,
+        digest.hexdigest(),
+        sum(e.n_prompt for e in used),
+        sum(e.n_answer for e in used),
+        sorted({str(r.get("prompt_hash")) for r in good if r.get("prompt_hash")}),
+    )
 
 
 # -- the model -------------------------------------------------------------------------------------
@@ -272,8 +317,10 @@ def base_source(spec: str) -> str:
     if kind != "hf" or not rest:
         raise ModelSpecError(f"--base must be hf:<hub id or local folder> (a transformers causal LM), not '{spec}'")
     if "+lora:" in rest:
-        raise ModelSpecError("--base takes the base model alone; training on top of an adapter is not supported "
-                             "(merge it first: keem train-updater ... --merge, then --base hf:<DIR>/merged)")
+        raise ModelSpecError(
+            "--base takes the base model alone; training on top of an adapter is not supported "
+            "(merge it first: keem train-updater ... --merge, then --base hf:<DIR>/merged)"
+        )
     return rest
 
 
@@ -312,9 +359,10 @@ def load_tokenizer(source: str) -> Any:
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, **({"gguf_file": gguf} if gguf else {}))
     except (OSError, ValueError) as exc:
-        raise ModelUnavailableError(f"cannot load the tokenizer of '{source}' ({str(exc).splitlines()[0]}); check "
-                                    "the hub id or path, or that the hub is reachable (HF_TOKEN for gated models)"
-                                    ) from exc
+        raise ModelUnavailableError(
+            f"cannot load the tokenizer of '{source}' ({str(exc).splitlines()[0]}); check "
+            "the hub id or path, or that the hub is reachable (HF_TOKEN for gated models)"
+        ) from exc
     chat_template(tokenizer)
     return tokenizer
 
@@ -338,14 +386,19 @@ def load_base(source: str, device: str, load_in_4bit: bool, *, quantize: bool = 
         except ImportError as exc:
             raise ModelUnavailableError("--4bit needs bitsandbytes: pip install -e '.[train,gpu]'") from exc
         kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16)
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16,
+        )
         kwargs["device_map"] = {"": 0}
     try:
         model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
     except (OSError, ValueError) as exc:
-        raise ModelUnavailableError(f"cannot load '{source}' with transformers ({str(exc).splitlines()[0]}); check "
-                                    "the hub id or path, or that the hub is reachable") from exc
+        raise ModelUnavailableError(
+            f"cannot load '{source}' with transformers ({str(exc).splitlines()[0]}); check "
+            "the hub id or path, or that the hub is reachable"
+        ) from exc
     if "device_map" not in kwargs:
         model.to(device)
     return model
@@ -373,13 +426,21 @@ def add_lora(model: Any, config: TrainConfig) -> Any:
     targets: Any = config.target_modules
     if targets != "all-linear":
         targets = [t.strip() for t in targets.split(",") if t.strip()]
-    lora = peft.LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                           target_modules=targets, bias="none", task_type="CAUSAL_LM")
+    lora = peft.LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=targets,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
     try:
         return peft.get_peft_model(model, lora)
     except ValueError as exc:
-        raise InputError(f"LoRA cannot target '{config.target_modules}' in this model ({exc}); use all-linear or "
-                         "module names it has (e.g. q_proj,k_proj,v_proj,o_proj)") from exc
+        raise InputError(
+            f"LoRA cannot target '{config.target_modules}' in this model ({exc}); use all-linear or "
+            "module names it has (e.g. q_proj,k_proj,v_proj,o_proj)"
+        ) from exc
 
 
 # -- the loop --------------------------------------------------------------------------------------
@@ -415,7 +476,7 @@ def batch_indices(micro: int, n_train: int, batch_size: int, seed: int) -> list[
     epoch, b = divmod(micro, per_epoch)
     order = list(range(n_train))
     random.Random(f"{seed}:{epoch}").shuffle(order)
-    return order[b * batch_size:(b + 1) * batch_size]
+    return order[b * batch_size : (b + 1) * batch_size]
 
 
 def collate(examples: list[Example], pad_id: int, device: str) -> dict[str, Any]:
@@ -428,7 +489,7 @@ def collate(examples: list[Example], pad_id: int, device: str) -> dict[str, Any]
         n = len(e.input_ids)
         ids[i, :n] = torch.tensor(e.input_ids)
         mask[i, :n] = 1
-        labels[i, e.n_prompt:n] = torch.tensor(e.input_ids[e.n_prompt:])
+        labels[i, e.n_prompt : n] = torch.tensor(e.input_ids[e.n_prompt :])
     return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "labels": labels.to(device)}
 
 
@@ -438,8 +499,9 @@ def answer_loss(model: Any, batch: dict[str, Any], device: str) -> tuple[Any, in
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     labels = batch["labels"][:, 1:]
-    loss = torch.nn.functional.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
-                                             labels.reshape(-1), ignore_index=-100, reduction="sum")
+    loss = torch.nn.functional.cross_entropy(
+        logits[:, :-1].float().reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100, reduction="sum"
+    )
     return loss, int((labels != -100).sum())
 
 
@@ -449,7 +511,7 @@ def validation_loss(model: Any, examples: list[Example], batch_size: int, pad_id
     total, tokens = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(examples), batch_size):
-            loss, n = answer_loss(model, collate(examples[i:i + batch_size], pad_id, device), device)
+            loss, n = answer_loss(model, collate(examples[i : i + batch_size], pad_id, device), device)
             total, tokens = total + float(loss), tokens + n
     model.train()
     return total / max(tokens, 1)
@@ -549,8 +611,10 @@ def check_resume(out: Path, config: TrainConfig, data_sha: str) -> dict[str, Any
     ours = {**json.loads(json.dumps(config.resume_view(), default=str)), "data_sha256": data_sha}
     for key in ours:
         if theirs.get(key) != ours[key]:
-            raise InputError(f"{out} holds a training run with {key} {theirs.get(key)!r}, not {ours[key]!r}; use a "
-                             f"new --out folder, or the same {key} to resume it")
+            raise InputError(
+                f"{out} holds a training run with {key} {theirs.get(key)!r}, not {ours[key]!r}; use a "
+                f"new --out folder, or the same {key} to resume it"
+            )
     return old
 
 
@@ -580,9 +644,16 @@ def train(config: TrainConfig, *, command: str = "", on_step: Hook | None = None
         started_load = time.perf_counter()
         model = load_base(source, device, config.load_in_4bit)
         window = context_window(model)
-        prepared = prepare(rows, tokenizer, context_window=window, eos_ids=eos_ids(model, tokenizer),
-                           max_length=config.max_length, val_fraction=config.val_fraction, seed=config.seed,
-                           ceiling=config.ceiling)
+        prepared = prepare(
+            rows,
+            tokenizer,
+            context_window=window,
+            eos_ids=eos_ids(model, tokenizer),
+            max_length=config.max_length,
+            val_fraction=config.val_fraction,
+            seed=config.seed,
+            ceiling=config.ceiling,
+        )
         model = add_lora(model, config)
         load_seconds = time.perf_counter() - started_load
         trainable = [p for p in model.parameters() if p.requires_grad]
@@ -599,14 +670,22 @@ def train(config: TrainConfig, *, command: str = "", on_step: Hook | None = None
         record = {
             "config": json.loads(json.dumps(config.resume_view(), default=str)),
             "data": {"path": str(data_path), "sha256": data_sha, **prepared.summary()},
-            "model": {"base": config.base, "device": device, "dtype": "bfloat16" if device == "cuda" else "float32",
-                      "load_in_4bit": config.load_in_4bit, "context_window": window,
-                      "parameters": sum(p.numel() for p in model.parameters()),
-                      "trainable": sum(p.numel() for p in trainable),
-                      "chat_template_sha256": hashlib.sha256(chat_template(tokenizer).encode()).hexdigest()[:12],
-                      "load_seconds": round(load_seconds, 2)},
-            "prompts": {"update": _update_prompt_hash(), "steps": Steps.prompt_hash(),
-                        "dataset": prepared.dataset_prompt_hashes},
+            "model": {
+                "base": config.base,
+                "device": device,
+                "dtype": "bfloat16" if device == "cuda" else "float32",
+                "load_in_4bit": config.load_in_4bit,
+                "context_window": window,
+                "parameters": sum(p.numel() for p in model.parameters()),
+                "trainable": sum(p.numel() for p in trainable),
+                "chat_template_sha256": hashlib.sha256(chat_template(tokenizer).encode()).hexdigest()[:12],
+                "load_seconds": round(load_seconds, 2),
+            },
+            "prompts": {
+                "update": _update_prompt_hash(),
+                "steps": Steps.prompt_hash(),
+                "dataset": prepared.dataset_prompt_hashes,
+            },
             "eval_every": eval_every,
             "commands": [*(old or {}).get("commands", []), *([command] if command else [])],
             "resumed_from": latest[-1].name if latest else None,
@@ -625,8 +704,18 @@ def _update_prompt_hash() -> str:
     return prompt_hash("update_system", "update")
 
 
-def _loop(model: Any, optimizer: Any, prepared: Prepared, state: State, config: TrainConfig, device: str,
-          pad_id: int, eval_every: int, record: dict[str, Any], on_step: Hook | None) -> None:
+def _loop(
+    model: Any,
+    optimizer: Any,
+    prepared: Prepared,
+    state: State,
+    config: TrainConfig,
+    device: str,
+    pad_id: int,
+    eval_every: int,
+    record: dict[str, Any],
+    on_step: Hook | None,
+) -> None:
     torch = _torch()
     bar = None
     if config.progress:
@@ -635,15 +724,21 @@ def _loop(model: Any, optimizer: Any, prepared: Prepared, state: State, config: 
         bar = tqdm(total=state.total_steps, initial=state.step, unit="step", desc="train-updater", dynamic_ncols=True)
     trainable = [p for p in model.parameters() if p.requires_grad]
     model.train()
-    if state.step == 0 and not state.val:   # the base model's validation loss: where the curve starts
+    if state.step == 0 and not state.val:  # the base model's validation loss: where the curve starts
         _evaluate(model, prepared, state, config, device, pad_id)
-    rng_done = _rng_state()              # the random state after the last finished step: what a resume restores
+    rng_done = _rng_state()  # the random state after the last finished step: what a resume restores
     try:
         while state.step < state.total_steps and not state.stopped_early:
             started = time.perf_counter()
-            micro = [[prepared.train[i] for i in batch_indices(state.step * config.grad_accum + a,
-                                                               len(prepared.train), config.batch_size, config.seed)]
-                     for a in range(config.grad_accum)]
+            micro = [
+                [
+                    prepared.train[i]
+                    for i in batch_indices(
+                        state.step * config.grad_accum + a, len(prepared.train), config.batch_size, config.seed
+                    )
+                ]
+                for a in range(config.grad_accum)
+            ]
             n_answer = sum(e.n_answer for batch in micro for e in batch)
             loss_sum = 0.0
             for batch in micro:
@@ -661,8 +756,14 @@ def _loop(model: Any, optimizer: Any, prepared: Prepared, state: State, config: 
             state.train_seconds += seconds
             state.rows_seen += sum(len(b) for b in micro)
             state.tokens_seen += sum(len(e.input_ids) for b in micro for e in b)
-            state.train.append({"step": state.step, "loss": round(loss_sum / max(n_answer, 1), 5), "lr": lr,
-                                "seconds": round(seconds, 3)})
+            state.train.append(
+                {
+                    "step": state.step,
+                    "loss": round(loss_sum / max(n_answer, 1), 5),
+                    "lr": lr,
+                    "seconds": round(seconds, 3),
+                }
+            )
             rng_done = _rng_state()
             if state.step % eval_every == 0 or state.step == state.total_steps:
                 _evaluate(model, prepared, state, config, device, pad_id)
@@ -672,8 +773,9 @@ def _loop(model: Any, optimizer: Any, prepared: Prepared, state: State, config: 
                 write_state(config.out, record)
             if bar is not None:
                 val = state.val[-1]["loss"] if state.val else None
-                bar.set_postfix_str(f"loss={state.train[-1]['loss']:.3f}" + (f" val={val:.3f}" if val else ""),
-                                    refresh=False)
+                bar.set_postfix_str(
+                    f"loss={state.train[-1]['loss']:.3f}" + (f" val={val:.3f}" if val else ""), refresh=False
+                )
                 bar.update(1)
             if on_step is not None:
                 on_step(state)

@@ -22,14 +22,17 @@ import argparse
 import gc
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from models.errors import InputError
 
 HELP = "compare trained updaters' memories with the dataset's references on held-out episodes (report.md)"
-EXAMPLE = ("keem eval updater --data keem_ds/ --model hf:MLP-KTLim/llama-3-Korean-Bllossom-8B+lora:runs/updater "
-           "--model openai:gpt-4o --out runs/updater-eval")
+EXAMPLE = (
+    "keem eval updater --data keem_ds/ --model hf:MLP-KTLim/llama-3-Korean-Bllossom-8B+lora:runs/updater "
+    "--model openai:gpt-4o --out runs/updater-eval"
+)
 KEYWORDS = 10
 
 
@@ -45,20 +48,38 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from memory.updaters.steps import DEFAULT_CEILING
 
     p.add_argument("--data", type=Path, required=True, help="the `keem build-dataset` folder (or its dataset.jsonl)")
-    p.add_argument("--model", action="append", required=True, metavar="SPEC",
-                   help="a model to measure (repeat for side-by-side columns): hf:<base>+lora:<DIR>, hf:<folder>, "
-                        "openai:<model>, ...")
-    p.add_argument("--split", type=Path, help="a train-updater folder (or its training.json) whose validation "
-                                              "episodes to use (default: the first +lora: folder's, or a merged "
-                                              "folder's)")
+    p.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        metavar="SPEC",
+        help="a model to measure (repeat for side-by-side columns): hf:<base>+lora:<DIR>, hf:<folder>, "
+        "openai:<model>, ...",
+    )
+    p.add_argument(
+        "--split",
+        type=Path,
+        help="a train-updater folder (or its training.json) whose validation "
+        "episodes to use (default: the first +lora: folder's, or a merged "
+        "folder's)",
+    )
     p.add_argument("--all-rows", action="store_true", help="every passing row, not only held-out episodes")
-    p.add_argument("--corpus", type=Path, help="the corpus the dataset was built from, for the dialogues (default: "
-                                               "the path the rows record, else that file name beside the data)")
+    p.add_argument(
+        "--corpus",
+        type=Path,
+        help="the corpus the dataset was built from, for the dialogues (default: "
+        "the path the rows record, else that file name beside the data)",
+    )
     p.add_argument("--limit", type=int, help="only the first N held-out rows")
-    p.add_argument("--update-max-tokens", type=int, default=DEFAULT_CEILING,
-                   help=f"KEEM_UPDATE_MAX_TOKENS: the output budget one update plans for (default {DEFAULT_CEILING})")
-    p.add_argument("--attempts", type=int, default=2, help="update attempts before the fallback, as the app "
-                                                            "(default 2)")
+    p.add_argument(
+        "--update-max-tokens",
+        type=int,
+        default=DEFAULT_CEILING,
+        help=f"KEEM_UPDATE_MAX_TOKENS: the output budget one update plans for (default {DEFAULT_CEILING})",
+    )
+    p.add_argument(
+        "--attempts", type=int, default=2, help="update attempts before the fallback, as the app (default 2)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--out", type=Path, required=True, help="output folder (report.md, result.json, updates.jsonl)")
 
@@ -100,8 +121,10 @@ def corpus_episodes(rows: list[dict[str, Any]], data: Path, corpus: Path | None)
         candidates = [recorded, folder / recorded.name] if recorded.name else []
         corpus = next((p for p in candidates if p.is_file() or p.is_dir()), None)
         if corpus is None:
-            raise InputError(f"cannot find the corpus the dataset was built from ({recorded or 'not recorded'}); "
-                             "pass it with --corpus")
+            raise InputError(
+                f"cannot find the corpus the dataset was built from ({recorded or 'not recorded'}); "
+                "pass it with --corpus"
+            )
     episodes = read_episodes(corpus, source.get("format") or "auto")
     return {e.id: e for e in episodes}
 
@@ -111,9 +134,15 @@ def _recording(ask: Callable[[str, str, int], Any], calls: list[dict[str, Any]])
     def recorded(stage: str, prompt: str, budget: int) -> Any:
         started = time.perf_counter()
         answer = ask(stage, prompt, budget)
-        calls.append({"stage": stage, "finish": answer.finish.reason, "prompt_tokens": answer.finish.prompt_tokens or 0,
-                      "completion_tokens": answer.finish.completion_tokens or 0,
-                      "seconds": time.perf_counter() - started})
+        calls.append(
+            {
+                "stage": stage,
+                "finish": answer.finish.reason,
+                "prompt_tokens": answer.finish.prompt_tokens or 0,
+                "completion_tokens": answer.finish.completion_tokens or 0,
+                "seconds": time.perf_counter() - started,
+            }
+        )
         return answer
 
     return recorded
@@ -128,8 +157,10 @@ def update_row(model: Any, row: dict[str, Any], episode: Any, *, ceiling: int, a
 
     t = int(row["session_index"])
     if t > len(episode.sessions):
-        raise InputError(f"row {row['key']}: episode {episode.id} of the corpus has no session {t}; is --corpus the "
-                         "file the dataset was built from?")
+        raise InputError(
+            f"row {row['key']}: episode {episode.id} of the corpus has no session {t}; is --corpus the "
+            "file the dataset was built from?"
+        )
     dialogue = episode.sessions[t - 1].dialogue()
     previous = [Sentence(text, "kept", id=i) for i, text in enumerate(row["previous_memory"])]
     reflected = list(row["reflected_summary"])
@@ -139,25 +170,34 @@ def update_row(model: Any, row: dict[str, Any], episode: Any, *, ceiling: int, a
     touched = steps.scope(previous, reflected, [d["text"] for d in dialogue if d["role"] == "user"])
     carried = set() if touched is None else {s.text for i, s in enumerate(previous) if i not in set(touched)}
     started = time.perf_counter()
-    new, details = steps.update(previous, reflected, dialogue, session_date=session_date, previous_date=previous_date,
-                                attempts=attempts)
+    new, details = steps.update(
+        previous, reflected, dialogue, session_date=session_date, previous_date=previous_date, attempts=attempts
+    )
     seconds = time.perf_counter() - started
     committed = [s.text for s in new] if new is not None else [s.text for s in accumulate(previous, reflected)]
     first = details["attempts"][0] if details["attempts"] else {"memory": [], "guard": []}
     last = details["attempts"][-1] if details["attempts"] else {"guard": []}
     reference = list(row["memory"])
     must_keep = [p for p in row["previous_memory"] if p in reference]
-    sent = [p for p in must_keep if p not in carried]     # what went through the model
+    sent = [p for p in must_keep if p not in carried]  # what went through the model
     return {
-        "key": row["key"], "status": "ok" if new is not None else "fallback", "memory": committed,
-        "generated": first["memory"], "reference": reference, "carried": len(carried),
-        "must_keep": len(must_keep), "must_keep_sent": len(sent), "kept_own": sum(p in first["memory"] for p in sent),
+        "key": row["key"],
+        "status": "ok" if new is not None else "fallback",
+        "memory": committed,
+        "generated": first["memory"],
+        "reference": reference,
+        "carried": len(carried),
+        "must_keep": len(must_keep),
+        "must_keep_sent": len(sent),
+        "kept_own": sum(p in first["memory"] for p in sent),
         "kept_committed": sum(p in committed for p in must_keep),
         "reproduced": sum(r in committed for r in reference),
         "restored": sum(d["action"] == "restored" for d in last.get("guard", [])),
-        "cut": sum(c["finish"] == "length" for c in calls), "calls": len(calls),
+        "cut": sum(c["finish"] == "length" for c in calls),
+        "calls": len(calls),
         "prompt_tokens": sum(c["prompt_tokens"] for c in calls),
-        "completion_tokens": sum(c["completion_tokens"] for c in calls), "seconds": seconds,
+        "completion_tokens": sum(c["completion_tokens"] for c in calls),
+        "seconds": seconds,
         "problem": last.get("problem"),
     }
 
@@ -171,7 +211,8 @@ def summarize(updates: list[dict[str, Any]]) -> dict[str, Any]:
         "rows": len(updates),
         "kept_verbatim_own": sum(u["kept_own"] for u in updates) / sent if sent else None,
         "kept_verbatim_committed": sum(u["kept_committed"] for u in updates) / must if must else None,
-        "reference_reproduced": sum(u["reproduced"] for u in updates) / max(sum(len(u["reference"]) for u in updates), 1),
+        "reference_reproduced": sum(u["reproduced"] for u in updates)
+        / max(sum(len(u["reference"]) for u in updates), 1),
         "carried_per_update": sum(u["carried"] for u in updates) / n,
         "guard_restores_per_update": sum(u["restored"] for u in updates) / n,
         "verification_pass_rate": sum(u["status"] == "ok" for u in updates) / n,
@@ -183,8 +224,9 @@ def summarize(updates: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def measure(model: Any, rows: list[dict[str, Any]], episodes: dict[str, Any], *, ceiling: int, attempts: int,
-            progress: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def measure(
+    model: Any, rows: list[dict[str, Any]], episodes: dict[str, Any], *, ceiling: int, attempts: int, progress: bool
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from evaluation.keywords import keyword_recall, nouns
 
     iterator: Any = rows
@@ -192,8 +234,9 @@ def measure(model: Any, rows: list[dict[str, Any]], episodes: dict[str, Any], *,
         from tqdm import tqdm
 
         iterator = tqdm(rows, unit="update", desc=f"eval {model.spec}", dynamic_ncols=True)
-    updates = [update_row(model, row, episodes[row["episode_id"]], ceiling=ceiling, attempts=attempts)
-               for row in iterator]
+    updates = [
+        update_row(model, row, episodes[row["episode_id"]], ceiling=ceiling, attempts=attempts) for row in iterator
+    ]
     docs = [[nouns(s) for s in u["reference"]] for u in updates]
     recalls = keyword_recall(docs, [u["memory"] for u in updates], sizes=(KEYWORDS,)) if updates else []
     for u, r in zip(updates, recalls):
@@ -204,17 +247,21 @@ def measure(model: Any, rows: list[dict[str, Any]], episodes: dict[str, Any], *,
 
 
 # -- the command -----------------------------------------------------------------------------------
-ROWS = [("rows", "held-out updates", "n"), ("kept_verbatim_own", "unchanged facts kept verbatim by the model", "pct"),
-        ("kept_verbatim_committed", "... in the committed memory (after guard / fallback)", "pct"),
-        ("keyword_recall", f"keyword recall@{KEYWORDS} of the reference", "f"),
-        ("reference_reproduced", "reference sentences reproduced verbatim", "pct"),
-        ("carried_per_update", "sentences a scoped rewrite carried past the model, per update", "f"),
-        ("guard_restores_per_update", "guard restores per update", "f"),
-        ("verification_pass_rate", "verification pass rate (the rest fall back)", "pct"),
-        ("cut_answers", "answers cut at their budget", "n"), ("calls_per_update", "model calls per update", "f"),
-        ("prompt_tokens_per_update", "prompt tokens per update", "int"),
-        ("completion_tokens_per_update", "completion tokens per update", "int"),
-        ("seconds_per_update", "seconds per update", "f")]
+ROWS = [
+    ("rows", "held-out updates", "n"),
+    ("kept_verbatim_own", "unchanged facts kept verbatim by the model", "pct"),
+    ("kept_verbatim_committed", "... in the committed memory (after guard / fallback)", "pct"),
+    ("keyword_recall", f"keyword recall@{KEYWORDS} of the reference", "f"),
+    ("reference_reproduced", "reference sentences reproduced verbatim", "pct"),
+    ("carried_per_update", "sentences a scoped rewrite carried past the model, per update", "f"),
+    ("guard_restores_per_update", "guard restores per update", "f"),
+    ("verification_pass_rate", "verification pass rate (the rest fall back)", "pct"),
+    ("cut_answers", "answers cut at their budget", "n"),
+    ("calls_per_update", "model calls per update", "f"),
+    ("prompt_tokens_per_update", "prompt tokens per update", "int"),
+    ("completion_tokens_per_update", "completion tokens per update", "int"),
+    ("seconds_per_update", "seconds per update", "f"),
+]
 
 
 def _cell(value: Any, kind: str) -> str:
@@ -227,8 +274,10 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     from evaluation.report import _table
 
     specs = list(results)
-    return _table(["", *[f"`{s}`" for s in specs]],
-                  [[label, *[_cell(results[s].get(key), kind) for s in specs]] for key, label, kind in ROWS])
+    return _table(
+        ["", *[f"`{s}`" for s in specs]],
+        [[label, *[_cell(results[s].get(key), kind) for s in specs]] for key, label, kind in ROWS],
+    )
 
 
 def run(args: argparse.Namespace, load_model: Callable[[str], Any]) -> int:
@@ -236,7 +285,7 @@ def run(args: argparse.Namespace, load_model: Callable[[str], Any]) -> int:
     from evaluation.report import base_meta
     from evaluation.training import dataset_file, passing, read_rows
 
-    if args.limit is not None and args.limit < 1 or args.attempts < 1 or args.update_max_tokens < 1:
+    if (args.limit is not None and args.limit < 1) or args.attempts < 1 or args.update_max_tokens < 1:
         raise InputError("--limit, --attempts and --update-max-tokens must be at least 1")
     if len(set(args.model)) != len(args.model):
         raise InputError("--model names a model twice")
@@ -245,37 +294,55 @@ def run(args: argparse.Namespace, load_model: Callable[[str], Any]) -> int:
     if held is not None:
         rows = [r for r in rows if r["episode_id"] in set(held)]
         if not rows:
-            raise InputError(f"the training run ({where}) held out no episode of {args.data}; pass --all-rows, or the "
-                             "dataset it was trained on")
-    rows = rows[:args.limit] if args.limit else rows
+            raise InputError(
+                f"the training run ({where}) held out no episode of {args.data}; pass --all-rows, or the "
+                "dataset it was trained on"
+            )
+    rows = rows[: args.limit] if args.limit else rows
     if not rows:
         raise InputError(f"{args.data} has no passing rows to evaluate")
     episodes = corpus_episodes(rows, args.data, args.corpus)
     missing = sorted({r["episode_id"] for r in rows} - set(episodes))
     if missing:
-        raise InputError(f"the corpus has no episode {', '.join(missing[:3])}; pass the file the dataset was built "
-                         "from with --corpus")
+        raise InputError(
+            f"the corpus has no episode {', '.join(missing[:3])}; pass the file the dataset was built "
+            "from with --corpus"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = {}
     with (args.out / "updates.jsonl").open("w", encoding="utf-8") as log:
         for spec in args.model:
             model = load_model(spec)
-            summary, updates = measure(model, rows, episodes, ceiling=args.update_max_tokens,
-                                       attempts=args.attempts, progress=not args.no_progress)
+            summary, updates = measure(
+                model,
+                rows,
+                episodes,
+                ceiling=args.update_max_tokens,
+                attempts=args.attempts,
+                progress=not args.no_progress,
+            )
             results[spec] = {**summary, "description": getattr(model, "description", "")}
             for u in updates:
                 log.write(json.dumps({"model": spec, **u}, ensure_ascii=False) + "\n")
-            log.flush()   # one model's updates are kept if a later one fails
+            log.flush()  # one model's updates are kept if a later one fails
             del model
             _free()
     data_file = dataset_file(args.data)
-    meta = {**base_meta(), "data": str(data_file), "data_sha256": file_sha256(data_file), "held_out": where,
-            "episodes": sorted({r["episode_id"] for r in rows}), "rows": len(rows), "attempts": args.attempts,
-            "update_max_tokens": args.update_max_tokens,
-            "arguments": {k: str(v) for k, v in vars(args).items() if k not in ("command", "eval_command")}}
+    meta = {
+        **base_meta(),
+        "data": str(data_file),
+        "data_sha256": file_sha256(data_file),
+        "held_out": where,
+        "episodes": sorted({r["episode_id"] for r in rows}),
+        "rows": len(rows),
+        "attempts": args.attempts,
+        "update_max_tokens": args.update_max_tokens,
+        "arguments": {k: str(v) for k, v in vars(args).items() if k not in ("command", "eval_command")},
+    }
     result = {"meta": meta, "models": results}
-    (args.out / "result.json").write_text(json.dumps(result, ensure_ascii=False, indent=2, default=str),
-                                          encoding="utf-8")
+    (args.out / "result.json").write_text(
+        json.dumps(result, ensure_ascii=False, indent=2, default=str), encoding="utf-8"
+    )
     report = write_report(result, args.out)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2, default=str))

@@ -1,15 +1,15 @@
 """Pairwise voting: an LLM judge picks the better of two strategies' replies, asked in both orders.
 
 A comparison counts as a win only when the judge picks the same reply in both orders; disagreement between
-the orders (position bias) or "비슷함" in either order is a tie; an answer naming neither reply is `invalid`. Win rates use decisive comparisons, with
-Wilson 95% score intervals.
+the orders (position bias) or "비슷함" in either order is a tie; an answer naming neither reply is `invalid`.
+Win rates use decisive comparisons, with Wilson 95% score intervals.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from memory.prompts import prompt_hash, render
 from memory.text import strip_wrappers
@@ -49,15 +49,17 @@ class VoteJudge:
 
     def __call__(self, context: str, first: str, second: str, reference: str = "") -> str:
         prompt = render(PROMPT, context=context, first=first, second=second, reference=reference or "(없음)")
-        answer = self.model.complete([{"role": "user", "content": prompt}],
-                                     GenerationOptions(max_new_tokens=self.max_new_tokens, temperature=0.0))
+        answer = self.model.complete(
+            [{"role": "user", "content": prompt}],
+            GenerationOptions(max_new_tokens=self.max_new_tokens, temperature=0.0),
+        )
         return "invalid" if answer.cut else parse_vote(strip_wrappers(answer.text))  # a cut answer is no verdict
 
 
 def compare(judge: Callable[..., str], context: str, reply_a: str, reply_b: str, reference: str = "") -> str:
     """'a', 'b', 'tie', or 'invalid' (an answer naming no reply): both orders must agree for a win."""
-    forward = judge(context, reply_a, reply_b, reference)     # a is 1
-    backward = judge(context, reply_b, reply_a, reference)    # a is 2
+    forward = judge(context, reply_a, reply_b, reference)  # a is 1
+    backward = judge(context, reply_b, reply_a, reference)  # a is 2
     if "invalid" in (forward, backward):
         return "invalid"
     if forward == "1" and backward == "2":
@@ -90,6 +92,14 @@ class PairTally:
         decisive = self.wins_a + self.wins_b
         rate = self.wins_a / decisive if decisive else None
         low, high = wilson(self.wins_a, decisive)
-        return {"a": self.a, "b": self.b, "wins_a": self.wins_a, "wins_b": self.wins_b, "ties": self.ties,
-                "invalid": self.invalid, "win_rate_a": rate, "ci95_a": [low, high] if decisive else None,
-                "share_a": self.wins_a / (decisive + self.ties) if decisive + self.ties else None}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "wins_a": self.wins_a,
+            "wins_b": self.wins_b,
+            "ties": self.ties,
+            "invalid": self.invalid,
+            "win_rate_a": rate,
+            "ci95_a": [low, high] if decisive else None,
+            "share_a": self.wins_a / (decisive + self.ties) if decisive + self.ties else None,
+        }

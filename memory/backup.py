@@ -34,8 +34,9 @@ class Backups:
         """Snapshot files, oldest first (their names sort by time)."""
         if not self.folder.is_dir():
             return []
-        return sorted(p for p in self.folder.iterdir()
-                      if p.name.startswith(PREFIX) and p.name.endswith(SUFFIX) and p.is_file())
+        return sorted(
+            p for p in self.folder.iterdir() if p.name.startswith(PREFIX) and p.name.endswith(SUFFIX) and p.is_file()
+        )
 
     def snapshot(self, store: Store, *, drop_older: bool = False) -> Path:
         """Write a consistent copy of `store` now; with `drop_older`, delete every earlier snapshot."""
@@ -44,8 +45,10 @@ class Backups:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InputError(f"cannot create the backup folder {self.folder} ({exc.strerror}); "
-                             "fix KEEM_BACKUP_DIR or mount the volume") from None
+            raise InputError(
+                f"cannot create the backup folder {self.folder} ({exc.strerror}); "
+                "fix KEEM_BACKUP_DIR or mount the volume"
+            ) from None
         name = f"{PREFIX}{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}{SUFFIX}"
         part = self.folder / f".{name}.part"
         # A connection of its own, in one step: in WAL mode that reads one consistent state while chat turns
@@ -58,7 +61,7 @@ class Backups:
             target.close()
         os.replace(part, self.folder / name)
         older = [p for p in self.snapshots() if p.name < name]
-        for path in older if drop_older else older[:max(0, len(older) + 1 - self.keep)]:
+        for path in older if drop_older else older[: max(0, len(older) + 1 - self.keep)]:
             path.unlink(missing_ok=True)
         return self.folder / name
 

@@ -16,18 +16,18 @@ from memory.text import strip_wrappers
 from memory.updaters.steps import Steps
 from models.base import ChatModel
 
-MAX_PER_CALL = 20          # sentences per model call
-TOKENS_PER_SENTENCE = 48   # room for one line of 5-8 cue words
+MAX_PER_CALL = 20  # sentences per model call
+TOKENS_PER_SENTENCE = 48  # room for one line of 5-8 cue words
 MAX_CUES = 10
 MAX_CUE_CHARS = 20
-CUES_PROMPT_HASH = prompt_hash("update_system", "cues")   # recorded on the version that got the cues
+CUES_PROMPT_HASH = prompt_hash("update_system", "cues")  # recorded on the version that got the cues
 _LINE = re.compile(r"^\s*(\d{1,3})\s*[.:)\]]\s*(.+?)\s*$")
 _SPLIT = re.compile(r"[,，、/·;]")
 _WORDLIKE = re.compile(r"[0-9A-Za-z\uac00-\ud7a3]")
 
 
 def parse_cues(reply: str, count: int) -> dict[int, list[str]]:
-    """'N: word, word, ...' lines -> {N-1: [word, word]}; numbers outside 1..count, repeats and empty lines are dropped."""
+    """'N: word, word, ...' lines -> {N-1: [word, word]}; numbers outside 1..count, repeats and empty lines dropped."""
     found: dict[int, list[str]] = {}
     for line in reply.splitlines():
         m = _LINE.match(line)
@@ -54,10 +54,10 @@ class CueWriter:
         texts = list(dict.fromkeys(t for t in texts if t.strip()))
         cues: dict[str, str] = {}
         for start in range(0, len(texts), MAX_PER_CALL):
-            chunk = texts[start:start + MAX_PER_CALL]
+            chunk = texts[start : start + MAX_PER_CALL]
             reply = self.steps.call("cues", render("cues", sentences=chunk), TOKENS_PER_SENTENCE * len(chunk))
             for i, words in parse_cues(strip_wrappers(reply or ""), len(chunk)).items():  # a cut reply: no cues
-                new = [w for w in words if w not in chunk[i]]   # words of the sentence add nothing
+                new = [w for w in words if w not in chunk[i]]  # words of the sentence add nothing
                 if new:
                     cues[chunk[i]] = ", ".join(new)
         return cues

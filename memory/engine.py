@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from memory.index import IndexCache
 from memory.store import Sentence, Store, Version
@@ -30,8 +31,9 @@ class MemoryEngine:
     def current(self, user_id: int) -> Version | None:
         return self.store.latest_version(user_id)
 
-    def commit(self, user_id: int, sentences: list[Sentence], cues: Mapping[str, str] | None = None,
-               **meta: Any) -> Version:
+    def commit(
+        self, user_id: int, sentences: list[Sentence], cues: Mapping[str, str] | None = None, **meta: Any
+    ) -> Version:
         """Embed the sentences that need it and commit one new version.
 
         Vectors and cue words of unchanged text are reused from the previous version; `cues` ({text: cue words},
@@ -48,8 +50,16 @@ class MemoryEngine:
             todo = list(dict.fromkeys(t for t in texts if t and t not in vectors))
             if todo:
                 vectors.update(zip(todo, self.embedder.embed(todo)))
-        ready = [replace(s, embedder=self.embedder.name, embedding=known[s.text], cues=words[s.text],
-                         cue_embedding=known_cue_vectors.get(words[s.text] or "")) for s in sentences]
+        ready = [
+            replace(
+                s,
+                embedder=self.embedder.name,
+                embedding=known[s.text],
+                cues=words[s.text],
+                cue_embedding=known_cue_vectors.get(words[s.text] or ""),
+            )
+            for s in sentences
+        ]
         version = self.store.commit_version(user_id, ready, **meta)
         self.index.build(version)
         return version

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -18,10 +18,10 @@ MAX_USERS = 2048  # indexes kept in memory; the least recently searched user's i
 @dataclass
 class Entry:
     version_id: int
-    index: "object"                 # faiss.IndexIDMap2
-    texts: dict[int, str]           # sentence id -> text
-    cue_index: "object | None" = None  # the same ids over their cue words (memory/cues.py), when any have them
-    tokens: int | None = None       # the whole memory's token count, filled in by the first search that needs it
+    index: object  # faiss.IndexIDMap2
+    texts: dict[int, str]  # sentence id -> text
+    cue_index: object | None = None  # the same ids over their cue words (memory/cues.py), when any have them
+    tokens: int | None = None  # the whole memory's token count, filled in by the first search that needs it
 
 
 class IndexCache:
@@ -51,7 +51,7 @@ class IndexCache:
             rows[missing] = self.embedder.embed([items[i][0] for i in missing])
         return rows
 
-    def _index(self, ids: list[int], items: list[tuple[str, np.ndarray | None]]) -> "object":
+    def _index(self, ids: list[int], items: list[tuple[str, np.ndarray | None]]) -> object:
         index = self._faiss.IndexIDMap2(self._faiss.IndexFlatIP(self.embedder.dim))
         if ids:
             rows = self.embedder.index_rows(self._rows(items), [text for text, _ in items])
@@ -60,15 +60,25 @@ class IndexCache:
 
     def build(self, version: Version) -> Entry:
         def stored(vector: np.ndarray | None, s: Sentence) -> np.ndarray | None:
-            return vector if s.embedder == self.embedder.name else None   # another embedder's vectors are re-made
+            return vector if s.embedder == self.embedder.name else None  # another embedder's vectors are re-made
 
         sentences = version.sentences
-        index = self._index([int(s.id) for s in sentences],  # type: ignore[arg-type]
-                            [(s.text, stored(s.embedding, s)) for s in sentences])
+        index = self._index(
+            [int(s.id) for s in sentences],  # type: ignore[arg-type]
+            [(s.text, stored(s.embedding, s)) for s in sentences],
+        )
         cued = [s for s in sentences if s.cues]
-        cue_index = self._index([int(s.id) for s in cued],  # type: ignore[arg-type]
-                                [(s.cues, stored(s.cue_embedding, s)) for s in cued]) if cued else None  # type: ignore[misc]
-        entry = Entry(version.id, index, {int(s.id): s.text for s in sentences if s.id is not None}, cue_index=cue_index)
+        cue_index = (
+            self._index(
+                [int(s.id) for s in cued],  # type: ignore[arg-type]
+                [(s.cues, stored(s.cue_embedding, s)) for s in cued],
+            )
+            if cued
+            else None
+        )  # type: ignore[misc]
+        entry = Entry(
+            version.id, index, {int(s.id): s.text for s in sentences if s.id is not None}, cue_index=cue_index
+        )
         with self._lock:
             self._entries[version.user_id] = entry
             self._entries.move_to_end(version.user_id)

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from memory.cues import CUES_PROMPT_HASH, CueWriter
 from memory.engine import MemoryEngine
 from memory.store import Sentence, Version
-from memory.updaters import Updater, UpdateInput
 from memory.text import to_date
+from memory.updaters import UpdateInput, Updater
 
 log = logging.getLogger(__name__)
-MAX_ATTEMPTS = 8          # with RETRY_BASE_S doubling up to RETRY_MAX_S: retries over about two hours
+MAX_ATTEMPTS = 8  # with RETRY_BASE_S doubling up to RETRY_MAX_S: retries over about two hours
 RETRY_BASE_S = 30.0
 RETRY_MAX_S = 3600.0
 
@@ -31,8 +31,13 @@ class JobRunner:
     `keem jobs retry` puts it back.
     """
 
-    def __init__(self, engine: MemoryEngine, updater_for: Callable[[str], Updater], max_attempts: int = MAX_ATTEMPTS,
-                 cue_writer: CueWriter | None = None):
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        updater_for: Callable[[str], Updater],
+        max_attempts: int = MAX_ATTEMPTS,
+        cue_writer: CueWriter | None = None,
+    ):
         self.engine = engine
         self.store = engine.store
         self.updater_for = updater_for
@@ -60,7 +65,8 @@ class JobRunner:
             previous=list(previous.sentences) if previous else [],
             dialogue=[{"role": t["role"], "text": t["text"]} for t in self.store.turns(job["session_id"])],
             session_date=to_date(session["started_at"]),  # type: ignore[arg-type]
-            previous_date=to_date(before["started_at"]) if before else None)
+            previous_date=to_date(before["started_at"]) if before else None,
+        )
 
     def run(self, job_id: int | None = None, on_stage: Callable[[str], None] | None = None) -> Version | None:
         """Run one pending job (the given one, else the oldest). Returns the new version, or None.
@@ -89,17 +95,35 @@ class JobRunner:
                 cues, extra = self.write_cues(inp.previous, result.sentences)  # the version build_input loaded
                 details = {**details, **extra}
             version = self.engine.commit(
-                job["user_id"], result.sentences, cues, strategy=job["strategy"], status=result.status,
-                author="updater", session_id=job["session_id"], model_spec=result.model_spec,
-                prompt_hash=result.prompt_hash, note=result.note, details=details, job_id=job["id"])
+                job["user_id"],
+                result.sentences,
+                cues,
+                strategy=job["strategy"],
+                status=result.status,
+                author="updater",
+                session_id=job["session_id"],
+                model_spec=result.model_spec,
+                prompt_hash=result.prompt_hash,
+                note=result.note,
+                details=details,
+                job_id=job["id"],
+            )
         except Exception as exc:
             retry = job["attempts"] < self.max_attempts
-            self.store.fail_job(job["id"], f"{type(exc).__name__}: {exc}"[:500],
-                                retry_in_s=retry_delay(job["attempts"]) if retry else None)
+            self.store.fail_job(
+                job["id"],
+                f"{type(exc).__name__}: {exc}"[:500],
+                retry_in_s=retry_delay(job["attempts"]) if retry else None,
+            )
             if on_stage:
                 on_stage("failed")
-            log.warning("update job %s failed (attempt %s, %s): %s", job["id"], job["attempts"],
-                        "will retry" if retry else "giving up", exc)
+            log.warning(
+                "update job %s failed (attempt %s, %s): %s",
+                job["id"],
+                job["attempts"],
+                "will retry" if retry else "giving up",
+                exc,
+            )
             raise
         if on_stage:
             on_stage(version.status)

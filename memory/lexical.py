@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -14,8 +14,7 @@ from memory.korean import morphemes
 class BM25:
     """Okapi BM25 over one user's sentences; `fit(texts)` then `scores(query)` -> one score per text."""
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75,
-                 tokenize: Callable[[str], list[str]] = morphemes):
+    def __init__(self, k1: float = 1.2, b: float = 0.75, tokenize: Callable[[str], list[str]] = morphemes):
         self.k1, self.b, self.tokenize = k1, b, tokenize
         self.counts: list[Counter[str]] = []
         self.lengths = np.zeros(0, dtype=np.float64)
@@ -54,8 +53,7 @@ def ranks(scores: np.ndarray) -> np.ndarray:
     return 1 + (scores[None, :] > scores[:, None]).sum(axis=1)
 
 
-def rrf(score_lists: Sequence[np.ndarray], k: float = 60.0,
-        weights: Sequence[float] | None = None) -> np.ndarray:
+def rrf(score_lists: Sequence[np.ndarray], k: float = 60.0, weights: Sequence[float] | None = None) -> np.ndarray:
     """Reciprocal-rank fusion: sum of w / (k + rank) over the rankings."""
     weights = weights or [1.0] * len(score_lists)
     return sum(w / (k + ranks(s)) for w, s in zip(weights, score_lists))

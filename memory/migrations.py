@@ -13,33 +13,84 @@ def m001_initial(db: Database) -> None:
     db["users"].create({"id": int, "name": str, "created_at": str}, pk="id", not_null={"name", "created_at"})
     db["users"].create_index(["name"], unique=True)
     db["sessions"].create(
-        {"id": int, "user_id": int, "started_at": str, "ended_at": str, "strategy": str,
-         "chat_model": str, "status": str, "end_reason": str},
-        pk="id", foreign_keys=[("user_id", "users", "id")], not_null={"user_id", "started_at", "status"})
+        {
+            "id": int,
+            "user_id": int,
+            "started_at": str,
+            "ended_at": str,
+            "strategy": str,
+            "chat_model": str,
+            "status": str,
+            "end_reason": str,
+        },
+        pk="id",
+        foreign_keys=[("user_id", "users", "id")],
+        not_null={"user_id", "started_at", "status"},
+    )
     db["sessions"].create_index(["user_id", "started_at"])
     db["turns"].create(
         {"id": int, "session_id": int, "user_id": int, "role": str, "text": str, "created_at": str},
-        pk="id", foreign_keys=[("session_id", "sessions", "id"), ("user_id", "users", "id")],
-        not_null={"session_id", "user_id", "role", "text", "created_at"})
+        pk="id",
+        foreign_keys=[("session_id", "sessions", "id"), ("user_id", "users", "id")],
+        not_null={"session_id", "user_id", "role", "text", "created_at"},
+    )
     db["turns"].create_index(["session_id", "id"])
     db["memory_versions"].create(
-        {"id": int, "user_id": int, "number": int, "session_id": int, "strategy": str, "status": str,
-         "model_spec": str, "prompt_hash": str, "author": str, "note": str, "details": str, "created_at": str},
-        pk="id", foreign_keys=[("user_id", "users", "id")],
-        not_null={"user_id", "number", "strategy", "status", "author", "created_at"})
+        {
+            "id": int,
+            "user_id": int,
+            "number": int,
+            "session_id": int,
+            "strategy": str,
+            "status": str,
+            "model_spec": str,
+            "prompt_hash": str,
+            "author": str,
+            "note": str,
+            "details": str,
+            "created_at": str,
+        },
+        pk="id",
+        foreign_keys=[("user_id", "users", "id")],
+        not_null={"user_id", "number", "strategy", "status", "author", "created_at"},
+    )
     db["memory_versions"].create_index(["user_id", "number"], unique=True)
     db["memory_sentences"].create(
-        {"id": int, "version_id": int, "user_id": int, "position": int, "text": str, "embedding": bytes,
-         "embedder": str, "provenance": str, "origin_id": int},
-        pk="id", foreign_keys=[("version_id", "memory_versions", "id"), ("user_id", "users", "id")],
-        not_null={"version_id", "user_id", "position", "text", "provenance"})
+        {
+            "id": int,
+            "version_id": int,
+            "user_id": int,
+            "position": int,
+            "text": str,
+            "embedding": bytes,
+            "embedder": str,
+            "provenance": str,
+            "origin_id": int,
+        },
+        pk="id",
+        foreign_keys=[("version_id", "memory_versions", "id"), ("user_id", "users", "id")],
+        not_null={"version_id", "user_id", "position", "text", "provenance"},
+    )
     db["memory_sentences"].create_index(["version_id", "position"])
     db["update_jobs"].create(
-        {"id": int, "user_id": int, "session_id": int, "strategy": str, "status": str, "stage": str,
-         "attempts": int, "last_error": str, "version_id": int, "created_at": str, "updated_at": str},
-        pk="id", foreign_keys=[("user_id", "users", "id"), ("session_id", "sessions", "id")],
+        {
+            "id": int,
+            "user_id": int,
+            "session_id": int,
+            "strategy": str,
+            "status": str,
+            "stage": str,
+            "attempts": int,
+            "last_error": str,
+            "version_id": int,
+            "created_at": str,
+            "updated_at": str,
+        },
+        pk="id",
+        foreign_keys=[("user_id", "users", "id"), ("session_id", "sessions", "id")],
         not_null={"user_id", "session_id", "strategy", "status", "attempts", "created_at"},
-        defaults={"attempts": 0})
+        defaults={"attempts": 0},
+    )
     db["update_jobs"].create_index(["status", "id"])
     db["update_jobs"].create_index(["session_id"], unique=True)
 

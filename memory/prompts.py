@@ -17,8 +17,9 @@ PROMPT_DIR = Path(__file__).parent / "prompts"
 
 @functools.lru_cache(maxsize=1)
 def _env() -> Environment:
-    return Environment(loader=FileSystemLoader(PROMPT_DIR), undefined=StrictUndefined,
-                       keep_trailing_newline=False, autoescape=False)
+    return Environment(
+        loader=FileSystemLoader(PROMPT_DIR), undefined=StrictUndefined, keep_trailing_newline=False, autoescape=False
+    )
 
 
 def render(name: str, **variables: Any) -> str:
@@ -28,9 +29,13 @@ def render(name: str, **variables: Any) -> str:
 
 def chat_system_prompt(memory: list[str], today: date, previous_date: date | None) -> str:
     """The chat model's system prompt with the retrieved memory and the dates (the app and the evaluation share it)."""
-    return render("chat_system", today=today.isoformat(), memory=list(memory),
-                  previous_date=previous_date.isoformat() if previous_date else None,
-                  elapsed=elapsed_text(previous_date, today))
+    return render(
+        "chat_system",
+        today=today.isoformat(),
+        memory=list(memory),
+        previous_date=previous_date.isoformat() if previous_date else None,
+        elapsed=elapsed_text(previous_date, today),
+    )
 
 
 def prompt_hash(*names: str) -> str:

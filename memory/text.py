@@ -15,7 +15,7 @@ UNKNOWN = "알 수 없음"
 
 def to_date(value: str | date | datetime | None) -> date | None:
     """A date from an ISO string, a date or a datetime; None stays None."""
-    if value is None or isinstance(value, date) and not isinstance(value, datetime):
+    if value is None or (isinstance(value, date) and not isinstance(value, datetime)):
         return value  # type: ignore[return-value]
     if isinstance(value, datetime):
         return value.date()
@@ -116,7 +116,7 @@ def parse_verdict(text: str) -> tuple[bool | None, str]:
     answer = " ".join(strip_wrappers(text).split())
     failed = _FAILED.search(answer)
     if failed:
-        return False, answer[failed.start():][:200]
+        return False, answer[failed.start() :][:200]
     if _PASSED.search(answer):
         return True, ""
     return None, answer[:80]
@@ -143,5 +143,8 @@ def parse_yes_no(text: str) -> bool | None:
 
 def extractive_summary(dialogue: list[dict[str, str]]) -> list[str]:
     """The user's own words as memory sentences: the summary of last resort when the model gives none."""
-    return [f"사용자는 \"{t['text']}\"라고 말했다." for t in dialogue
-            if t["role"] == "user" and len(t["text"]) <= MAX_SENTENCE_CHARS - 20]
+    return [
+        f'사용자는 "{t["text"]}"라고 말했다.'
+        for t in dialogue
+        if t["role"] == "user" and len(t["text"]) <= MAX_SENTENCE_CHARS - 20
+    ]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Generator, Literal, TypedDict
+from typing import Literal, TypedDict
 
 from models.errors import NotSupportedError
 

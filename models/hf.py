@@ -33,8 +33,16 @@ class TransformersChatModel(ChatModel):
     `source` and merged into its weights (kept separate on a 4-bit base, which cannot be merged exactly).
     """
 
-    def __init__(self, source: str, *, spec: str | None = None, load_in_4bit: bool = False,
-                 device: str | None = None, max_context: int = 8192, adapter: str | None = None):
+    def __init__(
+        self,
+        source: str,
+        *,
+        spec: str | None = None,
+        load_in_4bit: bool = False,
+        device: str | None = None,
+        max_context: int = 8192,
+        adapter: str | None = None,
+    ):
         try:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -50,13 +58,13 @@ class TransformersChatModel(ChatModel):
             kwargs["dtype"] = torch.bfloat16
             if load_in_4bit:
                 try:
-                    from transformers import BitsAndBytesConfig
                     import bitsandbytes  # noqa: F401
+                    from transformers import BitsAndBytesConfig
                 except ImportError as exc:
-                    raise ModelUnavailableError(
-                        "4-bit loading needs bitsandbytes: pip install -e '.[gpu]'") from exc
+                    raise ModelUnavailableError("4-bit loading needs bitsandbytes: pip install -e '.[gpu]'") from exc
                 kwargs["quantization_config"] = BitsAndBytesConfig(
-                    load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16)
+                    load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16
+                )
                 kwargs["device_map"] = "auto"
         else:
             kwargs["dtype"] = torch.float32
@@ -66,7 +74,8 @@ class TransformersChatModel(ChatModel):
         except (OSError, ValueError) as exc:
             raise ModelUnavailableError(
                 f"cannot load '{source}' with transformers ({str(exc).splitlines()[0]}); "
-                "check the hub id or path, or that the hub is reachable (HF_TOKEN for gated models)") from exc
+                "check the hub id or path, or that the hub is reachable (HF_TOKEN for gated models)"
+            ) from exc
         if adapter:
             self.model = _with_adapter(self.model, adapter, merge=not load_in_4bit)
         if "device_map" not in kwargs:
@@ -76,15 +85,19 @@ class TransformersChatModel(ChatModel):
             self.tokenizer.chat_template = FALLBACK_TEMPLATE
         positions = getattr(self.model.config, "max_position_embeddings", None) or max_context
         self.context_window = min(int(positions), max_context)
-        self.description = (f"{source}" + (f" + LoRA {adapter}" if adapter else "") + f" on {self.device}"
-                            + (" (4-bit)" if load_in_4bit else ""))
+        self.description = (
+            f"{source}"
+            + (f" + LoRA {adapter}" if adapter else "")
+            + f" on {self.device}"
+            + (" (4-bit)" if load_in_4bit else "")
+        )
         self._torch = torch
 
     # -- token helpers -------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def _prompt_ids(self, messages: list[Message], room: int) -> "Any":
+    def _prompt_ids(self, messages: list[Message], room: int) -> Any:
         """Token ids of the chat prompt, dropping the oldest non-system turns until it fits `room` tokens."""
         msgs = list(messages)
         while True:
@@ -96,7 +109,8 @@ class TransformersChatModel(ChatModel):
             if not droppable:
                 raise InputError(
                     f"the prompt needs {ids.shape[1]} tokens but model '{self.spec}' has room for {room}; "
-                    "shorten the message or lower the memory budget (KEEM_TOKEN_BUDGET)")
+                    "shorten the message or lower the memory budget (KEEM_TOKEN_BUDGET)"
+                )
             del msgs[droppable[0]]
 
     # -- protocol ------------------------------------------------------------------------------
@@ -106,8 +120,9 @@ class TransformersChatModel(ChatModel):
 
         room = max(self.context_window - options.max_new_tokens, 16)
         input_ids = self._prompt_ids(messages, room)
-        streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True,
-                                        timeout=options.timeout_s)
+        streamer = TextIteratorStreamer(
+            self.tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=options.timeout_s
+        )
         stop = threading.Event()
 
         class _Stop(StoppingCriteria):
@@ -115,8 +130,11 @@ class TransformersChatModel(ChatModel):
                 return stop.is_set()
 
         gen_kwargs: dict[str, Any] = dict(
-            input_ids=input_ids, attention_mask=self._torch.ones_like(input_ids), streamer=streamer,
-            max_new_tokens=options.max_new_tokens, stopping_criteria=StoppingCriteriaList([_Stop()]),
+            input_ids=input_ids,
+            attention_mask=self._torch.ones_like(input_ids),
+            streamer=streamer,
+            max_new_tokens=options.max_new_tokens,
+            stopping_criteria=StoppingCriteriaList([_Stop()]),
             pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
         )
         if options.temperature > 0:
@@ -143,13 +161,14 @@ class TransformersChatModel(ChatModel):
         except queue.Empty as exc:
             raise GenerationError(
                 f"model '{self.spec}' produced nothing for {options.timeout_s:.0f} s; "
-                "raise the timeout or use a smaller model") from exc
+                "raise the timeout or use a smaller model"
+            ) from exc
         finally:
             stop.set()
         thread.join(timeout=5)
         if errors:
             raise GenerationError(f"generation with '{self.spec}' failed: {errors[0]}") from errors[0]
-        new = outputs[0][0, input_ids.shape[1]:].tolist() if outputs else []
+        new = outputs[0][0, input_ids.shape[1] :].tolist() if outputs else []
         return Finish(self._finish(new, options.max_new_tokens), int(input_ids.shape[1]), len(new))
 
     def _finish(self, new_ids: list[int], max_new_tokens: int) -> str:
@@ -167,7 +186,7 @@ class TransformersChatModel(ChatModel):
         prompt = self._prompt_ids(context, max(self.context_window - cont.shape[1], 1))
         ids = torch.cat([prompt, cont], dim=1)
         with torch.inference_mode():
-            logits = self.model(input_ids=ids).logits[0, prompt.shape[1] - 1:-1].float()
+            logits = self.model(input_ids=ids).logits[0, prompt.shape[1] - 1 : -1].float()
         logprobs = torch.log_softmax(logits, dim=-1).gather(1, cont[0].unsqueeze(1)).squeeze(1)
         return ContinuationScore(logprob=float(logprobs.sum()), n_tokens=int(cont.shape[1]))
 
@@ -178,15 +197,18 @@ def _with_adapter(model: Any, adapter: str, *, merge: bool) -> Any:
         from peft import PeftModel
     except ImportError as exc:
         raise ModelUnavailableError(
-            "LoRA adapters (hf:<base>+lora:<dir>) need peft: pip install -e '.[train]'") from exc
+            "LoRA adapters (hf:<base>+lora:<dir>) need peft: pip install -e '.[train]'"
+        ) from exc
     if os.path.isdir(adapter) and not os.path.isfile(os.path.join(adapter, "adapter_config.json")):
         raise ModelUnavailableError(
             f"'{adapter}' holds no LoRA adapter (no adapter_config.json); give the --out folder of a finished "
-            "`keem train-updater` run, or a merged model folder as hf:<folder>")
+            "`keem train-updater` run, or a merged model folder as hf:<folder>"
+        )
     try:
         model = PeftModel.from_pretrained(model, adapter)
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelUnavailableError(
             f"cannot apply the LoRA adapter '{adapter}' ({str(exc).splitlines()[0]}); check the path, and that "
-            "it was trained on this base model") from exc
+            "it was trained on this base model"
+        ) from exc
     return model.merge_and_unload() if merge else model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 from models.base import ChatModel, ChatStream, Completion, Finish, GenerationOptions, Message, finish_reason
 from models.errors import GenerationError, ModelUnavailableError
@@ -13,9 +13,17 @@ from models.errors import GenerationError, ModelUnavailableError
 class OpenAIChatModel(ChatModel):
     """Streams chat completions; the client retries 429/5xx and timeouts with exponential backoff."""
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 timeout_s: float = 60.0, max_retries: int = 3, context_window: int | None = None,
-                 check: bool = True):
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        context_window: int | None = None,
+        check: bool = True,
+    ):
         try:
             import openai
         except ImportError as exc:  # pragma: no cover - in the base install
@@ -27,9 +35,11 @@ class OpenAIChatModel(ChatModel):
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if not key and "api.openai.com" in self.base_url:
             raise ModelUnavailableError(
-                "OPENAI_API_KEY is not set; export it, or set OPENAI_BASE_URL to your own server")
-        self.client = openai.OpenAI(base_url=self.base_url, api_key=key or "not-needed",
-                                    timeout=timeout_s, max_retries=max_retries)
+                "OPENAI_API_KEY is not set; export it, or set OPENAI_BASE_URL to your own server"
+            )
+        self.client = openai.OpenAI(
+            base_url=self.base_url, api_key=key or "not-needed", timeout=timeout_s, max_retries=max_retries
+        )
         self.context_window = context_window or int(os.environ.get("KEEM_OPENAI_CONTEXT", "8192"))
         self.description = f"{model} at {self.base_url}"
         if check:
@@ -41,18 +51,24 @@ class OpenAIChatModel(ChatModel):
             self.client.with_options(max_retries=0, timeout=10).models.list()
         except self._openai.APIConnectionError as exc:
             raise ModelUnavailableError(
-                f"cannot reach the OpenAI-compatible server at {self.base_url}; "
-                "start it or fix OPENAI_BASE_URL") from exc
+                f"cannot reach the OpenAI-compatible server at {self.base_url}; start it or fix OPENAI_BASE_URL"
+            ) from exc
         except self._openai.AuthenticationError as exc:
             raise ModelUnavailableError(
-                f"the server at {self.base_url} rejected the API key; check OPENAI_API_KEY") from exc
+                f"the server at {self.base_url} rejected the API key; check OPENAI_API_KEY"
+            ) from exc
         except self._openai.APIStatusError:
             pass  # some servers lack /models; the first real call will tell
 
     def _create(self, messages: list[Message], options: GenerationOptions, stream: bool):
         return self.client.with_options(timeout=options.timeout_s).chat.completions.create(
-            model=self.model, messages=list(messages), stream=stream,  # type: ignore[arg-type]
-            max_tokens=options.max_new_tokens, temperature=options.temperature, top_p=options.top_p)
+            model=self.model,
+            messages=list(messages),
+            stream=stream,  # type: ignore[arg-type]
+            max_tokens=options.max_new_tokens,
+            temperature=options.temperature,
+            top_p=options.top_p,
+        )
 
     def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:
         """Text pieces; returns the Finish: the server's finish_reason, and usage where the stream carries it."""
@@ -68,8 +84,11 @@ class OpenAIChatModel(ChatModel):
                         yield choice.delta.content
         # Without usage, a stream's chunk count stands in for its tokens (servers send about one token a chunk).
         completion = usage.completion_tokens if usage else None
-        return Finish(finish_reason(reason, completion if usage else pieces, options.max_new_tokens),
-                      usage.prompt_tokens if usage else None, completion)
+        return Finish(
+            finish_reason(reason, completion if usage else pieces, options.max_new_tokens),
+            usage.prompt_tokens if usage else None,
+            completion,
+        )
 
     def complete(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Completion:
         """One non-streaming request: no per-chunk parsing, which dominates client CPU at high concurrency."""
@@ -82,8 +101,14 @@ class OpenAIChatModel(ChatModel):
         completion = usage.completion_tokens if usage else None
         # A server that gives neither a reason nor usage: our own (generous) count of the answer stands in.
         counted = completion if completion is not None or choice.finish_reason else self.count_tokens(text)
-        return Completion(text, Finish(finish_reason(choice.finish_reason, counted, options.max_new_tokens),
-                                       usage.prompt_tokens if usage else None, completion))
+        return Completion(
+            text,
+            Finish(
+                finish_reason(choice.finish_reason, counted, options.max_new_tokens),
+                usage.prompt_tokens if usage else None,
+                completion,
+            ),
+        )
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
@@ -91,7 +116,9 @@ class OpenAIChatModel(ChatModel):
             yield
         except self._openai.APIConnectionError as exc:
             raise GenerationError(
-                f"lost the OpenAI-compatible server at {self.base_url} ({exc}); check that it is running") from exc
+                f"lost the OpenAI-compatible server at {self.base_url} ({exc}); check that it is running"
+            ) from exc
         except self._openai.APIStatusError as exc:
             raise GenerationError(
-                f"the server at {self.base_url} answered {exc.status_code} after retries: {exc.message}") from exc
+                f"the server at {self.base_url} answered {exc.status_code} after retries: {exc.message}"
+            ) from exc

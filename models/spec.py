@@ -35,8 +35,10 @@ def split_adapter(source: str) -> tuple[str, str | None]:
     if not sep:
         return source, None
     if not base or not adapter or LORA in adapter:
-        raise ModelSpecError(f"'hf:{source}' is not hf:<base hub id or path>+lora:<adapter folder>, e.g. "
-                             "hf:MLP-KTLim/llama-3-Korean-Bllossom-8B+lora:runs/updater")
+        raise ModelSpecError(
+            f"'hf:{source}' is not hf:<base hub id or path>+lora:<adapter folder>, e.g. "
+            "hf:MLP-KTLim/llama-3-Korean-Bllossom-8B+lora:runs/updater"
+        )
     return base, adapter
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -13,12 +13,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from memory.engine import MemoryEngine  # noqa: E402
-from memory.store import Store  # noqa: E402
-from models.embedders import NgramEmbedder  # noqa: E402
+from memory.engine import MemoryEngine
+from memory.store import Store
+from models.embedders import NgramEmbedder
 
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
 
 
 @contextlib.contextmanager
@@ -27,8 +29,13 @@ def tmpfs(path: Path, size: str) -> Iterator[Path]:
     import subprocess
 
     path.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("mounting a tmpfs needs root (CI runs as root)")
     try:
         yield path
@@ -76,15 +83,29 @@ def build_tiny_llama(folder: Path, corpus: list[str], vocab_size: int) -> str:
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=["<unk>", "<s>", "</s>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
     fast.chat_template = CHAT_TEMPLATE
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    config = LlamaConfig(
+        vocab_size=len(fast),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
     LlamaForCausalLM(config).save_pretrained(folder)
     fast.save_pretrained(folder)
     return str(folder)
@@ -93,8 +114,12 @@ def build_tiny_llama(folder: Path, corpus: list[str], vocab_size: int) -> str:
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A 2-layer random Llama with a 400-token BPE tokenizer trained here; saved like a hub checkpoint."""
-    corpus = ["사용자는 테니스를 치다가 손목을 다쳤다.", "안녕하세요 오늘 기분이 어때요?", "hello world, how are you?",
-              "<|user|> <|assistant|> <|system|> 요약 기억 대화"] * 20
+    corpus = [
+        "사용자는 테니스를 치다가 손목을 다쳤다.",
+        "안녕하세요 오늘 기분이 어때요?",
+        "hello world, how are you?",
+        "<|user|> <|assistant|> <|system|> 요약 기억 대화",
+    ] * 20
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), corpus, 400)
 
 
@@ -106,19 +131,31 @@ def build_nli_classifier(folder: Path, labels: dict[int, str], always: int) -> s
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(["사용자는 서울에 산다", "사용자는 부산에 산다", "고양이 개 키운다"] * 5,
-                            trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]"]))
+    tok.train_from_iterator(
+        ["사용자는 서울에 산다", "사용자는 부산에 산다", "고양이 개 키운다"] * 5,
+        trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]"]),
+    )
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
-        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]")
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))],
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+    )
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(fast), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, num_labels=len(labels), id2label=labels,
-                        label2id={v: k for k, v in labels.items()})
+    config = BertConfig(
+        vocab_size=len(fast),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=len(labels),
+        id2label=labels,
+        label2id={v: k for k, v in labels.items()},
+    )
     model = BertForSequenceClassification(config)
-    with torch.no_grad():                      # whatever the input, the logits favour `always`
+    with torch.no_grad():  # whatever the input, the logits favour `always`
         model.classifier.weight.zero_()
         model.classifier.bias.copy_(torch.tensor([10.0 if i == always else 0.0 for i in range(len(labels))]))
     model.save_pretrained(folder)

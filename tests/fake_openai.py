@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 from models.base import estimate_tokens
 from models.fake import cut_to_budget
@@ -33,8 +33,14 @@ def tokens(text: str) -> list[str]:
 class FakeOpenAIServer:
     """Serves /v1/models and /v1/chat/completions (streaming or not) on 127.0.0.1."""
 
-    def __init__(self, reply: Callable[[dict], str] = lambda body: "안녕하세요", latency_s: float = 0.0,
-                 fail_first: int = 0, fail_status: int = 429, flavor: str = "openai"):
+    def __init__(
+        self,
+        reply: Callable[[dict], str] = lambda body: "안녕하세요",
+        latency_s: float = 0.0,
+        fail_first: int = 0,
+        fail_status: int = 429,
+        flavor: str = "openai",
+    ):
         assert flavor in ("openai", "ollama", "llama-server", "bare"), flavor
         self.reply, self.latency_s, self.flavor = reply, latency_s, flavor
         self.fail_first, self.fail_status = fail_first, fail_status
@@ -58,11 +64,28 @@ class FakeOpenAIServer:
                 if server.flavor == "bare":
                     self._json(404, {"error": "not found"})
                 elif server.flavor == "ollama":
-                    self._json(200, {"object": "list", "data": [{"id": "exaone3.5:7.8b", "object": "model",
-                                                                 "created": 0, "owned_by": "library"}]})
+                    self._json(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [{"id": "exaone3.5:7.8b", "object": "model", "created": 0, "owned_by": "library"}],
+                        },
+                    )
                 elif server.flavor == "llama-server":
-                    self._json(200, {"object": "list", "data": [{"id": "EXAONE-3.5-7.8B-Q4_K_M.gguf", "object": "model",
-                                                                 "owned_by": "llamacpp", "meta": {"n_ctx_train": 32768}}]})
+                    self._json(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [
+                                {
+                                    "id": "EXAONE-3.5-7.8B-Q4_K_M.gguf",
+                                    "object": "model",
+                                    "owned_by": "llamacpp",
+                                    "meta": {"n_ctx_train": 32768},
+                                }
+                            ],
+                        },
+                    )
                 else:
                     self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
 
@@ -81,23 +104,45 @@ class FakeOpenAIServer:
                     text, reason = cut_to_budget(text, int(body["max_tokens"]))
                 reason = {"openai": reason, "llama-server": reason, "ollama": "stop", "bare": None}[server.flavor]
                 prompt = sum(estimate_tokens(str(m.get("content", ""))) for m in body["messages"])
-                usage = {"prompt_tokens": prompt, "completion_tokens": estimate_tokens(text),
-                         "total_tokens": prompt + estimate_tokens(text)}
+                usage = {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": estimate_tokens(text),
+                    "total_tokens": prompt + estimate_tokens(text),
+                }
                 if not body.get("stream"):
-                    self._json(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
-                                     "choices": [{"index": 0, "finish_reason": reason,
-                                                  "message": {"role": "assistant", "content": text}}],
-                                     **({} if server.flavor == "bare" else {"usage": usage})})
+                    self._json(
+                        200,
+                        {
+                            "id": "x",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": "fake",
+                            "choices": [
+                                {"index": 0, "finish_reason": reason, "message": {"role": "assistant", "content": text}}
+                            ],
+                            **({} if server.flavor == "bare" else {"usage": usage}),
+                        },
+                    )
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
                 for piece in tokens(text):  # about one token a chunk, as servers stream
-                    chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "fake",
-                             "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                    chunk = {
+                        "id": "x",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": "fake",
+                        "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                    }
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                last = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "fake",
-                        "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}
+                last = {
+                    "id": "x",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": "fake",
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": reason}],
+                }
                 if server.flavor == "llama-server":
                     last.update(usage=usage, timings={"predicted_n": usage["completion_tokens"]})
                 self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
@@ -107,7 +152,7 @@ class FakeOpenAIServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         self.thread.start()
         return self
 

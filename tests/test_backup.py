@@ -28,12 +28,15 @@ def _memory(store: Store, name: str, text: str) -> int:
 
 
 def _bot(tmp_path, **settings) -> Chatbot:
-    return Chatbot(Settings(db=str(tmp_path / "live" / "keem.db"), backup_dir=str(tmp_path / "bucket"), **settings),
-                   chat_model=ScriptedChatModel(responder=lambda m: "응"), embedder=NgramEmbedder())
+    return Chatbot(
+        Settings(db=str(tmp_path / "live" / "keem.db"), backup_dir=str(tmp_path / "bucket"), **settings),
+        chat_model=ScriptedChatModel(responder=lambda m: "응"),
+        embedder=NgramEmbedder(),
+    )
 
 
 def test_a_snapshot_is_a_whole_database_and_only_the_newest_are_kept(tmp_path):
-    store = Store(tmp_path / "odd #1?name" / "keem.db")          # URI characters in the path are escaped
+    store = Store(tmp_path / "odd #1?name" / "keem.db")  # URI characters in the path are escaped
     _memory(store, "minsu", SECRET)
     backups = Backups(tmp_path / "bucket")
     paths = [backups.snapshot(store) for _ in range(KEEP + 2)]
@@ -53,16 +56,16 @@ def test_a_missing_database_is_restored_from_the_newest_sound_snapshot(store, tm
     assert backups.restore(target) == good
     restored = Store(target)
     assert restored.latest_version(restored.require_user("minsu")).texts == [SECRET]
-    assert backups.restore(target) is None          # an existing database is never overwritten
+    assert backups.restore(target) is None  # an existing database is never overwritten
 
 
 def test_the_app_restores_its_memory_after_the_container_lost_its_disk(tmp_path):
     bot = _bot(tmp_path)
     _memory(bot.store, "minsu", SECRET)
     worker = Worker(bot)
-    worker.stop()                                    # shutdown writes a final snapshot
+    worker.stop()  # shutdown writes a final snapshot
     bot.store.close()
-    for path in (tmp_path / "live").iterdir():       # a new container: local files gone, the bucket kept
+    for path in (tmp_path / "live").iterdir():  # a new container: local files gone, the bucket kept
         path.unlink()
     again = _bot(tmp_path)
     assert again.store.latest_version(again.store.require_user("minsu")).texts == [SECRET]
@@ -73,14 +76,14 @@ def test_snapshots_follow_changes_on_schedule_and_not_otherwise(tmp_path):
     bot = _bot(tmp_path, backup_every_min=10)
     worker = Worker(bot, clock=lambda: now[0])
     backups = worker.backups
-    assert worker.backup() and len(backups.snapshots()) == 1     # the first tick takes a baseline
+    assert worker.backup() and len(backups.snapshots()) == 1  # the first tick takes a baseline
     now[0] += 3600
-    assert not worker.backup()                                   # nothing changed
+    assert not worker.backup()  # nothing changed
     _memory(bot.store, "minsu", SECRET)
-    assert worker.backup()                                       # changed, and the last one is an hour old
+    assert worker.backup()  # changed, and the last one is an hour old
     _memory(bot.store, "jiwoo", SECRET)
     now[0] += 60
-    assert not worker.backup()                                   # changed again, but at most one per 10 minutes
+    assert not worker.backup()  # changed again, but at most one per 10 minutes
     now[0] += 600
     assert worker.backup() and len(backups.snapshots()) == 3
 
@@ -92,10 +95,10 @@ def test_forgetting_a_user_removes_them_from_every_snapshot_at_once(tmp_path):
     _memory(bot.store, "jiwoo", "사용자는 고양이를 키운다")
     assert worker.backup()
     bot.engine.forget(bot.store.require_user("minsu"))
-    assert worker.backup()                                       # not waiting for the schedule
+    assert worker.backup()  # not waiting for the schedule
     snapshots = worker.backups.snapshots()
     assert len(snapshots) == 1
-    assert SECRET.encode() not in snapshots[0].read_bytes()      # secure_delete: not even in free pages
+    assert SECRET.encode() not in snapshots[0].read_bytes()  # secure_delete: not even in free pages
     kept = Store(snapshots[0])
     assert kept.latest_version(kept.require_user("jiwoo")).texts == ["사용자는 고양이를 키운다"]
 

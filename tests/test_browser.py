@@ -8,8 +8,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -18,19 +19,28 @@ from models.fake import ScriptedChatModel
 from tests.test_ui import answer, call, dep_index, make_bot, serve
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "screenshot.png"
 
 pytestmark = pytest.mark.slow
-needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM) and not os.environ.get("CI"),  # CI must run them
-                                    reason=f"{CHROMIUM} is missing: apt-get install -y chromium fonts-nanum")
+needs_chromium = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM) and not os.environ.get("CI"),  # CI must run them
+    reason=f"{CHROMIUM} is missing: apt-get install -y chromium fonts-nanum",
+)
 
 
 class SlowModel(ScriptedChatModel):
     """The scripted model, with a pause between chat pieces so streaming is visible in the page."""
 
-    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Iterator[str]:  # noqa: B008
+    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Iterator[str]:
         chat = "당신은 사용자와" in messages[0]["content"]
         for piece in super().stream(messages, options):
             if chat:
@@ -101,12 +111,18 @@ def test_chat_end_session_restart_and_isolation(browser: Any, tmp_path: Path) ->
         page.locator("#message-input textarea").press("Enter")
         bot = page.get_by_test_id("bot").last
         bot.wait_for(timeout=15_000)
-        page.wait_for_function("() => { const b = document.querySelectorAll('[data-testid=bot]');"
-                               " return b.length && b[b.length-1].innerText.includes('우와'); }", timeout=15_000)
+        page.wait_for_function(
+            "() => { const b = document.querySelectorAll('[data-testid=bot]');"
+            " return b.length && b[b.length-1].innerText.includes('우와'); }",
+            timeout=15_000,
+        )
         partial = bot.inner_text()
-        page.wait_for_function("() => { const b = document.querySelectorAll('[data-testid=bot]');"
-                               " return b.length && b[b.length-1].innerText.includes('어때요?'); }", timeout=30_000)
-        assert len(partial) < len(bot.inner_text())            # seen while still streaming
+        page.wait_for_function(
+            "() => { const b = document.querySelectorAll('[data-testid=bot]');"
+            " return b.length && b[b.length-1].innerText.includes('어때요?'); }",
+            timeout=30_000,
+        )
+        assert len(partial) < len(bot.inner_text())  # seen while still streaming
         assert "부산" in page.get_by_test_id("user").last.inner_text()
 
         started = time.perf_counter()
@@ -124,8 +140,11 @@ def test_chat_end_session_restart_and_isolation(browser: Any, tmp_path: Path) ->
         page.locator("#new-session-button").click()
         page.locator("#message-input textarea").fill("오늘은 바다 산책을 했어")
         page.locator("#message-input textarea").press("Enter")
-        page.wait_for_function("() => { const b = document.querySelectorAll('[data-testid=bot]');"
-                               " return b.length && b[b.length-1].innerText.includes('어때요?'); }", timeout=30_000)
+        page.wait_for_function(
+            "() => { const b = document.querySelectorAll('[data-testid=bot]');"
+            " return b.length && b[b.length-1].innerText.includes('어때요?'); }",
+            timeout=30_000,
+        )
         page.locator("#hits-accordion").get_by_text("이번 답변에 쓰인 기억").click()
         page.locator("#hits").get_by_text("부산").first.wait_for(timeout=10_000)
         SCREENSHOT.parent.mkdir(exist_ok=True)
@@ -138,7 +157,7 @@ def test_chat_end_session_restart_and_isolation(browser: Any, tmp_path: Path) ->
         other.locator("#memory").get_by_text("아직 기억이 없습니다").wait_for(timeout=10_000)
         seen = other.content()
         for word in ("부산", "민수"):
-            assert word not in seen, seen[max(0, seen.find(word) - 200):seen.find(word) + 100]
+            assert word not in seen, seen[max(0, seen.find(word) - 200) : seen.find(word) + 100]
     finally:
         app.close()
         worker.stop()
@@ -170,7 +189,8 @@ def test_chat_end_session_restart_and_isolation(browser: Any, tmp_path: Path) ->
 
 @needs_chromium
 def test_browser_identity_survives_a_reload_and_a_stranger_typing_the_name_sees_nothing(
-        browser: Any, tmp_path: Path) -> None:
+    browser: Any, tmp_path: Path
+) -> None:
     from memory.store import Sentence
 
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
@@ -179,13 +199,14 @@ def test_browser_identity_survives_a_reload_and_a_stranger_typing_the_name_sees_
         page = browser.new_context(locale="ko-KR").new_page()
         enter(page, url, "민수")
         [user] = [u for u in bot.store.users() if u["name"].startswith("민수#")]
-        bot.engine.commit(user["id"], [Sentence("사용자는 부산으로 이사했다")], strategy="keem", status="ok",
-                          author="updater")
-        enter(page, url, "민수")                                  # a new page load in the same browser
+        bot.engine.commit(
+            user["id"], [Sentence("사용자는 부산으로 이사했다")], strategy="keem", status="ok", author="updater"
+        )
+        enter(page, url, "민수")  # a new page load in the same browser
         open_tab(page, "기억")
         page.locator("#memory").get_by_text("부산").wait_for(timeout=10_000)
         stranger = browser.new_context(locale="ko-KR").new_page()
-        enter(stranger, url, "민수")                              # someone else types the same name
+        enter(stranger, url, "민수")  # someone else types the same name
         open_tab(stranger, "기억")
         stranger.locator("#memory").get_by_text("아직 기억이 없습니다").wait_for(timeout=10_000)
         assert len([u for u in bot.store.users() if u["name"].startswith("민수#")]) == 2
@@ -209,8 +230,11 @@ def test_bad_input_in_the_page_shows_a_message_and_the_app_stays_usable(browser:
         page.get_by_text("빈 메시지입니다").first.wait_for(timeout=10_000)
         page.locator("#message-input textarea").fill("안녕")
         page.locator("#send-button").click()
-        page.wait_for_function("() => { const b = document.querySelectorAll('[data-testid=bot]');"
-                               " return b.length && b[b.length-1].innerText.includes('어때요?'); }", timeout=30_000)
+        page.wait_for_function(
+            "() => { const b = document.querySelectorAll('[data-testid=bot]');"
+            " return b.length && b[b.length-1].innerText.includes('어때요?'); }",
+            timeout=30_000,
+        )
         assert "Traceback" not in page.content()
     finally:
         app.close()
@@ -222,8 +246,7 @@ def bot_texts(page: Any) -> list[str]:
 
 
 @needs_chromium
-def test_a_message_sent_while_a_reply_is_coming_is_answered_and_a_draft_survives(browser: Any,
-                                                                                  tmp_path: Path) -> None:
+def test_a_message_sent_while_a_reply_is_coming_is_answered_and_a_draft_survives(browser: Any, tmp_path: Path) -> None:
     """Issue 10: with a slow model server, a second message sent 0.5 s after the first was thrown away (in a load
     run one typed turn in 102), and a draft typed while a reply streamed was wiped when it ended."""
     from models.openai_backend import OpenAIChatModel
@@ -250,20 +273,26 @@ def test_a_message_sent_while_a_reply_is_coming_is_answered_and_a_draft_survives
             box.fill("두 번째: 결과는 다음 주에 나와")
             box.press("Enter")
             page.locator("#pending-note").get_by_text("답변을 기다리는 메시지 1개").wait_for(timeout=5_000)
-            assert box.input_value() == ""                                # accepted, so the box cleared
-            assert "두 번째" in page.get_by_test_id("user").last.inner_text()   # shown at once, waiting
-            box.fill("아직 쓰는 중인 초안")                                 # typed while the replies stream
-            page.wait_for_function("() => [...document.querySelectorAll('[data-testid=bot]')]"
-                                   ".filter(b => b.innerText.includes('잘 들었어요')).length == 2", timeout=20_000)
+            assert box.input_value() == ""  # accepted, so the box cleared
+            assert "두 번째" in page.get_by_test_id("user").last.inner_text()  # shown at once, waiting
+            box.fill("아직 쓰는 중인 초안")  # typed while the replies stream
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('[data-testid=bot]')]"
+                ".filter(b => b.innerText.includes('잘 들었어요')).length == 2",
+                timeout=20_000,
+            )
             page.locator("#pending-note").get_by_text("답변을 기다리는").wait_for(state="detached", timeout=5_000)
-            page.wait_for_timeout(500)                                    # any last frame has landed
-            assert box.input_value() == "아직 쓰는 중인 초안"                # the draft survived the replies
+            page.wait_for_timeout(500)  # any last frame has landed
+            assert box.input_value() == "아직 쓰는 중인 초안"  # the draft survived the replies
             texts = bot_texts(page)
             assert "«첫 번째: " in texts[-2] and "«두 번째: " in texts[-1], texts
             [session] = bot.store.open_sessions()
             turns = bot.store.turns(session["id"])
             assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant"]
-            assert [turns[0]["text"], turns[2]["text"]] == ["첫 번째: 오늘 면접을 봤어", "두 번째: 결과는 다음 주에 나와"]
+            assert [turns[0]["text"], turns[2]["text"]] == [
+                "첫 번째: 오늘 면접을 봤어",
+                "두 번째: 결과는 다음 주에 나와",
+            ]
             # the banner names the server's address as written, not "127\.0\.0\.1"
             banner = page.locator("#model-banner").inner_text()
             assert f"fake-slow at {server.url}" in banner and "\\" not in banner, banner
@@ -296,10 +325,14 @@ def test_sigkill_mid_session_loses_no_shown_turn_and_the_restart_finishes_the_up
     from chatbot.worker import Worker
 
     db = tmp_path / "keem.db"
-    app = build_app(make_bot(tmp_path / "index.db"))   # same code as the server, so the same event indexes
+    app = build_app(make_bot(tmp_path / "index.db"))  # same code as the server, so the same event indexes
     login, send, respond = dep_index(app, "login"), dep_index(app, "send"), dep_index(app, "respond")
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(db)], cwd=Path(__file__).resolve().parent.parent,
-                            stdout=subprocess.PIPE, env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(db)],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"},
+    )
     try:
         url = proc.stdout.readline().decode().strip()  # type: ignore[union-attr]
         assert url.startswith("http://127.0.0.1:"), url

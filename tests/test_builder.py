@@ -39,8 +39,9 @@ def respond(messages: list[dict[str, Any]]) -> str:
         lines = _section(prompt, "\n요약:\n", "\n답:")
         return "\n".join(line if line.startswith("사용자") else f"사용자는 {line}" for line in lines)
     if "새 기억으로 통합" in prompt:
-        return "\n".join(_section(prompt, "\n이전 기억:\n", "\n이번 요약:")
-                         + _section(prompt, "\n이번 요약:\n", "\n새 기억:"))
+        return "\n".join(
+            _section(prompt, "\n이전 기억:\n", "\n이번 요약:") + _section(prompt, "\n이번 요약:\n", "\n새 기억:")
+        )
     if "새 기억이 올바른지" in prompt:
         return "실패: 지갑 이야기가 대화와 다르다" if "지갑" in prompt.rsplit("\n새 기억:\n", 1)[1] else "통과"
     raise AssertionError(f"unexpected prompt: {prompt[:60]}")
@@ -62,10 +63,18 @@ def stable(out: Path) -> list[tuple]:
 
 def synthetic(path: Path, episodes: int, sessions: int = 3) -> Path:
     """A CareCall-format corpus with distinct content per episode and session."""
-    data = [[{"guid": f"e{i}-{n}", "date": f"2024-01-{n:02d}",
-              "dialogue": [{"role": "assistant", "text": "요즘 어때요?"}, {"role": "user", "text": f"{i}번 일 {n}"}],
-              "summary": [f"사용자는 에피소드 {i}의 세션 {n}에서 일을 했다."]}
-             for n in range(1, sessions + 1)] for i in range(episodes)]
+    data = [
+        [
+            {
+                "guid": f"e{i}-{n}",
+                "date": f"2024-01-{n:02d}",
+                "dialogue": [{"role": "assistant", "text": "요즘 어때요?"}, {"role": "user", "text": f"{i}번 일 {n}"}],
+                "summary": [f"사용자는 에피소드 {i}의 세션 {n}에서 일을 했다."],
+            }
+            for n in range(1, sessions + 1)
+        ]
+        for i in range(episodes)
+    ]
     path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     return path
 
@@ -83,8 +92,11 @@ def test_pipeline_rows_rejects_and_provenance(tmp_path: Path) -> None:
     got = {r["key"]: r for r in rows(tmp_path)}
     assert sorted(got) == ["K2-00001-CC-S3#2", "K2-00001-CC-S3#3", "K2-00002-CC-S4#2"]
     step2, step3 = got["K2-00001-CC-S3#2"], got["K2-00001-CC-S3#3"]
-    assert step2["previous_memory"] == ["사용자는 테니스를 배우기 시작했다.", "사용자는 일주일에 두 번 테니스를 친다.",
-                                        "사용자는 손목이 시큰거린다."]
+    assert step2["previous_memory"] == [
+        "사용자는 테니스를 배우기 시작했다.",
+        "사용자는 일주일에 두 번 테니스를 친다.",
+        "사용자는 손목이 시큰거린다.",
+    ]
     assert step3["previous_memory"] == step2["memory"]  # each accepted output is the next previous memory
     assert step3["source"]["session_ids"] == ["00001-1", "00001-2", "00001-3"]
     assert step3["model"] == "fake:updater" and len(step3["prompt_hash"]) == 12 and step3["verdict"] == "통과"
@@ -94,8 +106,11 @@ def test_pipeline_rows_rejects_and_provenance(tmp_path: Path) -> None:
     assert rejects["K2-00002-CC-S4#3"].startswith("실패: 지갑")
     assert rejects["K2-00002-CC-S4#4"] == "skipped: session 3 failed verification"
     # the verifier of step 3 sees all dialogues up to session 3, and no later one
-    verify3 = [c[-1]["content"] for c in model.calls if "새 기억이 올바른지" in c[-1]["content"]
-               and "손목이 다 나아서" in c[-1]["content"]]
+    verify3 = [
+        c[-1]["content"]
+        for c in model.calls
+        if "새 기억이 올바른지" in c[-1]["content"] and "손목이 다 나아서" in c[-1]["content"]
+    ]
     assert len(verify3) == 1 and "테니스를 배우기 시작했어요" in verify3[0] and "[세션 3 (2024-04-10)]" in verify3[0]
 
 
@@ -257,8 +272,20 @@ def test_killed_process_resumes_with_one_row_per_step(tmp_path: Path) -> None:
 
     with fast(FakeOpenAIServer(reply=reply, latency_s=0.05)) as server:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "test"}
-        command = [sys.executable, "-m", "chatbot.cli", "build-dataset", str(corpus), "--model", "openai:fake",
-                   "--out", str(out), "--concurrency", "2", "--no-progress"]
+        command = [
+            sys.executable,
+            "-m",
+            "chatbot.cli",
+            "build-dataset",
+            str(corpus),
+            "--model",
+            "openai:fake",
+            "--out",
+            str(out),
+            "--concurrency",
+            "2",
+            "--no-progress",
+        ]
         proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20
         while len(server.requests) < 10 and time.monotonic() < deadline and proc.poll() is None:
@@ -288,10 +315,22 @@ def test_command_dry_run_and_help(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "example" in capsys.readouterr().out
 
 
-def test_command_builds_resumes_and_exports_review(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    args = [str(FIXTURES / "kmsc"), "--model", "openai:fake", "--out", str(tmp_path), "--concurrency", "2",
-            "--review", "2", "--price-per-1k-tokens", "1"]
+def test_command_builds_resumes_and_exports_review(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        str(FIXTURES / "kmsc"),
+        "--model",
+        "openai:fake",
+        "--out",
+        str(tmp_path),
+        "--concurrency",
+        "2",
+        "--review",
+        "2",
+        "--price-per-1k-tokens",
+        "1",
+    ]
     with fast(FakeOpenAIServer(reply=server_reply)) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         monkeypatch.setenv("OPENAI_API_KEY", "test")
@@ -309,13 +348,25 @@ def test_command_builds_resumes_and_exports_review(tmp_path: Path, monkeypatch: 
 
 def test_review_puts_real_updates_first(tmp_path: Path) -> None:
     def row(key: str, t: int, memory: list[str]) -> dict[str, Any]:
-        return {"key": key, "episode_id": key.split("#")[0], "session_index": t, "previous_memory": ["사용자는 A."],
-                "reflected_summary": ["사용자는 B."], "memory": memory}
+        return {
+            "key": key,
+            "episode_id": key.split("#")[0],
+            "session_index": t,
+            "previous_memory": ["사용자는 A."],
+            "reflected_summary": ["사용자는 B."],
+            "memory": memory,
+        }
 
-    lines = [row("e1#2", 2, ["사용자는 A.", "사용자는 B."]), row("e2#2", 2, ["사용자는 A였고 B."]),
-             row("e3#3", 3, ["사용자는 A.", "사용자는 B."])]
-    (tmp_path / "dataset.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines),
-                                            encoding="utf-8")
+    lines = [
+        row("e1#2", 2, ["사용자는 A.", "사용자는 B."]),
+        row("e2#2", 2, ["사용자는 A였고 B."]),
+        row("e3#3", 3, ["사용자는 A.", "사용자는 B."]),
+    ]
+    (tmp_path / "dataset.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines), encoding="utf-8"
+    )
     sheet = write_review(tmp_path, 2).read_text(encoding="utf-8-sig").splitlines()
-    assert [line.split(",")[:4] for line in sheet[1:] if line.startswith("e")] == [["e2#2", "e2", "2", "1"],
-                                                                                   ["e3#3", "e3", "3", "0"]]
+    assert [line.split(",")[:4] for line in sheet[1:] if line.startswith("e")] == [
+        ["e2#2", "e2", "2", "1"],
+        ["e3#3", "e3", "3", "0"],
+    ]

@@ -8,9 +8,15 @@ import pytest
 
 from chatbot.cli import main
 
-MEMORY = ["사용자는 테니스를 치다가 손목을 다쳐서 속상해했다", "사용자는 작년에 둘째 딸을 낳았다",
-          "사용자는 주말마다 조카를 돌봐 준다", "사용자는 회계사 시험을 준비하고 있다", "사용자는 고양이 두 마리를 키운다",
-          "사용자는 매운 음식을 좋아한다", "사용자는 부산으로 이사했다"]
+MEMORY = [
+    "사용자는 테니스를 치다가 손목을 다쳐서 속상해했다",
+    "사용자는 작년에 둘째 딸을 낳았다",
+    "사용자는 주말마다 조카를 돌봐 준다",
+    "사용자는 회계사 시험을 준비하고 있다",
+    "사용자는 고양이 두 마리를 키운다",
+    "사용자는 매운 음식을 좋아한다",
+    "사용자는 부산으로 이사했다",
+]
 
 
 def run(capsys, *argv):
@@ -35,7 +41,9 @@ def imported(db, tmp_path, capsys):
 
 
 def test_import_then_search_finds_the_wrist_injury_in_the_top_3(imported, capsys):
-    code, out, _ = run(capsys, "memory", "search", "--user", "u1", "--k", "3", "--json", "손목 보호대는 이제 안 차도 돼?")
+    code, out, _ = run(
+        capsys, "memory", "search", "--user", "u1", "--k", "3", "--json", "손목 보호대는 이제 안 차도 돼?"
+    )
     hits = json.loads(out)
     assert code == 0 and len(hits) == 3 and {"text", "score"} <= set(hits[0])
     assert "사용자는 테니스를 치다가 손목을 다쳐서 속상해했다" in [h["text"] for h in hits]
@@ -81,15 +89,18 @@ def test_forget_removes_the_user(imported, capsys):
     assert run(capsys, "memory", "show", "--user", "u1")[0] == 2
 
 
-def test_scripted_sessions_make_versions_with_a_real_transformers_model(db, tmp_path, tiny_llama_dir, capsys,
-                                                                       monkeypatch):
+def test_scripted_sessions_make_versions_with_a_real_transformers_model(
+    db, tmp_path, tiny_llama_dir, capsys, monkeypatch
+):
     monkeypatch.setenv("KEEM_UPDATE_MAX_TOKENS", "16")
     monkeypatch.setenv("KEEM_REPLY_MAX_TOKENS", "8")
     monkeypatch.setenv("KEEM_EMBEDDER", "ngram")
     script = tmp_path / "s1.txt"
     script.write_text("안녕! 나 테니스 치다가 손목을 다쳤어.\n\n한 달은 보호대를 차래.\n", encoding="utf-8")
     for expected in (1, 2):
-        code, out, err = run(capsys, "session", "--user", "minsu", "--model", f"hf:{tiny_llama_dir}", "--script", str(script))
+        code, out, err = run(
+            capsys, "session", "--user", "minsu", "--model", f"hf:{tiny_llama_dir}", "--script", str(script)
+        )
         assert code == 0 and f"memory v{expected}" in out, err
     code, out, _ = run(capsys, "memory", "show", "--user", "minsu", "--json")
     sentences = json.loads(out)["sentences"]
@@ -117,8 +128,15 @@ def test_unreachable_openai_server_is_one_line_and_writes_nothing(db, tmp_path, 
 
 
 def test_every_command_has_help_with_an_example(capsys):
-    for argv in (["--help"], ["session", "--help"], ["memory", "show", "--help"], ["memory", "history", "--help"],
-                 ["memory", "search", "--help"], ["memory", "import", "--help"], ["memory", "forget", "--help"]):
+    for argv in (
+        ["--help"],
+        ["session", "--help"],
+        ["memory", "show", "--help"],
+        ["memory", "history", "--help"],
+        ["memory", "search", "--help"],
+        ["memory", "import", "--help"],
+        ["memory", "forget", "--help"],
+    ):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 0 and "keem " in capsys.readouterr().out.split("example")[-1]
@@ -129,9 +147,9 @@ def test_memory_cues_flag_writes_cues_through_an_openai_compatible_server(db, tm
 
     def reply(body):
         prompt = body["messages"][-1]["content"]
-        if "낱말" in prompt:                        # memory/prompts/cues.txt
+        if "낱말" in prompt:  # memory/prompts/cues.txt
             return "1: KTX, 금요일 밤, 기차역"
-        if "요약" in prompt or "사용자는" in prompt:   # the summary the accumulate strategy asks for
+        if "요약" in prompt or "사용자는" in prompt:  # the summary the accumulate strategy asks for
             return "사용자는 남편이 지방으로 발령이 나서 주말부부로 지낸다."
         return "그렇구나!"
 
@@ -141,8 +159,19 @@ def test_memory_cues_flag_writes_cues_through_an_openai_compatible_server(db, tm
     script.write_text("남편이 지방 발령 나서 이제 주말부부야\n", encoding="utf-8")
     with FakeOpenAIServer(reply=reply) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-        code, out, err = run(capsys, "session", "--user", "minsu", "--model", "openai:fake", "--strategy",
-                             "accumulate", "--memory-cues", "--script", str(script))
+        code, out, err = run(
+            capsys,
+            "session",
+            "--user",
+            "minsu",
+            "--model",
+            "openai:fake",
+            "--strategy",
+            "accumulate",
+            "--memory-cues",
+            "--script",
+            str(script),
+        )
     assert code == 0, err
     assert "[cues: KTX, 금요일 밤, 기차역]" in out
     code, out, _ = run(capsys, "memory", "show", "--user", "minsu", "--json")
@@ -161,8 +190,12 @@ def test_a_failed_update_becomes_a_version_by_jobs_retry_or_by_a_restart(db, tmp
     from tests.fake_openai import FakeOpenAIServer
 
     down = ScriptedChatModel(responder=lambda msgs: (_ for _ in ()).throw(GenerationError("server down")))
-    bot = Chatbot(Settings(db=db, embedder="ngram"), chat_model=ScriptedChatModel(responder=lambda m: "그렇구나"),
-                  update_model=down, embedder=NgramEmbedder())
+    bot = Chatbot(
+        Settings(db=db, embedder="ngram"),
+        chat_model=ScriptedChatModel(responder=lambda m: "그렇구나"),
+        update_model=down,
+        embedder=NgramEmbedder(),
+    )
     jobs = []
     for name in ("minsu", "jiwoo"):
         session = bot.start(name)
@@ -176,22 +209,40 @@ def test_a_failed_update_becomes_a_version_by_jobs_retry_or_by_a_restart(db, tmp
     code, out, _ = run(capsys, "jobs", "list", "--status", "failed", "--json")
     failed = json.loads(out)
     assert code == 0 and [(j["id"], j["user"], j["last_error"]) for j in failed] == [
-        (jobs[0], "minsu", "GenerationError: server down"), (jobs[1], "jiwoo", "GenerationError: server down")]
+        (jobs[0], "minsu", "GenerationError: server down"),
+        (jobs[1], "jiwoo", "GenerationError: server down"),
+    ]
     assert "last error: GenerationError: server down" in run(capsys, "jobs", "list")[1]
 
     summary = "사용자는 요즘 요가를 시작했다."
     healthy = lambda body: "통과" if "새 기억이 올바른지" in body["messages"][-1]["content"] else summary  # noqa: E731
     with FakeOpenAIServer(reply=healthy) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-        code, out, err = run(capsys, "jobs", "retry", "--user", "minsu", "--update-model", "openai:local",
-                             "--model", "openai:local", "--embedder", "ngram")
+        code, out, err = run(
+            capsys,
+            "jobs",
+            "retry",
+            "--user",
+            "minsu",
+            "--update-model",
+            "openai:local",
+            "--model",
+            "openai:local",
+            "--embedder",
+            "ngram",
+        )
         assert code == 0 and f"job {jobs[0]}: memory v1" in out and summary in out, err
     assert run(capsys, "memory", "show", "--user", "minsu")[0] == 0
 
     # jiwoo's failed job: a restart of the app takes it back, with the model healthy now
-    bot = Chatbot(Settings(db=db, embedder="ngram"), chat_model=ScriptedChatModel(responder=lambda m: "응"),
-                  update_model=ScriptedChatModel(responder=lambda msgs: "통과" if "새 기억이 올바른지" in
-                                                 msgs[-1]["content"] else summary), embedder=NgramEmbedder())
+    bot = Chatbot(
+        Settings(db=db, embedder="ngram"),
+        chat_model=ScriptedChatModel(responder=lambda m: "응"),
+        update_model=ScriptedChatModel(
+            responder=lambda msgs: "통과" if "새 기억이 올바른지" in msgs[-1]["content"] else summary
+        ),
+        embedder=NgramEmbedder(),
+    )
     worker = Worker(bot, poll_s=0.05)
     worker.recover()
     worker.run_pending()

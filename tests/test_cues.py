@@ -30,15 +30,17 @@ class CountingEmbedder(NgramEmbedder):
 
 
 def test_parse_cues_reads_numbered_lines_and_drops_the_rest():
-    reply = ("1: KTX, 금요일 밤, 기차역, KTX\n"
-             "설명: 이런 식으로 씁니다\n"
-             "2. 카네이션 / 꽃다발 · 어버이날\n"
-             "7: 범위 밖\n"
-             "1: 두 번째 1번은 무시\n"
-             "3: , ,")
+    reply = (
+        "1: KTX, 금요일 밤, 기차역, KTX\n"
+        "설명: 이런 식으로 씁니다\n"
+        "2. 카네이션 / 꽃다발 · 어버이날\n"
+        "7: 범위 밖\n"
+        "1: 두 번째 1번은 무시\n"
+        "3: , ,"
+    )
     assert parse_cues(reply, 3) == {0: ["KTX", "금요일 밤", "기차역"], 1: ["카네이션", "꽃다발", "어버이날"]}
     assert parse_cues("I cannot help with that.", 2) == {}
-    assert parse_cues("1: 기차\ufffd, 역", 1) == {0: ["기차", "역"]}       # a token cut mid-character
+    assert parse_cues("1: 기차\ufffd, 역", 1) == {0: ["기차", "역"]}  # a token cut mid-character
 
 
 def test_cue_words_already_in_the_sentence_are_dropped():
@@ -48,10 +50,13 @@ def test_cue_words_already_in_the_sentence_are_dropped():
 
 def test_cue_writer_asks_in_batches_and_maps_cues_to_their_sentences():
     texts = [f"사용자는 취미 {i}번을 좋아한다" for i in range(25)]
-    model = ScriptedChatModel(responder=lambda messages: "\n".join(
-        f"{i}: 단어{i}" for i in range(1, messages[-1]["content"].count("번을 좋아한다") + 1)))
+    model = ScriptedChatModel(
+        responder=lambda messages: "\n".join(
+            f"{i}: 단어{i}" for i in range(1, messages[-1]["content"].count("번을 좋아한다") + 1)
+        )
+    )
     cues = CueWriter(model).write(texts)
-    assert len(model.calls) == 2                       # 20 + 5
+    assert len(model.calls) == 2  # 20 + 5
     assert cues[texts[0]] == "단어1" and cues[texts[24]] == "단어5"
     assert "1. 사용자는 취미 20번을 좋아한다" in model.calls[1][-1]["content"]
 
@@ -62,12 +67,18 @@ def test_a_cue_lets_search_find_a_paraphrase_and_survives_reload(tmp_path):
     uid = store.get_or_create_user("a")
     engine.commit(uid, [Sentence(WEEKEND), Sentence(FLOWERS)], strategy="import", status="ok", author="import")
     plain = {h.text: h.score for h in engine.search(uid, QUERY, k=2)}
-    engine.commit(uid, [Sentence(WEEKEND), Sentence(FLOWERS)], {WEEKEND: "KTX, 금요일 밤, 기차역, 기다림"},
-                  strategy="import", status="ok", author="import")
+    engine.commit(
+        uid,
+        [Sentence(WEEKEND), Sentence(FLOWERS)],
+        {WEEKEND: "KTX, 금요일 밤, 기차역, 기다림"},
+        strategy="import",
+        status="ok",
+        author="import",
+    )
     hits = engine.search(uid, QUERY, k=2)
     assert hits[0].text == WEEKEND and hits[0].score > plain[WEEKEND]
-    assert [h.text for h in hits].count(WEEKEND) == 1    # one hit per sentence, by its better view
-    fresh = MemoryEngine(Store(tmp_path / "m.db"), NgramEmbedder(dim=4096))   # a restart rebuilds from SQLite
+    assert [h.text for h in hits].count(WEEKEND) == 1  # one hit per sentence, by its better view
+    fresh = MemoryEngine(Store(tmp_path / "m.db"), NgramEmbedder(dim=4096))  # a restart rebuilds from SQLite
     assert fresh.search(uid, QUERY, k=1)[0].text == WEEKEND
     assert fresh.current(uid).sentences[0].cues == "KTX, 금요일 밤, 기차역, 기다림"
 
@@ -78,8 +89,9 @@ def test_unchanged_sentences_keep_their_cues_without_re_embedding(store):
     uid = store.get_or_create_user("a")
     engine.commit(uid, [Sentence(WEEKEND)], {WEEKEND: "KTX, 기차역"}, strategy="import", status="ok", author="import")
     embedder.seen.clear()
-    version = engine.commit(uid, [Sentence(WEEKEND, "kept"), Sentence(FLOWERS)], strategy="import", status="ok",
-                            author="import")
+    version = engine.commit(
+        uid, [Sentence(WEEKEND, "kept"), Sentence(FLOWERS)], strategy="import", status="ok", author="import"
+    )
     assert version.sentences[0].cues == "KTX, 기차역" and version.sentences[1].cues is None
     assert embedder.seen == [FLOWERS]
 
@@ -95,11 +107,12 @@ def _ended_session(store, text):
 def _responder(cue_reply):
     def answer(messages):
         prompt = messages[-1]["content"]
-        if "낱말" in prompt:                        # the cues prompt
+        if "낱말" in prompt:  # the cues prompt
             if isinstance(cue_reply, BaseException):
                 raise cue_reply
             return cue_reply
-        return WEEKEND + "."                        # the summary
+        return WEEKEND + "."  # the summary
+
     return answer
 
 
@@ -118,7 +131,7 @@ def test_update_job_writes_cues_for_new_sentences_when_enabled(store):
 
 def test_a_failed_cue_call_costs_the_cues_not_the_update(store):
     engine = MemoryEngine(store, NgramEmbedder(dim=4096))
-    uid, job = _ended_session(store, "남편이 지방 발령 나서 이제 주말부부야")
+    _uid, job = _ended_session(store, "남편이 지방 발령 나서 이제 주말부부야")
     model = ScriptedChatModel(responder=_responder(GenerationError("server went away")))
     version = JobRunner(engine, lambda s: make_updater(s, model), cue_writer=CueWriter(model)).run(job)
     assert version is not None and version.sentences[0].cues is None
@@ -128,7 +141,7 @@ def test_a_failed_cue_call_costs_the_cues_not_the_update(store):
 
 def test_cues_are_off_unless_asked_for(store):
     engine = MemoryEngine(store, NgramEmbedder(dim=4096))
-    uid, job = _ended_session(store, "남편이 지방 발령 나서 이제 주말부부야")
+    _uid, job = _ended_session(store, "남편이 지방 발령 나서 이제 주말부부야")
     model = ScriptedChatModel(responder=_responder("1: KTX"))
     version = JobRunner(engine, lambda s: make_updater(s, model)).run(job)
     assert len(model.calls) == 1 and "cues" not in version.details
@@ -144,10 +157,20 @@ def test_a_database_from_before_cues_is_migrated(tmp_path):
     db = Database(path)
     migrations.apply(db, stop_before="m002_memory_cues")
     db["users"].insert({"id": 1, "name": "a", "created_at": "2024-01-01T00:00:00+00:00"})
-    db["memory_versions"].insert({"id": 1, "user_id": 1, "number": 1, "strategy": "import", "status": "ok",
-                                  "author": "import", "created_at": "2024-01-01T00:00:00+00:00"})
-    db["memory_sentences"].insert({"version_id": 1, "user_id": 1, "position": 0, "text": FLOWERS,
-                                   "provenance": "imported"})
+    db["memory_versions"].insert(
+        {
+            "id": 1,
+            "user_id": 1,
+            "number": 1,
+            "strategy": "import",
+            "status": "ok",
+            "author": "import",
+            "created_at": "2024-01-01T00:00:00+00:00",
+        }
+    )
+    db["memory_sentences"].insert(
+        {"version_id": 1, "user_id": 1, "position": 0, "text": FLOWERS, "provenance": "imported"}
+    )
     db.conn.close()
     store = Store(path)
     assert {"cues", "cue_embedding"} <= {c.name for c in store.db["memory_sentences"].columns}

@@ -9,7 +9,7 @@ from models.e5 import center_query, center_rows
 
 
 def test_center_rows_removes_the_shared_component():
-    rows = np.array([[1.0, 1.0], [1.0, -1.0]], dtype=np.float32)   # shared part (1, 0)
+    rows = np.array([[1.0, 1.0], [1.0, -1.0]], dtype=np.float32)  # shared part (1, 0)
     assert center_rows(rows) == pytest.approx(np.array([[0.0, 1.0], [0.0, -1.0]]))
 
 
@@ -39,10 +39,10 @@ class _HashModel:
         return np.stack([np.random.default_rng(abs(hash(t)) % 2**32).normal(size=384) for t in texts])
 
 
-def _e5_with(model) -> "object":
+def _e5_with(model) -> object:
     from models.e5 import E5Embedder
 
-    e5 = E5Embedder.__new__(E5Embedder)   # skip loading the wheel; the centring policy is what is under test
+    e5 = E5Embedder.__new__(E5Embedder)  # skip loading the wheel; the centring policy is what is under test
     e5._model = model
     return e5
 

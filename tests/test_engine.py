@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from memory.store import Sentence
@@ -39,7 +41,7 @@ def test_top_k_unless_the_whole_memory_fits_the_budget(engine, store):
     assert len(engine.search(uid, "취미", k=3)) == 3
     hits = engine.search(uid, "취미 7번", k=3, token_budget=10_000)
     assert len(hits) == 10 and hits[0].text == texts[7]
-    assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+    assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
     assert len(engine.search(uid, "취미", k=3, token_budget=5)) == 3
 
 

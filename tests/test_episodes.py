@@ -13,8 +13,9 @@ from models.errors import InputError
 FIXTURES = Path(__file__).resolve().parents[1] / "evaluation" / "fixtures"
 
 
-@pytest.mark.parametrize("name, fmt", [("kmsc", "kmsc"), ("carecall.json", "carecall"), ("msc.jsonl", "msc"),
-                                       ("locomo.json", "locomo")])
+@pytest.mark.parametrize(
+    "name, fmt", [("kmsc", "kmsc"), ("carecall.json", "carecall"), ("msc.jsonl", "msc"), ("locomo.json", "locomo")]
+)
 def test_detects_each_fixture(name: str, fmt: str) -> None:
     assert detect_format(FIXTURES / name) == fmt
     episodes = read_episodes(FIXTURES / name)
@@ -29,8 +30,11 @@ def test_kmsc_fields() -> None:
     s1 = a.sessions[0]
     assert s1.date == "2024-03-01" and s1.turns[0].role == "user" and s1.turns[1].role == "assistant"
     assert s1.turns[0].time == "10:00:00"
-    assert s1.summary == ["사용자는 테니스를 배우기 시작했다.", "사용자는 일주일에 두 번 테니스를 친다.",
-                          "사용자는 손목이 시큰거린다."]
+    assert s1.summary == [
+        "사용자는 테니스를 배우기 시작했다.",
+        "사용자는 일주일에 두 번 테니스를 친다.",
+        "사용자는 손목이 시큰거린다.",
+    ]
     assert len(b.sessions) == 4 and b.sessions[3].date == "2024-07-15"
     other = read_episodes(FIXTURES / "kmsc", user_speaker="speaker2")[0].sessions[0]
     assert other.turns[0].role == "assistant" and other.summary == ["사용자는 운동을 좋아한다."]
@@ -38,11 +42,22 @@ def test_kmsc_fields() -> None:
 
 def test_kmsc_variants(tmp_path: Path) -> None:
     """A wrapped list, other key spellings, a summary as one string keyed per speaker, and a missing summary."""
-    record = {"multisessionID": "x9", "Sessions": [
-        {"Dialogue": [{"Speaker": "speaker1", "Text": "나 이사했어.", "Date": "2024.01.02"},
-                      {"Speaker": "speaker2", "Text": "축하해!"}],
-         "sessionSummary": {"speaker1": "나는 이사했다. 나는 기쁘다."}},
-        {"dialog": [{"speaker": "speaker1", "utterance": "집들이 했어."}], "sessionPersonaSummary": {"speaker1": []}}]}
+    record = {
+        "multisessionID": "x9",
+        "Sessions": [
+            {
+                "Dialogue": [
+                    {"Speaker": "speaker1", "Text": "나 이사했어.", "Date": "2024.01.02"},
+                    {"Speaker": "speaker2", "Text": "축하해!"},
+                ],
+                "sessionSummary": {"speaker1": "나는 이사했다. 나는 기쁘다."},
+            },
+            {
+                "dialog": [{"speaker": "speaker1", "utterance": "집들이 했어."}],
+                "sessionPersonaSummary": {"speaker1": []},
+            },
+        ],
+    }
     path = tmp_path / "wrapped.json"
     path.write_text(json.dumps({"data": [record]}, ensure_ascii=False), encoding="utf-8")
     (ep,) = read_episodes(path, "kmsc")
@@ -65,10 +80,12 @@ def test_carecall_memory_is_the_memory_before_each_session() -> None:
     assert [first.id, second.id, third.id] == ["interactive-1", "interactive-2", "interactive-3"]
     assert [s.id for s in first.sessions] == [f"interactive-1-S{n}" for n in range(1, 5)]
     s1, s2, s3, s4 = first.sessions
-    assert s1.memory_before == [] and s1.memory_after == s2.memory_before == ["허리가 아파 한의원에 다니심",
-                                                                             "입맛이 없어 죽을 드심"]
-    assert s3.memory_after == s4.memory_before and s4.memory_after is None       # nothing after the last session
-    assert s1.turns[0].role == "assistant" and s1.turns[1].role == "user"       # "system" is CareCall's bot
+    assert s1.memory_before == [] and s1.memory_after == s2.memory_before == [
+        "허리가 아파 한의원에 다니심",
+        "입맛이 없어 죽을 드심",
+    ]
+    assert s3.memory_after == s4.memory_before and s4.memory_after is None  # nothing after the last session
+    assert s1.turns[0].role == "assistant" and s1.turns[1].role == "user"  # "system" is CareCall's bot
     assert s1.summary == ["허리가 아파 한의원에 다니심", "입맛이 없어 죽을 드심"] and s1.date is None
     assert first.probe is None and s1.updated is None and second.sessions[-1].memory_after is None
 
@@ -87,19 +104,26 @@ def test_carecall_probe_session_holds_the_memory_after_the_last_session() -> Non
 def test_carecall_variants_wrapper_probe_object_and_guid_ids(tmp_path: Path) -> None:
     def session(guid: str, memory: list[str] | None, probe: bool = False) -> dict:
         turn = {"role": "system", "text": "안녕하세요", **({"probe": True} if probe else {})}
-        return {"guid": guid, "dialogue": [turn, {"role": "사용자", "text": "네"}],
-                **({"memory": memory} if memory is not None else {})}
-    data = {"episodes": [
-        {"id": "given", "sessions": [session("a_1", []), session("a_2", ["x"])], "probe": session("a_5", ["y"])},
-        [session("cc009_1", []), session("cc009_2", None)],
-        [session("left", []), session("right", [])]]}
+        return {
+            "guid": guid,
+            "dialogue": [turn, {"role": "사용자", "text": "네"}],
+            **({"memory": memory} if memory is not None else {}),
+        }
+
+    data = {
+        "episodes": [
+            {"id": "given", "sessions": [session("a_1", []), session("a_2", ["x"])], "probe": session("a_5", ["y"])},
+            [session("cc009_1", []), session("cc009_2", None)],
+            [session("left", []), session("right", [])],
+        ]
+    }
     path = tmp_path / "variants.json"
     path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     assert detect_format(path) == "carecall"
     given, unnamed, mixed = read_episodes(path)
     assert given.id == "given" and given.probe is not None and given.sessions[-1].memory_after == ["y"]
     assert given.sessions[1].turns[1].role == "user"
-    assert unnamed.id == "cc009" and unnamed.sessions[0].memory_after is None   # session 2 gives no 'memory'
+    assert unnamed.id == "cc009" and unnamed.sessions[0].memory_after is None  # session 2 gives no 'memory'
     assert mixed.id == "episode-2"
 
 
@@ -127,18 +151,25 @@ def test_normalize_date() -> None:
     assert normalize_date("어제쯤") == "어제쯤" and normalize_date("") is None
 
 
-@pytest.mark.parametrize("text, fmt, expected", [
-    ("[1, 2]", None, "pass --format"),
-    ('{"a": ', "carecall", "line 1"),
-    ('[[{"guid": "g-1", "dialogue": []}, {"guid": "g-2"}]]', "carecall", "episode 0, session 2"),
-    ('[[{"guid": "g-1", "dialogue": [{"role": "user"}]}]]', "carecall", "episode 0, session 1, turn 1"),
-    ('[[{"guid": "g-1", "dialogue": [{"role": "robot", "text": "hi"}]}]]', "carecall", "unknown role 'robot'.*'system'"),
-    ('[[{"guid": "g-1", "dialogue": [], "memory": [1]}]]', "carecall", "'memory' is not a list of sentences"),
-    ('{"dialog": [{"text": "hi"}]}\nnot json\n', "msc", "line 2"),
-    ('[{"sample_id": "s", "conversation": {"speaker_a": "A"}}]', "locomo", "session_1"),
-    ('{"FileInfo": {}, "sessionInfo": [{"dialog": [{"speaker": "speaker1"}]}]}', "kmsc", "turn 1"),
-    ('{"x": 1}', "kmsc", "sessionInfo"),
-])
+@pytest.mark.parametrize(
+    "text, fmt, expected",
+    [
+        ("[1, 2]", None, "pass --format"),
+        ('{"a": ', "carecall", "line 1"),
+        ('[[{"guid": "g-1", "dialogue": []}, {"guid": "g-2"}]]', "carecall", "episode 0, session 2"),
+        ('[[{"guid": "g-1", "dialogue": [{"role": "user"}]}]]', "carecall", "episode 0, session 1, turn 1"),
+        (
+            '[[{"guid": "g-1", "dialogue": [{"role": "robot", "text": "hi"}]}]]',
+            "carecall",
+            "unknown role 'robot'.*'system'",
+        ),
+        ('[[{"guid": "g-1", "dialogue": [], "memory": [1]}]]', "carecall", "'memory' is not a list of sentences"),
+        ('{"dialog": [{"text": "hi"}]}\nnot json\n', "msc", "line 2"),
+        ('[{"sample_id": "s", "conversation": {"speaker_a": "A"}}]', "locomo", "session_1"),
+        ('{"FileInfo": {}, "sessionInfo": [{"dialog": [{"speaker": "speaker1"}]}]}', "kmsc", "turn 1"),
+        ('{"x": 1}', "kmsc", "sessionInfo"),
+    ],
+)
 def test_malformed_input_says_where_and_how(tmp_path: Path, text: str, fmt: str | None, expected: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(text, encoding="utf-8")

@@ -56,7 +56,7 @@ def test_rrf_sums_reciprocal_ranks_with_weights():
 
 
 def test_rrf_ignores_a_ranking_with_no_information():
-    dense, lexical = np.array([0.2, 0.9, 0.4]), np.zeros(3)   # no shared word: all BM25 scores tie
+    dense, lexical = np.array([0.2, 0.9, 0.4]), np.zeros(3)  # no shared word: all BM25 scores tie
     assert ranks(rrf([dense, lexical])).tolist() == [3, 1, 2]
 
 

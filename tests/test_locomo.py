@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.locomo import dia_ids, evaluate, load_locomo, observations
 from chatbot.cli import main as keem
+from evaluation.locomo import dia_ids, evaluate, load_locomo, observations
+from models.embedders import NgramEmbedder
 
 
 def main(argv: list[str]) -> int:
     return keem(["eval", "retrieval", *argv])
-from models.embedders import NgramEmbedder
+
 
 FIXTURE = Path(__file__).parents[1] / "evaluation" / "fixtures" / "locomo_mini.json"
 
@@ -37,9 +38,9 @@ def test_fixture_parses_to_the_hand_count(conversations):
     assert [len(c.questions) for c in conversations] == [9, 9]
     assert sum(q.category == 5 for c in conversations for q in c.questions) == 2
     physio = next(o for o in observations(conversations[0]) if "physical therapy" in o.text)
-    assert physio.dia_ids == {"D2:5", "D2:6"} and physio.session == 2    # a list of ids
+    assert physio.dia_ids == {"D2:5", "D2:6"} and physio.session == 2  # a list of ids
     wrist = next(o for o in observations(conversations[1]) if "wrist" in o.text)
-    assert wrist.dia_ids == {"D2:7", "D2:8"}                   # "D2:7, D2:8" in one string
+    assert wrist.dia_ids == {"D2:7", "D2:8"}  # "D2:7, D2:8" in one string
 
 
 def test_retrieval_reads_the_same_episodes_as_the_builder(conversations):
@@ -67,10 +68,12 @@ def test_k_covering_every_observation_hits_exactly_the_reachable_questions(conve
     assert (result["queries"], result["hits"], result["reachable"]) == (15, 14, 14)
     assert result["hit_at_k_reachable"] == 1.0
     assert {c: t["queries"] for c, t in result["per_category"].items()} == {"1": 2, "2": 3, "3": 2, "4": 8}
-    assert result["per_category"]["4"]["hits"] == 7             # the unreachable "breakfast" question
+    assert result["per_category"]["4"]["hits"] == 7  # the unreachable "breakfast" question
     assert result["ignored_other_categories"] == 2 and result["skipped_no_evidence"] == 1
     assert [(c["sample_id"], c["queries"], c["hits"]) for c in result["per_conversation"]] == [
-        ("conv-a", 8, 7), ("conv-b", 7, 7)]
+        ("conv-a", 8, 7),
+        ("conv-b", 7, 7),
+    ]
 
 
 def test_category_5_is_ignored_unless_asked_for(conversations):
@@ -81,15 +84,33 @@ def test_category_5_is_ignored_unless_asked_for(conversations):
 def _tiny(path: Path, questions_match: bool) -> list:
     """One conversation of 4 observations; each question is the verbatim text of one observation, and its
     evidence points at that observation (hit@1 = 1 for any embedder) or at the next one (hit@1 = 0)."""
-    texts = ["Mia keeps bees on her roof.", "Mia's brother is a pilot.", "Mia ran a half marathon in May.",
-             "Mia is allergic to cats."]
+    texts = [
+        "Mia keeps bees on her roof.",
+        "Mia's brother is a pilot.",
+        "Mia ran a half marathon in May.",
+        "Mia is allergic to cats.",
+    ]
     ids = [f"D1:{i}" for i in range(1, 5)]
-    qa = [{"question": t, "evidence": [ids[i if questions_match else (i + 1) % 4]], "category": 4}
-          for i, t in enumerate(texts)]
-    path.write_text(json.dumps([{"sample_id": "tiny", "conversation": {
-        "speaker_a": "Mia", "session_1": [{"speaker": "Mia", "dia_id": d, "text": t} for t, d in zip(texts, ids)]},
-        "observation": {"session_1_observation": {"Mia": [[t, d] for t, d in zip(texts, ids)]}}, "qa": qa}]),
-        encoding="utf-8")
+    qa = [
+        {"question": t, "evidence": [ids[i if questions_match else (i + 1) % 4]], "category": 4}
+        for i, t in enumerate(texts)
+    ]
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "sample_id": "tiny",
+                    "conversation": {
+                        "speaker_a": "Mia",
+                        "session_1": [{"speaker": "Mia", "dia_id": d, "text": t} for t, d in zip(texts, ids)],
+                    },
+                    "observation": {"session_1_observation": {"Mia": [[t, d] for t, d in zip(texts, ids)]}},
+                    "qa": qa,
+                }
+            ]
+        ),
+        encoding="utf-8",
+    )
     return load_locomo(path)
 
 

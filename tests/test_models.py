@@ -124,6 +124,7 @@ def test_openai_backend_reports_answers_cut_at_max_tokens():
         streamed = drain(model.stream(HELLO, GenerationOptions(max_new_tokens=8)))
         assert streamed.cut and streamed.text == "사용자는 올해 초"
 
+
 @pytest.mark.parametrize("flavor", ["ollama", "llama-server", "bare"])
 def test_local_servers_without_a_key_and_with_their_quirks_still_tell_a_cut_answer(flavor):
     """Ollama says "stop" for a cut answer, llama-server adds usage and timings to its stream, a bare server
@@ -131,9 +132,11 @@ def test_local_servers_without_a_key_and_with_their_quirks_still_tell_a_cut_answ
     from models.base import drain
 
     with FakeOpenAIServer(reply=lambda body: "사용자는 올해 초에 요가를 시작했다.", flavor=flavor) as server:
-        model = OpenAIChatModel("local", base_url=server.url, api_key=None)   # no key, and the check passes
-        for answer in (model.complete(HELLO, GenerationOptions(max_new_tokens=8)),
-                       drain(model.stream(HELLO, GenerationOptions(max_new_tokens=8)))):
+        model = OpenAIChatModel("local", base_url=server.url, api_key=None)  # no key, and the check passes
+        for answer in (
+            model.complete(HELLO, GenerationOptions(max_new_tokens=8)),
+            drain(model.stream(HELLO, GenerationOptions(max_new_tokens=8))),
+        ):
             assert answer.cut and answer.text == "사용자는 올해 초"
         whole = model.complete(HELLO, GenerationOptions(max_new_tokens=64))
         assert not whole.cut and whole.text == "사용자는 올해 초에 요가를 시작했다."

@@ -12,34 +12,49 @@ from memory.updaters.base import UpdateInput
 from memory.updaters.operations import apply_operation, parse_operation
 from models.fake import ScriptedChatModel
 
-PREVIOUS = [Sentence("사용자는 서울에 산다.", id=1), Sentence("사용자는 감기에 걸렸다.", id=2),
-            Sentence("사용자는 고양이를 키운다.", id=3)]
+PREVIOUS = [
+    Sentence("사용자는 서울에 산다.", id=1),
+    Sentence("사용자는 감기에 걸렸다.", id=2),
+    Sentence("사용자는 고양이를 키운다.", id=3),
+]
 
 
 def _run(summary: str, answers: list[str], previous=PREVIOUS):
     model = ScriptedChatModel([summary, *answers])
-    inp = UpdateInput(previous=list(previous), dialogue=[{"role": "user", "text": "이사했어"}],
-                      session_date=date(2024, 5, 1))
+    inp = UpdateInput(
+        previous=list(previous), dialogue=[{"role": "user", "text": "이사했어"}], session_date=date(2024, 5, 1)
+    )
     return make_updater("operations", model).update(inp, lambda stage: None), model
 
 
 def test_each_operation_is_applied_in_order():
-    summary = ("사용자는 부산으로 이사했다.\n사용자는 감기가 다 나았다.\n사용자는 고양이를 키운다.\n"
-               "사용자는 요가를 시작했다.")
+    summary = (
+        "사용자는 부산으로 이사했다.\n사용자는 감기가 다 나았다.\n사용자는 고양이를 키운다.\n사용자는 요가를 시작했다."
+    )
     result, model = _run(summary, ["REPLACE 1", "DELETE 2", "PASS", "APPEND"])
     assert [(s.text, s.provenance, s.origin_id) for s in result.sentences] == [
-        ("사용자는 부산으로 이사했다.", "rewritten", 1), ("사용자는 고양이를 키운다.", "kept", 3),
-        ("사용자는 요가를 시작했다.", "added", None)]
+        ("사용자는 부산으로 이사했다.", "rewritten", 1),
+        ("사용자는 고양이를 키운다.", "kept", 3),
+        ("사용자는 요가를 시작했다.", "added", None),
+    ]
     assert [o["operation"] for o in result.details["operations"]] == ["REPLACE", "DELETE", "PASS", "APPEND"]
     assert len(model.calls) == 5  # 1 summarize + one per summary sentence
     # Numbers refer to the memory as it stands when each sentence is decided.
     assert "1. 사용자는 부산으로 이사했다." in model.calls[2][-1]["content"]
 
 
-@pytest.mark.parametrize("answer, expected", [
-    ("REPLACE 2", ("REPLACE", 1)), ("delete 1.", ("DELETE", 0)), ("PASS", ("PASS", None)),
-    ("APPEND", ("APPEND", None)), ("REPLACE 9", ("APPEND", None)), ("REPLACE", ("APPEND", None)),
-    ("잘 모르겠어요", ("APPEND", None))])
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ("REPLACE 2", ("REPLACE", 1)),
+        ("delete 1.", ("DELETE", 0)),
+        ("PASS", ("PASS", None)),
+        ("APPEND", ("APPEND", None)),
+        ("REPLACE 9", ("APPEND", None)),
+        ("REPLACE", ("APPEND", None)),
+        ("잘 모르겠어요", ("APPEND", None)),
+    ],
+)
 def test_unparseable_or_out_of_range_answers_append_so_nothing_new_is_lost(answer, expected):
     assert parse_operation(answer, size=3) == expected
 
@@ -51,8 +66,11 @@ def test_first_session_appends_without_asking():
 
 
 def test_deleting_everything_still_leaves_a_nonempty_memory():
-    result, _ = _run("사용자는 감기가 나았다.", ["DELETE 1", "DELETE 1", "DELETE 1"],
-                     previous=[Sentence("사용자는 감기에 걸렸다.", id=1)])
+    result, _ = _run(
+        "사용자는 감기가 나았다.",
+        ["DELETE 1", "DELETE 1", "DELETE 1"],
+        previous=[Sentence("사용자는 감기에 걸렸다.", id=1)],
+    )
     assert [s.text for s in result.sentences] == ["사용자는 감기가 나았다."]
 
 

@@ -25,14 +25,53 @@ from memory.updaters.steps import Steps
 from models.fake import RealisticChatModel, ScriptedChatModel
 from tests.fake_openai import FakeOpenAIServer
 
-THINGS = ["고양이", "강아지", "테니스", "수영", "피아노", "등산", "낚시", "바둑", "커피", "김치찌개", "냉면", "떡볶이", "자전거",
-          "캠핑", "독서", "뜨개질", "사진", "영화", "재즈", "기타", "요리", "제빵", "탁구", "볼링", "스키", "마라톤", "화분",
-          "여행", "일본어", "중국어", "주식", "게임", "드라마", "만화", "노래방", "춤", "서예", "그림", "조깅", "체스"]
+THINGS = [
+    "고양이",
+    "강아지",
+    "테니스",
+    "수영",
+    "피아노",
+    "등산",
+    "낚시",
+    "바둑",
+    "커피",
+    "김치찌개",
+    "냉면",
+    "떡볶이",
+    "자전거",
+    "캠핑",
+    "독서",
+    "뜨개질",
+    "사진",
+    "영화",
+    "재즈",
+    "기타",
+    "요리",
+    "제빵",
+    "탁구",
+    "볼링",
+    "스키",
+    "마라톤",
+    "화분",
+    "여행",
+    "일본어",
+    "중국어",
+    "주식",
+    "게임",
+    "드라마",
+    "만화",
+    "노래방",
+    "춤",
+    "서예",
+    "그림",
+    "조깅",
+    "체스",
+]
 VERBS = ["{} 좋아한다.", "에 관심이 많다.", "{} 오래 해 왔다.", "{} 주말마다 즐긴다."]
 
 
 def fact(thing: str, i: int) -> str:
-    """"사용자는 <thing><particle> ..." with 을/를 as the last syllable asks."""
+    """ "사용자는 <thing><particle> ..." with 을/를 as the last syllable asks."""
     particle = "을" if (ord(thing[-1]) - 0xAC00) % 28 else "를"
     return f"사용자는 {thing}{VERBS[i % 4].format(particle)}"
 
@@ -40,9 +79,15 @@ def fact(thing: str, i: int) -> str:
 FACTS = [fact(thing, i) for i, thing in enumerate(THINGS)]
 YOGA = "사용자는 2026년 12월부터 아침마다 요가를 한다."
 SCRIPT = "나 이번 달부터 아침마다 요가를 시작했어!\n30분씩 하는데 몸이 가벼워.\n"
-MARKERS = {"summarize": "요약으로 정리하세요", "reflect": "감정과 그 감정의 원인", "update": "새 기억으로 통합",
-           "verify": "새 기억이 올바른지", "guard": "새 기억에서 빠졌습니다", "operations": "PASS: 새 문장의 내용이",
-           "cues": "단서"}
+MARKERS = {
+    "summarize": "요약으로 정리하세요",
+    "reflect": "감정과 그 감정의 원인",
+    "update": "새 기억으로 통합",
+    "verify": "새 기억이 올바른지",
+    "guard": "새 기억에서 빠졌습니다",
+    "operations": "PASS: 새 문장의 내용이",
+    "cues": "단서",
+}
 
 
 def section(prompt: str, start: str, end: str) -> list[str]:
@@ -64,7 +109,9 @@ def ideal(messages: list[dict[str, Any]]) -> str:
     if stage == "reflect":
         return "\n".join(section(prompt, "\n요약:\n", "\n답:"))
     if stage == "update":
-        return "\n".join(section(prompt, "\n이전 기억:\n", "\n이번 요약:") + section(prompt, "\n이번 요약:\n", "\n새 기억:"))
+        return "\n".join(
+            section(prompt, "\n이전 기억:\n", "\n이번 요약:") + section(prompt, "\n이번 요약:\n", "\n새 기억:")
+        )
     if stage == "verify":
         return "통과"
     if stage == "guard":
@@ -80,8 +127,13 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def session_with(server: FakeOpenAIServer, tmp_path: Path, capsys, monkeypatch, key: bool = True,
-                 ) -> list[dict[str, Any]]:
+def session_with(
+    server: FakeOpenAIServer,
+    tmp_path: Path,
+    capsys,
+    monkeypatch,
+    key: bool = True,
+) -> list[dict[str, Any]]:
     """`keem memory import` of FACTS, one scripted `keem session` about yoga; the memory after it."""
     monkeypatch.setenv("KEEM_DB", str(tmp_path / "keem.db"))
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)
@@ -92,8 +144,18 @@ def session_with(server: FakeOpenAIServer, tmp_path: Path, capsys, monkeypatch, 
     (tmp_path / "mem.txt").write_text("\n".join(FACTS) + "\n", encoding="utf-8")
     (tmp_path / "s.txt").write_text(SCRIPT, encoding="utf-8")
     assert cli(capsys, "memory", "import", "--user", "minji", str(tmp_path / "mem.txt"))[0] == 0
-    code, out, err = cli(capsys, "session", "--user", "minji", "--model", "openai:local", "--embedder", "auto",
-                         "--script", str(tmp_path / "s.txt"))
+    code, out, err = cli(
+        capsys,
+        "session",
+        "--user",
+        "minji",
+        "--model",
+        "openai:local",
+        "--embedder",
+        "auto",
+        "--script",
+        str(tmp_path / "s.txt"),
+    )
     assert code == 0 and "memory v2" in out, err
     code, out, _ = cli(capsys, "memory", "show", "--user", "minji", "--json")
     return json.loads(out)["sentences"]
@@ -101,9 +163,9 @@ def session_with(server: FakeOpenAIServer, tmp_path: Path, capsys, monkeypatch, 
 
 def assert_whole(sentences: list[dict[str, Any]]) -> None:
     texts = [s["text"] for s in sentences]
-    assert [f for f in FACTS if f not in texts] == []           # all 40, verbatim
+    assert [f for f in FACTS if f not in texts] == []  # all 40, verbatim
     assert YOGA in texts
-    assert len(texts) == len(set(texts)) == len(FACTS) + 1      # nothing repeated, nothing else
+    assert len(texts) == len(set(texts)) == len(FACTS) + 1  # nothing repeated, nothing else
     assert all(re.fullmatch(r"사용자는 .+다\.", t) for t in texts)  # no cut sentence, no wrapper text
 
 
@@ -121,8 +183,9 @@ def test_a_server_that_stops_at_max_tokens_cuts_nothing_into_memory(tmp_path, ca
 def test_wrapped_answers_and_a_silently_dropped_fact_leave_memory_whole(tmp_path, capsys, monkeypatch, marks):
     habits = {h: 1.0 for h in ("think", "preamble", "fences", "english", "repeat", "drop", "free_verdict", marks)}
     spoiler = RealisticChatModel(ideal, habits, seed=3)
-    with FakeOpenAIServer(reply=lambda body: spoiler.spoil(ideal(body["messages"]),
-                                                           body["messages"][-1]["content"])) as server:
+    with FakeOpenAIServer(
+        reply=lambda body: spoiler.spoil(ideal(body["messages"]), body["messages"][-1]["content"])
+    ) as server:
         sentences = session_with(server, tmp_path, capsys, monkeypatch)
     assert spoiler.dropped and set(spoiler.dropped) <= set(FACTS)  # the server did drop facts
     assert_whole(sentences)
@@ -135,15 +198,30 @@ def test_the_guard_holds_with_every_embedder_we_ship(embedder):
     """6 facts, a session about the weather and lunch, an update model that writes only unrelated sentences."""
     from models import load_embedder
 
-    six = ["사용자는 땅콩 알레르기가 있다.", "사용자는 고양이 두 마리를 키운다.", "사용자는 회계사 시험을 준비하고 있다.",
-           "사용자는 부산에 산다.", "사용자는 작년에 둘째 딸을 낳았다.", "사용자는 매운 음식을 좋아한다."]
+    six = [
+        "사용자는 땅콩 알레르기가 있다.",
+        "사용자는 고양이 두 마리를 키운다.",
+        "사용자는 회계사 시험을 준비하고 있다.",
+        "사용자는 부산에 산다.",
+        "사용자는 작년에 둘째 딸을 낳았다.",
+        "사용자는 매운 음식을 좋아한다.",
+    ]
     written = "사용자는 오늘 날씨가 맑다고 했다.\n사용자는 점심으로 칼국수를 먹었다.\n사용자는 산책을 했다."
-    model = ScriptedChatModel(responder=lambda msgs: {
-        "summarize": "사용자는 오늘 날씨가 맑다고 했다.\n사용자는 점심으로 칼국수를 먹었다.", "reflect": written,
-        "update": written, "verify": "통과", "guard": "예"}[stage_of(msgs[-1]["content"])])
-    inp = UpdateInput([Sentence(t, "kept", id=i) for i, t in enumerate(six)],
-                      [{"role": "user", "text": "오늘 날씨 너무 좋다! 점심은 칼국수 먹었어."}], date(2026, 12, 1),
-                      date(2026, 11, 20))
+    model = ScriptedChatModel(
+        responder=lambda msgs: {
+            "summarize": "사용자는 오늘 날씨가 맑다고 했다.\n사용자는 점심으로 칼국수를 먹었다.",
+            "reflect": written,
+            "update": written,
+            "verify": "통과",
+            "guard": "예",
+        }[stage_of(msgs[-1]["content"])]
+    )
+    inp = UpdateInput(
+        [Sentence(t, "kept", id=i) for i, t in enumerate(six)],
+        [{"role": "user", "text": "오늘 날씨 너무 좋다! 점심은 칼국수 먹었어."}],
+        date(2026, 12, 1),
+        date(2026, 11, 20),
+    )
     result = make_updater("keem", model, load_embedder(embedder)).update(inp, lambda stage: None)
     texts = [s.text for s in result.sentences]
     assert result.status == "ok" and [f for f in six if f not in texts] == []
@@ -152,21 +230,27 @@ def test_the_guard_holds_with_every_embedder_we_ship(embedder):
 # -- every call site: a cut answer is retried with a bigger budget, and never used -------------------
 def padded(stage: str, pad: int, answers: dict[str, str]):
     """Ideal answers, but `stage`'s carries a reasoning block of `pad` characters first (a verbose model)."""
+
     def respond(messages):
         answer = answers.get(stage_of(messages[-1]["content"])) or ideal(messages)
         if stage_of(messages[-1]["content"]) == stage:
             answer = "<think>" + "생각" * (pad // 2) + "</think>\n" + answer
         return answer
+
     return respond
 
 
 PREVIOUS = FACTS[:5]
-DIALOGUE = [{"role": "user", "text": "나 이번 달부터 아침마다 요가를 시작했어!"}, {"role": "assistant", "text": "멋져요!"}]
+DIALOGUE = [
+    {"role": "user", "text": "나 이번 달부터 아침마다 요가를 시작했어!"},
+    {"role": "assistant", "text": "멋져요!"},
+]
 
 
 def keem(model, ceiling=512):
-    inp = UpdateInput([Sentence(t, "kept", id=i) for i, t in enumerate(PREVIOUS)], DIALOGUE, date(2026, 12, 1),
-                      date(2026, 11, 20))
+    inp = UpdateInput(
+        [Sentence(t, "kept", id=i) for i, t in enumerate(PREVIOUS)], DIALOGUE, date(2026, 12, 1), date(2026, 11, 20)
+    )
     return make_updater("keem", model, None, max_new_tokens=ceiling).update(inp, lambda stage: None)
 
 
@@ -175,8 +259,9 @@ def test_an_answer_cut_once_is_asked_again_with_twice_the_budget(stage):
     pad = {"summarize": 700, "reflect": 120, "update": 150, "verify": 260}[stage]  # past the budget, within twice it
     model = ScriptedChatModel(responder=padded(stage, pad, {}))
     result = keem(model)
-    budgets = [o.max_new_tokens for o, call in zip(model.options, model.calls)
-               if stage_of(call[-1]["content"]) == stage]
+    budgets = [
+        o.max_new_tokens for o, call in zip(model.options, model.calls) if stage_of(call[-1]["content"]) == stage
+    ]
     assert len(budgets) == 2 and budgets[1] == 2 * budgets[0]
     assert result.status == "ok" and YOGA in [s.text for s in result.sentences]
     assert any("retried" in p for p in result.details["problems"])
@@ -202,7 +287,9 @@ def test_a_cut_guard_answer_restores_the_sentence():
     inp = UpdateInput([Sentence(t, "kept", id=i) for i, t in enumerate(PREVIOUS)], dialogue, date(2026, 12, 1))
     result = make_updater("keem", model, None).update(inp, lambda stage: None)
     decision = result.details["attempts"][0]["guard"][0]
-    assert decision["related"] and decision["action"] == "restored" and PREVIOUS[0] in [s.text for s in result.sentences]
+    assert (
+        decision["related"] and decision["action"] == "restored" and PREVIOUS[0] in [s.text for s in result.sentences]
+    )
 
 
 def test_operations_and_cues_treat_cut_answers_as_none():
@@ -220,10 +307,14 @@ def test_operations_and_cues_treat_cut_answers_as_none():
 # -- large memories: the scoped rewrite ----------------------------------------------------------------
 def test_a_large_memory_sends_only_what_the_session_touches_and_carries_the_rest_verbatim():
     facts = FACTS + ["사용자는 요가 학원을 알아보고 있다."]
-    model = ScriptedChatModel(responder=lambda msgs: (
-        "\n".join(s for s in section(msgs[-1]["content"], "\n이전 기억:\n", "\n이번 요약:")
-                  if "요가 학원" not in s) + f"\n사용자는 요가 학원을 알아보다가 {YOGA[5:]}"
-        if stage_of(msgs[-1]["content"]) == "update" else ideal(msgs)))
+    model = ScriptedChatModel(
+        responder=lambda msgs: (
+            "\n".join(s for s in section(msgs[-1]["content"], "\n이전 기억:\n", "\n이번 요약:") if "요가 학원" not in s)
+            + f"\n사용자는 요가 학원을 알아보다가 {YOGA[5:]}"
+            if stage_of(msgs[-1]["content"]) == "update"
+            else ideal(msgs)
+        )
+    )
     inp = UpdateInput([Sentence(t, "kept", id=i) for i, t in enumerate(facts)], DIALOGUE, date(2026, 12, 1))
     result = make_updater("keem", model, None).update(inp, lambda stage: None)
     update_prompts = [c[-1]["content"] for c in model.calls if stage_of(c[-1]["content"]) == "update"]
@@ -250,11 +341,16 @@ def test_the_cost_of_an_update_stays_bounded_as_memory_grows():
 
 # -- one pipeline: the dataset builder writes the memory the app would ---------------------------------
 def test_the_builder_and_the_app_write_the_same_memory_for_the_same_answers(tmp_path):
-    first = Session("s1", [Turn("user", "나는 고양이를 키워."), Turn("assistant", "귀엽겠다!")], list(PREVIOUS), "2026-11-20")
+    first = Session(
+        "s1", [Turn("user", "나는 고양이를 키워."), Turn("assistant", "귀엽겠다!")], list(PREVIOUS), "2026-11-20"
+    )
     second = Session("s2", [Turn(t["role"], t["text"]) for t in DIALOGUE], [], "2026-12-01")
-    drop_one = {"update": "\n".join(PREVIOUS[1:] + [YOGA])}   # a model that drops a fact: both restore it
-    build_dataset([Episode("e1", "synthetic", [first, second])], ScriptedChatModel(responder=padded("", 0, drop_one)),
-                  BuildConfig(out_dir=tmp_path, progress=False))
+    drop_one = {"update": "\n".join(PREVIOUS[1:] + [YOGA])}  # a model that drops a fact: both restore it
+    build_dataset(
+        [Episode("e1", "synthetic", [first, second])],
+        ScriptedChatModel(responder=padded("", 0, drop_one)),
+        BuildConfig(out_dir=tmp_path, progress=False),
+    )
     row = json.loads((tmp_path / "dataset.jsonl").read_text(encoding="utf-8"))
     app = keem(ScriptedChatModel(responder=padded("", 0, drop_one)))
     assert row["previous_memory"] == PREVIOUS and row["memory"] == [s.text for s in app.sentences]
@@ -271,11 +367,14 @@ def test_wrapped_verdicts_and_sentences_parse_the_same_in_every_caller():
 
 
 def test_the_builder_never_writes_a_cut_answer_into_a_row(tmp_path):
-    first = Session("s1", [Turn("user", "나는 고양이를 키워."), Turn("assistant", "귀엽겠다!")], list(PREVIOUS), "2026-11-20")
+    first = Session(
+        "s1", [Turn("user", "나는 고양이를 키워."), Turn("assistant", "귀엽겠다!")], list(PREVIOUS), "2026-11-20"
+    )
     second = Session("s2", [Turn(t["role"], t["text"]) for t in DIALOGUE], [], "2026-12-01")
     model = RealisticChatModel(padded("update", 5000, {}), {"think": 0.0})
-    stats = build_dataset([Episode("e1", "synthetic", [first, second])], model,
-                          BuildConfig(out_dir=tmp_path, progress=False))
+    stats = build_dataset(
+        [Episode("e1", "synthetic", [first, second])], model, BuildConfig(out_dir=tmp_path, progress=False)
+    )
     assert (stats.rows, stats.rejects) == (0, 1)
     reject = json.loads((tmp_path / "rejects.jsonl").read_text(encoding="utf-8"))
     assert reject["reason"] == "the update produced no usable sentence" and reject["memory"] == []

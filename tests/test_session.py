@@ -14,20 +14,31 @@ from models.fake import ScriptedChatModel
 
 @pytest.fixture
 def bot(store):
-    return Chatbot(Settings(db=store.path, max_message_chars=50), chat_model=ScriptedChatModel(
-        responder=lambda msgs: "그랬구나!"), embedder=NgramEmbedder(), store=store)
+    return Chatbot(
+        Settings(db=store.path, max_message_chars=50),
+        chat_model=ScriptedChatModel(responder=lambda msgs: "그랬구나!"),
+        embedder=NgramEmbedder(),
+        store=store,
+    )
 
 
 def test_a_turn_retrieves_memory_into_the_system_prompt_and_persists_both_turns(bot, store):
     session = bot.start("minsu")
-    bot.engine.commit(session.user_id, [Sentence("사용자는 테니스를 치다가 손목을 다쳤다."), Sentence("사용자는 고양이를 키운다.")],
-                      strategy="import", status="ok", author="import")
+    bot.engine.commit(
+        session.user_id,
+        [Sentence("사용자는 테니스를 치다가 손목을 다쳤다."), Sentence("사용자는 고양이를 키운다.")],
+        strategy="import",
+        status="ok",
+        author="import",
+    )
     assert "".join(session.send("손목은 좀 나았어")) == "그랬구나!"
     system = bot.chat_model.calls[-1][0]["content"]
     assert "사용자는 테니스를 치다가 손목을 다쳤다." in system and "오늘 날짜" in system and "지난 대화:" not in system
     assert session.last_hits and session.last_hits[0].text.startswith("사용자는 테니스")
     assert [(t["role"], t["text"]) for t in store.turns(session.session_id)] == [
-        ("user", "손목은 좀 나았어"), ("assistant", "그랬구나!")]
+        ("user", "손목은 좀 나았어"),
+        ("assistant", "그랬구나!"),
+    ]
 
 
 def test_what_the_user_typed_and_what_was_shown_survive_a_failing_model(bot, store):
@@ -39,11 +50,16 @@ def test_what_the_user_typed_and_what_was_shown_survive_a_failing_model(bot, sto
     session = bot.start("minsu")
     with pytest.raises(GenerationError):
         list(session.send("안녕"))
-    assert [(t["role"], t["text"]) for t in store.turns(session.session_id)] == [("user", "안녕"), ("assistant", "반가")]
+    assert [(t["role"], t["text"]) for t in store.turns(session.session_id)] == [
+        ("user", "안녕"),
+        ("assistant", "반가"),
+    ]
 
 
-@pytest.mark.parametrize("text, message", [("", "empty"), ("   \n\t ", "empty"), ("\x00\x07\x1b", "empty"),
-                                           ("가" * 100_000, "100,000 characters")])
+@pytest.mark.parametrize(
+    "text, message",
+    [("", "empty"), ("   \n\t ", "empty"), ("\x00\x07\x1b", "empty"), ("가" * 100_000, "100,000 characters")],
+)
 def test_bad_messages_are_refused_and_nothing_is_written(bot, store, text, message):
     session = bot.start("minsu")
     with pytest.raises(InputError, match=message):

@@ -27,7 +27,7 @@ def test_front_matter_names_a_gradio_app_the_project_can_run():
     assert meta["sdk"] == "gradio" and (ROOT / meta["app_file"]).is_file()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     gradio = next(Requirement(r) for r in pyproject["project"]["dependencies"] if r.startswith("gradio"))
-    assert str(meta["sdk_version"]) in gradio.specifier        # the Space installs exactly this version
+    assert str(meta["sdk_version"]) in gradio.specifier  # the Space installs exactly this version
     python = SpecifierSet(pyproject["project"]["requires-python"])
     assert str(meta["python_version"]) + ".0" in python
     assert KOREAN_LLAMA.removeprefix("hf:") in meta["models"]  # the model `auto` loads on a GPU

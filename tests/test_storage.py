@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from chatbot.cli import main
 from tests.conftest import fill, tmpfs
 
@@ -49,11 +47,16 @@ def test_a_read_only_mount_and_a_full_disk_say_so_and_lose_nothing(tmp_path, cap
     sentences = tmp_path / "mem.txt"
     sentences.write_text("사용자는 고양이 두 마리를 키운다.\n", encoding="utf-8")
     many = tmp_path / "many.txt"
-    many.write_text("".join(f"사용자는 {i}번째로 아주 긴 이야기를 여러 번 좋아한다고 말했다.\n" for i in range(3000)),
-                    encoding="utf-8")
+    many.write_text(
+        "".join(f"사용자는 {i}번째로 아주 긴 이야기를 여러 번 좋아한다고 말했다.\n" for i in range(3000)),
+        encoding="utf-8",
+    )
     with tmpfs(tmp_path / "disk", "400k") as disk:
         db = str(disk / "keem.db")
-        assert run(capsys, "memory", "import", "--user", "minsu", "--db", db, "--embedder", "ngram", str(sentences))[0] == 0
+        assert (
+            run(capsys, "memory", "import", "--user", "minsu", "--db", db, "--embedder", "ngram", str(sentences))[0]
+            == 0
+        )
         fill(disk)
         code, _, err = run(capsys, "memory", "import", "--user", "minsu", "--db", db, "--embedder", "ngram", str(many))
         assert code == 2
@@ -77,6 +80,12 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
         store.get_or_create_user(f"user{i:04d}")
     store.close()
     env = {**os.environ, "KEEM_DB": str(db), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    done = subprocess.run(f"{' '.join(KEEM)} memory users | head -1", shell=True, capture_output=True, text=True,
-                          env=env, cwd=Path(__file__).resolve().parents[1])
+    done = subprocess.run(
+        f"{' '.join(KEEM)} memory users | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert done.stdout.startswith("user0000") and done.stderr == "", done.stderr

@@ -6,8 +6,8 @@ import pytest
 
 from memory.migrations import migrations
 from memory.store import Sentence, Store, process_owner
-from tests.conftest import dead_owner
 from models.errors import MigrationError, UnknownUserError, UpdateError
+from tests.conftest import dead_owner
 
 
 def test_migrations_build_the_schema_from_an_empty_database_and_rerun_cleanly(tmp_path):
@@ -32,10 +32,16 @@ def test_a_database_from_a_newer_keem_is_refused(tmp_path):
 def test_versions_number_up_and_never_commit_empty(store):
     uid = store.get_or_create_user("minsu")
     assert store.get_or_create_user("minsu") == uid
-    v1 = store.commit_version(uid, [Sentence("사용자는 고양이를 키운다")], strategy="import", status="ok",
-                              author="import")
-    v2 = store.commit_version(uid, [Sentence("사용자는 고양이를 키운다", "kept", v1.sentences[0].id),
-                                    Sentence("사용자는 부산에 산다")], strategy="keem", status="ok", author="updater")
+    v1 = store.commit_version(
+        uid, [Sentence("사용자는 고양이를 키운다")], strategy="import", status="ok", author="import"
+    )
+    v2 = store.commit_version(
+        uid,
+        [Sentence("사용자는 고양이를 키운다", "kept", v1.sentences[0].id), Sentence("사용자는 부산에 산다")],
+        strategy="keem",
+        status="ok",
+        author="updater",
+    )
     assert (v1.number, v2.number) == (1, 2) and store.latest_version(uid).texts == v2.texts
     with pytest.raises(UpdateError, match="empty"):
         store.commit_version(uid, [], strategy="keem", status="ok", author="updater")
@@ -60,7 +66,7 @@ def test_job_queue_claims_fails_retries_and_requeues_after_a_crash(store):
     store.fail_job(job, "boom", retry_in_s=None)
     assert store.job(job)["status"] == "failed" and store.job(job)["last_error"] == "boom"
     assert store.retry_jobs() == [job] and store.job(job)["status"] == "pending" and store.job(job)["attempts"] == 0
-    store.claim_job(owner=dead_owner())     # a process that then died
+    store.claim_job(owner=dead_owner())  # a process that then died
     assert store.requeue_running() == 1 and store.job(job)["status"] == "pending"
 
 
@@ -96,10 +102,12 @@ def test_a_job_committed_twice_makes_one_version(store):
     uid = store.get_or_create_user("minsu")
     job = store.enqueue_job(uid, store.start_session(uid, "keem", "fake"), "keem")
     store.claim_job(job)
-    one = store.commit_version(uid, [Sentence("사용자는 학생이다")], strategy="keem", status="ok", author="updater",
-                               job_id=job)
-    two = store.commit_version(uid, [Sentence("사용자는 학생이다")], strategy="keem", status="ok", author="updater",
-                               job_id=job)
+    one = store.commit_version(
+        uid, [Sentence("사용자는 학생이다")], strategy="keem", status="ok", author="updater", job_id=job
+    )
+    two = store.commit_version(
+        uid, [Sentence("사용자는 학생이다")], strategy="keem", status="ok", author="updater", job_id=job
+    )
     assert one.id == two.id and [v.number for v in store.versions(uid)] == [1]
 
 
@@ -135,9 +143,10 @@ def test_two_processes_writing_one_database_wait_for_each_other(tmp_path):
                 store.add_turn(sid, uid, "user", f"{name} {i}")
                 store.enqueue_job(uid, sid, "keem")
                 store.claim_job()
-                store.commit_version(uid, [Sentence(f"사용자는 {i}번째로 말했다")], strategy="import", status="ok",
-                                     author="import")
-        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+                store.commit_version(
+                    uid, [Sentence(f"사용자는 {i}번째로 말했다")], strategy="import", status="ok", author="import"
+                )
+        except Exception as exc:
             errors.append(exc)
         finally:
             store.close()

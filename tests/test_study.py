@@ -9,9 +9,20 @@ from pathlib import Path
 import pytest
 
 from chatbot.settings import Settings
-from chatbot.study import (ALL_DONE, DEFAULT_QUESTIONS, assign_strategy, give_consent, has_consented, load_study,
-                           next_allowed, pending_questionnaires, refusal_message, session_number, study_from_settings,
-                           submit_answers)
+from chatbot.study import (
+    ALL_DONE,
+    DEFAULT_QUESTIONS,
+    assign_strategy,
+    give_consent,
+    has_consented,
+    load_study,
+    next_allowed,
+    pending_questionnaires,
+    refusal_message,
+    session_number,
+    study_from_settings,
+    submit_answers,
+)
 from memory.store import Store
 from memory.updaters import STRATEGIES
 from models.errors import InputError
@@ -45,18 +56,30 @@ def held(store: Store, user_id: int, text: str = "안녕", end: bool = True) -> 
 def test_a_study_file_loads_with_the_default_questionnaire(tmp_path):
     study = load_study(write_study(tmp_path))
     assert (study.id, study.strategies, study.sessions, study.min_gap) == (
-        "pilot-1", ("keem", "accumulate"), 3, timedelta(hours=20))
+        "pilot-1",
+        ("keem", "accumulate"),
+        3,
+        timedelta(hours=20),
+    )
     assert study.questions == DEFAULT_QUESTIONS
     assert [q.text for q in study.questions if q.kind == "likert"] == [
-        "챗봇이 지난 대화를 기억했다", "내 감정을 이해했다", "대화가 자연스러웠다", "다시 대화하고 싶다"]
+        "챗봇이 지난 대화를 기억했다",
+        "내 감정을 이해했다",
+        "대화가 자연스러웠다",
+        "다시 대화하고 싶다",
+    ]
     assert [q.kind for q in study.questions].count("text") == 1
     assert len(study.consent_hash) == 64
     assert study_from_settings(Settings.load({"KEEM_STUDY": str(tmp_path / "study.toml")})) == study
-    assert study_from_settings(Settings.load({})) is None                     # without a study: nothing changes
+    assert study_from_settings(Settings.load({})) is None  # without a study: nothing changes
 
 
 def test_a_study_file_may_name_its_own_questions_and_scales(tmp_path):
-    study = load_study(write_study(tmp_path, STUDY + '''
+    study = load_study(
+        write_study(
+            tmp_path,
+            STUDY
+            + """
 [[questions]]
 id = "remembered"
 text = "지난 대화를 기억했다"
@@ -67,22 +90,27 @@ id = "comment"
 kind = "text"
 text = "하고 싶은 말"
 max_chars = 20
-'''))
+""",
+        )
+    )
     rating, comment = study.questions
     assert (rating.low, rating.high, rating.labels[-1]) == (1, 7, "7")
     assert (comment.kind, comment.max_chars, comment.required) == ("text", 20, False)
 
 
-@pytest.mark.parametrize("change, field", [
-    (("id = \"pilot-1\"", ""), "'id' is missing"),
-    (("sessions = 3", "sessions = \"three\""), "'sessions'"),
-    (("sessions = 3", "sessions = 0"), "'sessions'"),
-    (("sessions = 3", "sesions = 3"), "unknown field 'sesions'"),
-    (("[\"keem\", \"accumulate\"]", "[\"keem\", \"random\"]"), "'strategies'"),
-    (("min_gap_hours = 20", "min_gap_hours = -1"), "'min_gap_hours'"),
-    (("consent = \"\"\"연구 참여 동의서: 대화 내용은 연구에만 쓰입니다.\"\"\"", "consent = \"  \""), "'consent'"),
-    (("title = ", "title == "), "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (('id = "pilot-1"', ""), "'id' is missing"),
+        (("sessions = 3", 'sessions = "three"'), "'sessions'"),
+        (("sessions = 3", "sessions = 0"), "'sessions'"),
+        (("sessions = 3", "sesions = 3"), "unknown field 'sesions'"),
+        (('["keem", "accumulate"]', '["keem", "random"]'), "'strategies'"),
+        (("min_gap_hours = 20", "min_gap_hours = -1"), "'min_gap_hours'"),
+        (('consent = """연구 참여 동의서: 대화 내용은 연구에만 쓰입니다."""', 'consent = "  "'), "'consent'"),
+        (("title = ", "title == "), "not valid TOML"),
+    ],
+)
 def test_a_broken_study_file_is_refused_naming_the_field(tmp_path, change, field):
     path = write_study(tmp_path, STUDY.replace(*change))
     with pytest.raises(InputError) as exc:
@@ -91,15 +119,18 @@ def test_a_broken_study_file_is_refused_naming_the_field(tmp_path, change, field
     assert field in message and str(path) in message and "\n" not in message
 
 
-@pytest.mark.parametrize("question, field", [
-    ('id = "x"\ntext = "질문"\nscale = [5, 1]', "'scale'"),
-    ('id = "x"\ntext = "질문"\nkind = "stars"', "'kind'"),
-    ('id = "X Y"\ntext = "질문"', "'id'"),
-    ('id = "x"', "'text' is missing"),
-    ('id = "x"\ntext = "질문"\nkind = "text"\nmax_chars = 0', "'max_chars'"),
-    ('id = "x"\ntext = "질문"\nlabels = ["a", "b"]', "'labels'"),
-    ('id = "x"\ntext = "질문"\nwording = "a"', "unknown field 'wording'"),
-])
+@pytest.mark.parametrize(
+    "question, field",
+    [
+        ('id = "x"\ntext = "질문"\nscale = [5, 1]', "'scale'"),
+        ('id = "x"\ntext = "질문"\nkind = "stars"', "'kind'"),
+        ('id = "X Y"\ntext = "질문"', "'id'"),
+        ('id = "x"', "'text' is missing"),
+        ('id = "x"\ntext = "질문"\nkind = "text"\nmax_chars = 0', "'max_chars'"),
+        ('id = "x"\ntext = "질문"\nlabels = ["a", "b"]', "'labels'"),
+        ('id = "x"\ntext = "질문"\nwording = "a"', "unknown field 'wording'"),
+    ],
+)
 def test_a_broken_question_is_refused_naming_it(tmp_path, question, field):
     path = write_study(tmp_path, STUDY + f"\n[[questions]]\n{question}\n")
     with pytest.raises(InputError, match="questions\\[1\\]") as exc:
@@ -115,8 +146,8 @@ def test_a_missing_study_file_names_the_setting(tmp_path):
 def test_an_early_session_is_refused_with_the_next_allowed_time(tmp_path, store):
     study = load_study(write_study(tmp_path))
     uid = store.get_or_create_user("p1")
-    assert next_allowed(store, uid, study) is None                     # a first session may start at once
-    store.start_session(uid, "keem", "fake")                            # opened, nothing said: does not count
+    assert next_allowed(store, uid, study) is None  # a first session may start at once
+    store.start_session(uid, "keem", "fake")  # opened, nothing said: does not count
     assert next_allowed(store, uid, study) is None
     first = held(store, uid)
     last_message = datetime.fromisoformat(store.turns(first)[-1]["created_at"])
@@ -145,7 +176,7 @@ def test_consent_is_recorded_once_per_text_and_a_changed_text_needs_a_new_one(tm
     uid = store.get_or_create_user("p1")
     assert not has_consented(store, uid, study) and store.consent(uid, study.id) is None
     first = give_consent(store, uid, study, at=datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc))
-    assert give_consent(store, uid, study) == first                          # agreeing twice keeps the first
+    assert give_consent(store, uid, study) == first  # agreeing twice keeps the first
     assert first["created_at"] == "2026-11-02T09:00:00+00:00" and first["text_hash"] == study.consent_hash
     assert has_consented(store, uid, study)
     changed = load_study(write_study(tmp_path, STUDY.replace("연구에만", "연구와 교육에만"), "v2.toml"))
@@ -157,13 +188,17 @@ def test_answers_are_checked_whole_stored_once_and_nothing_is_written_half_way(t
     uid = store.get_or_create_user("p1")
     first, second = held(store, uid), held(store, uid)
     assert [s["id"] for s in pending_questionnaires(store, uid, study)] == [first, second]
-    for bad, says in [({**FIVE, "natural": 6}, "대화가 자연스러웠다"), ({**FIVE, "natural": True}, "1에서 5"),
-                      ({k: v for k, v in FIVE.items() if k != "again"}, "다시 대화하고 싶다"),
-                      ({**FIVE, "comment": "가" * 1001}, "너무 깁니다"), ({**FIVE, "extra": 1}, "extra")]:
+    for bad, says in [
+        ({**FIVE, "natural": 6}, "대화가 자연스러웠다"),
+        ({**FIVE, "natural": True}, "1에서 5"),
+        ({k: v for k, v in FIVE.items() if k != "again"}, "다시 대화하고 싶다"),
+        ({**FIVE, "comment": "가" * 1001}, "너무 깁니다"),
+        ({**FIVE, "extra": 1}, "extra"),
+    ]:
         with pytest.raises(InputError) as exc:
             submit_answers(store, first, uid, study, bad)
         assert says in str(exc.value)
-        assert store.answers(session_id=first) == []                           # nothing half-way
+        assert store.answers(session_id=first) == []  # nothing half-way
     assert submit_answers(store, first, uid, study, {**FIVE, "comment": "  재미있었어요 \x00"}) == 5
     stored = {a["item"]: a["value"] for a in store.answers(study.id, uid, first)}
     assert stored == {"remembered": 4, "understood": 5, "natural": 3, "again": 4, "comment": "재미있었어요"}
@@ -175,7 +210,7 @@ def test_answers_are_checked_whole_stored_once_and_nothing_is_written_half_way(t
     assert pending_questionnaires(store, uid, study)[0]["number"] == 2
     other = store.get_or_create_user("p2")
     with pytest.raises(InputError, match="participant"):
-        submit_answers(store, second, other, study, FIVE)                  # not their session
+        submit_answers(store, second, other, study, FIVE)  # not their session
 
 
 def test_the_study_assigns_only_its_strategies_and_forget_removes_answers_and_consents(tmp_path, store):
@@ -208,6 +243,6 @@ def test_the_readme_example_is_a_valid_study_plan(tmp_path):
     import re
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    example = re.search(r"```toml\n(.*?)```", readme[readme.index("## User trials"):], re.S).group(1)
+    example = re.search(r"```toml\n(.*?)```", readme[readme.index("## User trials") :], re.S).group(1)
     study = load_study(write_study(tmp_path, example))
     assert study.strategies == ("keem", "accumulate") and [q.id for q in study.questions] == ["remembered"]

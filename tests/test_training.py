@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from chatbot.cli import build_parser, main
-from evaluation.training import (TrainConfig, checkpoints, prepare, read_rows, split_episodes, train, update_call)
+from evaluation.training import TrainConfig, checkpoints, prepare, read_rows, split_episodes, train, update_call
 from memory.prompts import render
 from models.base import estimate_tokens
 from models.errors import InputError, ModelSpecError, ModelUnavailableError
@@ -25,8 +25,25 @@ FIXTURES = ROOT / "evaluation" / "fixtures"
 DATA = FIXTURES / "updater_dataset.jsonl"
 CORPUS = FIXTURES / "updater_corpus.json"
 # A short run: 6 steps of 2 rows, validation every 2 steps on the 2 held-out episodes (6 rows).
-RUN = ["--max-steps", "6", "--batch-size", "2", "--grad-accum", "1", "--lr", "0.02", "--warmup", "0",
-       "--eval-every", "2", "--val-fraction", "0.34", "--patience", "5", "--no-progress"]
+RUN = [
+    "--max-steps",
+    "6",
+    "--batch-size",
+    "2",
+    "--grad-accum",
+    "1",
+    "--lr",
+    "0.02",
+    "--warmup",
+    "0",
+    "--eval-every",
+    "2",
+    "--val-fraction",
+    "0.34",
+    "--patience",
+    "5",
+    "--no-progress",
+]
 
 
 def section(prompt: str, start: str, end: str) -> list[str]:
@@ -61,7 +78,9 @@ def teacher(corpus: Path = CORPUS):
 def base(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A 2-layer random Llama whose BPE tokenizer (1,000 tokens) was trained here on the prompts and the data, so
     an update prompt is ~800 tokens; saved like a hub checkpoint."""
-    texts = [(ROOT / "memory" / "prompts" / f"{n}.txt").read_text(encoding="utf-8") for n in ("update", "update_system")]
+    texts = [
+        (ROOT / "memory" / "prompts" / f"{n}.txt").read_text(encoding="utf-8") for n in ("update", "update_system")
+    ]
     texts += DATA.read_text(encoding="utf-8").splitlines()
     return build_tiny_llama(tmp_path_factory.mktemp("korean-tiny-llama"), texts, 1000)
 
@@ -106,8 +125,8 @@ def test_loss_is_on_the_answer_only_and_episodes_never_straddle_the_split(base: 
     assert len(prepared.split["validation"]) == 2 and len(prepared.train) + len(prepared.val) == 18
     example = next(e for e in prepared.train if e.key == "tr01#2")
     row = next(r for r in rows if r["key"] == "tr01#2")
-    assert tokenizer.decode(example.input_ids[example.n_prompt:]) == "\n".join(row["memory"]) + "</s>"
-    assert tokenizer.decode(example.input_ids[:example.n_prompt]).endswith("새 기억:</s><|assistant|>")
+    assert tokenizer.decode(example.input_ids[example.n_prompt :]) == "\n".join(row["memory"]) + "</s>"
+    assert tokenizer.decode(example.input_ids[: example.n_prompt]).endswith("새 기억:</s><|assistant|>")
     assert split_episodes(["a", "b", "c"], 0.34, 0) == split_episodes(["c", "b", "a"], 0.34, 0)
     short = prepare(rows, tokenizer, context_window=2048, eos_ids={2}, max_length=900, val_fraction=0.34, seed=0)
     assert short.skipped_long and short.used == 18 - len(short.skipped_long)
@@ -118,7 +137,7 @@ def test_training_lowers_validation_loss_and_writes_adapter_report_and_merged_mo
     rec = record(trained)
     state = rec["state"]
     assert state["finished"] and state["step"] == 6 and [v["step"] for v in state["val"]] == [0, 2, 4, 6]
-    assert state["best_val"] < state["val"][0]["loss"]        # below the base model's validation loss
+    assert state["best_val"] < state["val"][0]["loss"]  # below the base model's validation loss
     assert state["val"][-1]["loss"] < state["val"][0]["loss"]
     assert (trained / "adapter_config.json").is_file() and (trained / "adapter_model.safetensors").is_file()
     assert [p.name for p in checkpoints(trained)] == ["step-000006"]
@@ -130,8 +149,9 @@ def test_training_lowers_validation_loss_and_writes_adapter_report_and_merged_mo
     assert (trained / "merged" / "model.safetensors").is_file() and (trained / "merged" / "training.json").is_file()
 
 
-def test_the_adapter_loads_through_the_hf_spec_and_updates_a_scripted_session(trained: Path, base: str, tmp_path,
-                                                                            capsys, monkeypatch) -> None:
+def test_the_adapter_loads_through_the_hf_spec_and_updates_a_scripted_session(
+    trained: Path, base: str, tmp_path, capsys, monkeypatch
+) -> None:
     from models.spec import load_chat_model
 
     spec = f"hf:{base}+lora:{trained}"
@@ -144,8 +164,9 @@ def test_the_adapter_loads_through_the_hf_spec_and_updates_a_scripted_session(tr
     monkeypatch.setenv("KEEM_EMBEDDER", "ngram")
     script = tmp_path / "s.txt"
     script.write_text("안녕! 나 테니스 치다가 손목을 다쳤어.\n한 달은 보호대를 차래.\n", encoding="utf-8")
-    code = main(["session", "--user", "minsu", "--model", f"hf:{base}", "--update-model", spec, "--script",
-                 str(script)])
+    code = main(
+        ["session", "--user", "minsu", "--model", f"hf:{base}", "--update-model", spec, "--script", str(script)]
+    )
     out, err = capsys.readouterr()
     assert code == 0 and "memory v1" in out, err
     assert main(["memory", "history", "--user", "minsu", "--json"]) == 0
@@ -157,11 +178,24 @@ class Killed(Exception):
     """Stands for the process dying mid-run."""
 
 
-def test_a_killed_run_resumes_from_its_checkpoint_and_ends_like_an_uninterrupted_one(base: str, trained: Path,
-                                                                                     tmp_path: Path) -> None:
+def test_a_killed_run_resumes_from_its_checkpoint_and_ends_like_an_uninterrupted_one(
+    base: str, trained: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "run"
-    config = TrainConfig(DATA, f"hf:{base}", out, max_steps=6, batch_size=2, grad_accum=1, lr=0.02, warmup=0,
-                         eval_every=2, val_fraction=0.34, patience=5, progress=False)
+    config = TrainConfig(
+        DATA,
+        f"hf:{base}",
+        out,
+        max_steps=6,
+        batch_size=2,
+        grad_accum=1,
+        lr=0.02,
+        warmup=0,
+        eval_every=2,
+        val_fraction=0.34,
+        patience=5,
+        progress=False,
+    )
 
     def die_at_5(state) -> None:
         if state.step == 5:
@@ -177,15 +211,30 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_like_an_uninterrupted
     assert [t["loss"] for t in state["train"]] == pytest.approx([t["loss"] for t in clean["train"]], rel=1e-4)
     assert [v["loss"] for v in state["val"]] == pytest.approx([v["loss"] for v in clean["val"]], rel=1e-4)
     assert rec["commands"] == ["first", "again"]
-    assert train(config)["state"]["step"] == 6                # finished: a third run trains nothing
+    assert train(config)["state"]["step"] == 6  # finished: a third run trains nothing
     with pytest.raises(InputError, match="holds a training run with lr"):
-        train(TrainConfig(DATA, f"hf:{base}", out, max_steps=6, batch_size=2, grad_accum=1, lr=0.5, warmup=0,
-                          eval_every=2, val_fraction=0.34, patience=5, progress=False))
+        train(
+            TrainConfig(
+                DATA,
+                f"hf:{base}",
+                out,
+                max_steps=6,
+                batch_size=2,
+                grad_accum=1,
+                lr=0.5,
+                warmup=0,
+                eval_every=2,
+                val_fraction=0.34,
+                patience=5,
+                progress=False,
+            )
+        )
 
 
 # -- keem eval updater -----------------------------------------------------------------------------
-def test_eval_updater_prints_the_table_for_the_trained_model_and_a_scripted_fake(trained: Path, base: str,
-                                                                                 tmp_path: Path, capsys) -> None:
+def test_eval_updater_prints_the_table_for_the_trained_model_and_a_scripted_fake(
+    trained: Path, base: str, tmp_path: Path, capsys
+) -> None:
     from evaluation.eval_command import run_eval
     from models.fake import ScriptedChatModel
     from models.spec import load_chat_model
@@ -195,9 +244,27 @@ def test_eval_updater_prints_the_table_for_the_trained_model_and_a_scripted_fake
 
     spec = f"hf:{base}+lora:{trained}"
     out = tmp_path / "eval"
-    args = build_parser().parse_args(["eval", "updater", "--data", str(DATA), "--model", spec, "--model",
-                                      "fake:teacher", "--limit", "1", "--attempts", "1", "--update-max-tokens", "80",
-                                      "--out", str(out), "--no-progress"])
+    args = build_parser().parse_args(
+        [
+            "eval",
+            "updater",
+            "--data",
+            str(DATA),
+            "--model",
+            spec,
+            "--model",
+            "fake:teacher",
+            "--limit",
+            "1",
+            "--attempts",
+            "1",
+            "--update-max-tokens",
+            "80",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert run_eval(args, load_model=load) == 0
     printed = capsys.readouterr().out
     assert f"`{spec}`" in printed and "`fake:teacher`" in printed and "verification pass rate" in printed
@@ -206,8 +273,8 @@ def test_eval_updater_prints_the_table_for_the_trained_model_and_a_scripted_fake
     fake, tiny = result["models"]["fake:teacher"], result["models"][spec]
     assert fake["verification_pass_rate"] == 1.0 and fake["kept_verbatim_committed"] == 1.0
     assert fake["keyword_recall"] == 1.0 and fake["reference_reproduced"] == 1.0
-    assert fake["carried_per_update"] >= 1        # at an 80-token budget untouched sentences are carried
-    assert tiny["verification_pass_rate"] == 0.0 and tiny["cut_answers"] >= 1   # garbage, cut: the fallback
+    assert fake["carried_per_update"] >= 1  # at an 80-token budget untouched sentences are carried
+    assert tiny["verification_pass_rate"] == 0.0 and tiny["cut_answers"] >= 1  # garbage, cut: the fallback
     assert tiny["kept_verbatim_committed"] == 1.0 and tiny["prompt_tokens_per_update"] > 0
     assert "| held-out updates |" in (out / "report.md").read_text(encoding="utf-8")
     assert len((out / "updates.jsonl").read_text(encoding="utf-8").splitlines()) == 2
@@ -270,17 +337,35 @@ def test_the_fixture_is_what_the_builder_writes_and_holds_the_prompts_it_sent(tm
     from models.fake import ScriptedChatModel
 
     model = ScriptedChatModel(responder=teacher(), spec="fake:teacher")
-    build_dataset(read_episodes(CORPUS), model, BuildConfig(
-        out_dir=tmp_path, concurrency=1, progress=False, source_format="carecall",
-        source_path="evaluation/fixtures/updater_corpus.json"))
+    build_dataset(
+        read_episodes(CORPUS),
+        model,
+        BuildConfig(
+            out_dir=tmp_path,
+            concurrency=1,
+            progress=False,
+            source_format="carecall",
+            source_path="evaluation/fixtures/updater_corpus.json",
+        ),
+    )
     if os.environ.get("KEEM_WRITE_FIXTURES") == "1":
         DATA.write_text((tmp_path / "dataset.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
 
     def stable(path: Path) -> list[tuple]:
-        return [(r["key"], r["previous_memory"], r["reflected_summary"], r["memory"], r["verdict"], r["source"],
-                 r["prompt_hash"]) for r in read_rows(path)]
+        return [
+            (
+                r["key"],
+                r["previous_memory"],
+                r["reflected_summary"],
+                r["memory"],
+                r["verdict"],
+                r["source"],
+                r["prompt_hash"],
+            )
+            for r in read_rows(path)
+        ]
 
     assert stable(tmp_path / "dataset.jsonl") == stable(DATA)
     sent = {m[-1]["content"] for m in model.calls if "새 기억으로 통합" in m[-1]["content"]}
-    for row in read_rows(DATA):   # the prompt training uses is the one the builder (the app's steps) sent
+    for row in read_rows(DATA):  # the prompt training uses is the one the builder (the app's steps) sent
         assert update_call(row, estimate_tokens, 8192)[0][1]["content"] in sent

@@ -19,17 +19,20 @@ from models.fake import ScriptedChatModel
 
 
 def _bot(db, strategy="balanced") -> Chatbot:
-    return Chatbot(Settings(db=str(db), strategy=strategy), chat_model=ScriptedChatModel(responder=lambda m: "응"),
-                   embedder=NgramEmbedder())
+    return Chatbot(
+        Settings(db=str(db), strategy=strategy),
+        chat_model=ScriptedChatModel(responder=lambda m: "응"),
+        embedder=NgramEmbedder(),
+    )
 
 
 def test_balanced_gives_each_participant_one_strategy_evenly_and_keeps_it(tmp_path):
     bot = _bot(tmp_path / "t.db")
     first = {name: bot.start(name).strategy for name in ("p1", "p2", "p3", "p4", "p5", "p6")}
-    assert sorted(first.values()) == sorted(STRATEGIES * 2)            # 2 each of 3
-    again = _bot(tmp_path / "t.db")                                     # a restart does not reshuffle
+    assert sorted(first.values()) == sorted(STRATEGIES * 2)  # 2 each of 3
+    again = _bot(tmp_path / "t.db")  # a restart does not reshuffle
     assert {name: again.start(name).strategy for name in first} == first
-    assert again.start("p7").strategy == STRATEGIES[0]                 # ties go to the first strategy
+    assert again.start("p7").strategy == STRATEGIES[0]  # ties go to the first strategy
 
 
 def test_an_export_never_carries_a_browser_key(tmp_path, monkeypatch, capsys):
@@ -54,8 +57,13 @@ def test_history_hides_the_strategy_from_a_blind_participant(tmp_path):
     session = bot.start("p1")
     from memory.store import Sentence
 
-    bot.engine.commit(session.user_id, [Sentence("사용자는 고양이를 키운다")], strategy=session.strategy,
-                      status="ok", author="updater")
+    bot.engine.commit(
+        session.user_id,
+        [Sentence("사용자는 고양이를 키운다")],
+        strategy=session.strategy,
+        status="ok",
+        author="updater",
+    )
     versions = bot.store.versions(session.user_id)
     assert session.strategy in render_history(versions)
     assert session.strategy not in render_history(versions, show_strategy=False)
@@ -85,26 +93,29 @@ def test_trial_export_writes_every_participant_session_turn_and_version(tmp_path
     assert len(versions) == counts["versions"] >= 2 and all(v["sentences"] for v in versions)
     key = list(csv.DictReader(open(out / "key.csv", encoding="utf-8")))
     assert {(k["participant"], k["name"]) for k in key} == {("P001", "민수"), ("P002", "지우")}
-    assert main(["trial", "export", "--out", str(out)]) == 2               # never over an earlier export
+    assert main(["trial", "export", "--out", str(out)]) == 2  # never over an earlier export
     assert "not empty" in capsys.readouterr().err
 
 
 # -- the trial loop: PII-safe export, questionnaires, the report ----------------------------------------
 PII = ("010-2345-6789", "minji.kim@example.com", "900101-2345678", "서울시 마포구 월드컵로 212")
-STUDY = '''id = "pilot"
+STUDY = """id = "pilot"
 title = "기억하는 챗봇"
 strategies = ["keem", "accumulate", "operations"]
 sessions = 2
 min_gap_hours = 0
 consent = "동의합니다"
-'''
+"""
 
 
 def _echo_bot(db) -> Chatbot:
     """Replies repeat what the participant said (so replies carry their personal data too); updates say "응"."""
-    return Chatbot(Settings(db=str(db), strategy="balanced"),
-                   chat_model=ScriptedChatModel(responder=lambda m: f"{m[-1]['content']} 말이지?"),
-                   update_model=ScriptedChatModel(responder=lambda m: "응"), embedder=NgramEmbedder())
+    return Chatbot(
+        Settings(db=str(db), strategy="balanced"),
+        chat_model=ScriptedChatModel(responder=lambda m: f"{m[-1]['content']} 말이지?"),
+        update_model=ScriptedChatModel(responder=lambda m: "응"),
+        embedder=NgramEmbedder(),
+    )
 
 
 def _held(bot: Chatbot, name: str, *texts: str):
@@ -122,23 +133,44 @@ def test_an_export_carries_no_personal_data_only_tags_and_the_database_keeps_it(
     db = tmp_path / "t.db"
     bot = _echo_bot(db)
     session = _held(bot, "민지", *(f"내 정보는 {p} 이야" for p in PII))
-    bot.engine.commit(session.user_id, [Sentence("사용자의 전화번호는 010-2345-6789이다"), Sentence("사용자는 고양이를 키운다")],
-                      cues={"사용자의 전화번호는 010-2345-6789이다": "전화 010-2345-6789"}, strategy=session.strategy,
-                      status="ok", author="updater", session_id=session.session_id)
+    bot.engine.commit(
+        session.user_id,
+        [Sentence("사용자의 전화번호는 010-2345-6789이다"), Sentence("사용자는 고양이를 키운다")],
+        cues={"사용자의 전화번호는 010-2345-6789이다": "전화 010-2345-6789"},
+        strategy=session.strategy,
+        status="ok",
+        author="updater",
+        session_id=session.session_id,
+    )
     (tmp_path / "study.toml").write_text(STUDY, encoding="utf-8")
     study = load_study(tmp_path / "study.toml")
-    submit_answers(bot.store, session.session_id, session.user_id, study,
-                   {"remembered": 5, "understood": 4, "natural": 4, "again": 5,
-                    "comment": "연락은 minji.kim@example.com 이나 01023456789 로"})
-    _held(bot, "minji.kim@example.com", "안녕")                         # a login may be an e-mail address
+    submit_answers(
+        bot.store,
+        session.session_id,
+        session.user_id,
+        study,
+        {
+            "remembered": 5,
+            "understood": 4,
+            "natural": 4,
+            "again": 5,
+            "comment": "연락은 minji.kim@example.com 이나 01023456789 로",
+        },
+    )
+    _held(bot, "minji.kim@example.com", "안녕")  # a login may be an e-mail address
     monkeypatch.setenv("KEEM_DB", str(db))
     out = tmp_path / "x"
     assert main(["trial", "export", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out                       # typed, echoed, in the memory and its cues, answered
+    printed = capsys.readouterr().out  # typed, echoed, in the memory and its cues, answered
     assert re.search(r"\[전화번호\] [5-9]", printed) and re.search(r"\[주소\] [2-9]", printed)
     files = {p.name: p.read_text(encoding="utf-8") for p in out.iterdir()}
-    assert set(files) == {"participants.csv", "sessions.jsonl", "memory_versions.jsonl", "questionnaire.csv",
-                          "manifest.json"}
+    assert set(files) == {
+        "participants.csv",
+        "sessions.jsonl",
+        "memory_versions.jsonl",
+        "questionnaire.csv",
+        "manifest.json",
+    }
     for name, text in files.items():
         for p in (*PII, "01023456789", "2345-6789"):
             assert p not in text, (name, p)
@@ -151,8 +183,10 @@ def test_an_export_carries_no_personal_data_only_tags_and_the_database_keeps_it(
     assert manifest["scrubbed"] is True and manifest["pii_replaced"]["[이메일]"] >= 3
     assert manifest["counts"]["answers"] == 5
     assert [r["participant"] for r in csv.DictReader(open(out / "participants.csv", encoding="utf-8"))] == [
-        "민지", "[이메일]-P002"]
-    assert "010-2345-6789" in bot.store.turns(session.session_id)[0]["text"]   # only exports are scrubbed
+        "민지",
+        "[이메일]-P002",
+    ]
+    assert "010-2345-6789" in bot.store.turns(session.session_id)[0]["text"]  # only exports are scrubbed
 
     assert main(["trial", "export", "--out", str(tmp_path / "raw"), "--no-scrub", "--json"]) == 0
     captured = capsys.readouterr()
@@ -168,18 +202,23 @@ def test_the_report_compares_every_strategy_with_ratings_tests_and_plots(tmp_pat
     (tmp_path / "study.toml").write_text(STUDY, encoding="utf-8")
     study = load_study(tmp_path / "study.toml")
     score = {"keem": 5, "accumulate": 3, "operations": 2}
-    for i in range(6):                                     # two participants per strategy (balanced), two sessions
+    for i in range(6):  # two participants per strategy (balanced), two sessions
         for n in (1, 2):
-            if i == 5 and n == 2:                          # the last participant drops out
+            if i == 5 and n == 2:  # the last participant drops out
                 continue
             session = bot.start(f"p{i}")
             list(session.send("오늘 시험 봤어"))
             bot.run_update(session.end())
-            if i == 4 and n == 2:                          # and one questionnaire stays unanswered
+            if i == 4 and n == 2:  # and one questionnaire stays unanswered
                 continue
             value = score[session.strategy] - (i >= 3) * (n == 2)
-            submit_answers(bot.store, session.session_id, session.user_id, study,
-                           {"remembered": value, "understood": value, "natural": 3, "again": value})
+            submit_answers(
+                bot.store,
+                session.session_id,
+                session.user_id,
+                study,
+                {"remembered": value, "understood": value, "natural": 3, "again": value},
+            )
     monkeypatch.setenv("KEEM_DB", str(db))
     monkeypatch.setenv("KEEM_STUDY", str(tmp_path / "study.toml"))
     assert main(["trial", "export", "--out", str(tmp_path / "x")]) == 0
@@ -190,10 +229,11 @@ def test_the_report_compares_every_strategy_with_ratings_tests_and_plots(tmp_pat
         assert f"| {strategy} |" in report
     assert "Kruskal-Wallis" in report and "p (Holm)" in report and "챗봇이 지난 대화를 기억했다" in report
     assert {"ratings.png", "memory_size.png", "turns.png", "ratings_remembered.png"} <= {
-        p.name for p in (tmp_path / "r").glob("*.png")}
+        p.name for p in (tmp_path / "r").glob("*.png")
+    }
     result = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))
     keem = result["ratings"]["overall"]["keem"]["remembered"]
-    assert keem["n"] == 2 and keem["mean"] == pytest.approx(4.75)           # participant means 5 and 4.5
+    assert keem["n"] == 2 and keem["mean"] == pytest.approx(4.75)  # participant means 5 and 4.5
     assert result["ratings"]["tests"]["natural"]["skipped"] == "every rating is the same"
     assert result["ratings"]["tests"]["remembered"]["kruskal"]["df"] == 2
     assert len(result["ratings"]["tests"]["remembered"]["pairs"]) == 3
@@ -223,11 +263,11 @@ def test_the_report_statistics_match_their_textbook_values():
     from chatbot.trial_stats import compare, holm, mean_ci
 
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    summary = mean_ci([2, 3, 4, 5])                      # mean 3.5, sd 1.29, t(0.975, 3) = 3.182
+    summary = mean_ci([2, 3, 4, 5])  # mean 3.5, sd 1.29, t(0.975, 3) = 3.182
     assert summary["mean"] == 3.5 and summary["ci95"] == pytest.approx([1.4457, 5.5543], abs=1e-3)
     assert mean_ci([2, 3, 4, 5], bounds=(1, 5))["ci95"][1] == 5.0 and mean_ci([4])["ci95"] is None
     result = compare({"keem": [5, 5, 4], "accumulate": [1, 2, 2], "operations": []})
-    assert result["kruskal"]["df"] == 1 and result["pairs"][0]["r"] == 1.0      # an empty group takes no part
+    assert result["kruskal"]["df"] == 1 and result["pairs"][0]["r"] == 1.0  # an empty group takes no part
     assert compare({"keem": [3, 3], "accumulate": [3]})["skipped"] == "every rating is the same"
 
 

@@ -6,17 +6,27 @@ import json
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import gradio as gr
 import httpx
 import pytest
 
 from chatbot.chat_command import add_chat_parser, settings_from_args
+from chatbot.render import (
+    is_emotion,
+    korean_error,
+    md,
+    model_banner,
+    render_history,
+    render_memory,
+    shown,
+    stage_text,
+    version_diff,
+)
 from chatbot.session import Chatbot, check_user_name, clean_message
-from chatbot.render import (is_emotion, korean_error, md, model_banner, render_history, render_memory, shown,
-                            stage_text, version_diff)
 from chatbot.settings import Settings
 from chatbot.ui import Backend, ChatUI, UserState, build_app, launch_options
 from chatbot.worker import Worker
@@ -27,8 +37,13 @@ from models.fake import ScriptedChatModel
 from tests.conftest import dead_owner
 
 SECRET = "사용자는 비밀번호를 고양이 이름 나비로 정했다"
-MARKERS = {"summarize": "요약으로 정리하세요", "reflect": "감정과 그 감정의 원인", "update": "새 기억으로 통합",
-           "verify": "새 기억이 올바른지", "guard": "새 기억에서 빠졌습니다"}
+MARKERS = {
+    "summarize": "요약으로 정리하세요",
+    "reflect": "감정과 그 감정의 원인",
+    "update": "새 기억으로 통합",
+    "verify": "새 기억이 올바른지",
+    "guard": "새 기억에서 빠졌습니다",
+}
 
 
 def answer(messages: list[dict[str, Any]]) -> str:
@@ -91,10 +106,10 @@ def wait_job(ui: ChatUI, state: UserState, timeout: float = 10) -> tuple[Any, ..
 def test_chat_streams_persists_and_shows_hits(ui: ChatUI) -> None:
     state = login(ui, "민수")
     sent, frames = say(ui, "안녕! 나 오늘 부산에 왔어", state)
-    assert sent[0] == ""                                   # accepted: the box clears
+    assert sent[0] == ""  # accepted: the box clears
     assert sent[1][-2] == {"role": "user", "content": "안녕! 나 오늘 부산에 왔어"}
-    assert sent[1][-1]["content"] == "…"                   # the user's message shows before generation
-    assert len(frames) > 3                                 # several streamed frames
+    assert sent[1][-1]["content"] == "…"  # the user's message shows before generation
+    assert len(frames) > 3  # several streamed frames
     final = frames[-1][0]
     assert final[-1]["role"] == "assistant" and final[-1]["content"].startswith("네, 잘 들었어요")
     assert [t["role"] for t in ui.bot.store.turns(state.session.session_id)] == ["user", "assistant"]
@@ -105,7 +120,7 @@ def test_bad_input_is_a_korean_warning_and_the_app_stays_usable(ui: ChatUI) -> N
     state = login(ui, "민수")
     for bad in ("", "   \n\t ", "\x00\x07\x1b", "가" * 100_000):
         sent, frames = say(ui, bad, state)
-        assert sent[0] == gr.update()                      # refused: the text stays in the box
+        assert sent[0] == gr.update()  # refused: the text stays in the box
         assert frames == [(gr.skip(),) * 3] and ui.bot.store.turns(state.session.session_id) == []
     with pytest.raises(InputError) as empty:
         clean_message(" \x00 ", 4000)
@@ -126,23 +141,26 @@ def test_a_message_sent_while_a_reply_streams_waits_and_is_answered_in_order(ui:
     state = login(ui, "민수")
     ui.send("첫 번째 이야기: 오늘 면접을 봤어", state)
     stream = ui.respond(state)
-    next(stream)                                           # the first reply is streaming
+    next(stream)  # the first reply is streaming
     sent = ui.send("두 번째 이야기: 결과는 다음 주래", state)  # typed while it streams
-    assert sent[0] == ""                                   # accepted, so (only then) the box clears
-    assert [m["role"] for m in sent[1][-3:]] == ["user", "assistant", "user"]   # first, its partial reply, second
+    assert sent[0] == ""  # accepted, so (only then) the box clears
+    assert [m["role"] for m in sent[1][-3:]] == ["user", "assistant", "user"]  # first, its partial reply, second
     assert sent[1][-1]["content"] == "두 번째 이야기: 결과는 다음 주래"
     assert "답변을 기다리는 메시지 1개" in sent[2]
     assert drain(ui.respond(state)) == [(gr.skip(),) * 3]  # the page's second respond: the first one answers it
     frames = drain(stream)
     turns = ui.bot.store.turns(state.session.session_id)
     assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant"]
-    assert [turns[0]["text"], turns[2]["text"]] == ["첫 번째 이야기: 오늘 면접을 봤어", "두 번째 이야기: 결과는 다음 주래"]
+    assert [turns[0]["text"], turns[2]["text"]] == [
+        "첫 번째 이야기: 오늘 면접을 봤어",
+        "두 번째 이야기: 결과는 다음 주래",
+    ]
     assert all(t["text"].startswith("네, 잘 들었어요") for t in turns[1::2])
     assert [m["role"] for m in frames[-1][0]] == ["user", "assistant", "user", "assistant"] and frames[-1][2] == ""
-    assert ui.bot.chat_model.calls[-1][-1]["content"].startswith("두 번째")   # answered with the whole history
+    assert ui.bot.chat_model.calls[-1][-1]["content"].startswith("두 번째")  # answered with the whole history
     assert [m["role"] for m in ui.bot.chat_model.calls[-1][1:]] == ["user", "assistant", "user"]
     assert not state.answering and not state.pending
-    say(ui, "세 번째", state)                              # and the next message is answered as usual
+    say(ui, "세 번째", state)  # and the next message is answered as usual
     assert len(ui.bot.store.turns(state.session.session_id)) == 6
 
 
@@ -154,9 +172,10 @@ def test_streaming_never_writes_the_textbox_so_a_draft_survives(tmp_path: Path) 
     deps = {d["api_name"]: d for d in config["dependencies"]}
     writers = sorted(name for name, d in deps.items() if box in d["outputs"])
     assert writers == ["end_session", "login", "new_session", "send"]
-    assert deps["respond"]["trigger_mode"] == "multiple"   # a send during streaming reaches the server
-    assert deps["respond"]["trigger_after"] == next(i for i, d in enumerate(config["dependencies"])
-                                                     if d["api_name"] == "send")
+    assert deps["respond"]["trigger_mode"] == "multiple"  # a send during streaming reaches the server
+    assert deps["respond"]["trigger_after"] == next(
+        i for i, d in enumerate(config["dependencies"]) if d["api_name"] == "send"
+    )
 
 
 def test_ending_the_session_puts_messages_still_waiting_back_in_the_box(ui: ChatUI) -> None:
@@ -167,13 +186,13 @@ def test_ending_the_session_puts_messages_still_waiting_back_in_the_box(ui: Chat
     ui.send("아직 답을 못 받은 말", state)
     out = ui.end_session(state, "쓰던 초안")
     assert out[3]["value"] == "아직 답을 못 받은 말\n쓰던 초안" and out[3]["interactive"] is False
-    drain(stream)                                          # the reply streaming now still finishes
+    drain(stream)  # the reply streaming now still finishes
     texts = [t["text"] for t in ui.bot.store.turns(state.session.session_id)]
     assert "첫 번째" in texts and "아직 답을 못 받은 말" not in texts
-    assert ui.end_session(state, "")[3] == gr.update()     # already ended: the box is left alone
+    assert ui.end_session(state, "")[3] == gr.update()  # already ended: the box is left alone
     ui.send("나간다", state)
     ui.logout(state)
-    assert state.pending == []                             # a tab that leaves gets nothing more answered
+    assert state.pending == []  # a tab that leaves gets nothing more answered
 
 
 @pytest.mark.parametrize("name", ["<script>alert(1)</script>", "x'; drop table users; --", "", "a" * 65, "**굵게**"])
@@ -214,14 +233,20 @@ def test_end_session_answers_at_once_and_the_worker_commits_a_version(ui: ChatUI
 
 def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
     state = login(ui, "민수")
-    ui.bot.engine.commit(state.user_id, [Sentence("사용자는 서울에 산다."), Sentence("사용자는 고양이를 키운다.")],
-                         strategy="import", status="ok", author="import")
+    ui.bot.engine.commit(
+        state.user_id,
+        [Sentence("사용자는 서울에 산다."), Sentence("사용자는 고양이를 키운다.")],
+        strategy="import",
+        status="ok",
+        author="import",
+    )
     ui.edit_sentence("1:0", "사용자는 부산에 산다.", state)
     v2 = ui.bot.engine.current(state.user_id)
     assert v2.author == "user" and v2.texts == ["사용자는 부산에 산다.", "사용자는 고양이를 키운다."]
     assert version_diff(ui.bot.store.version(state.user_id, 1), v2)["rewritten"] == [
-        ("사용자는 서울에 산다.", "사용자는 부산에 산다.")]
-    with pytest.raises(InputError):          # a stale pick (version 1) is refused
+        ("사용자는 서울에 산다.", "사용자는 부산에 산다.")
+    ]
+    with pytest.raises(InputError):  # a stale pick (version 1) is refused
         ui.delete_sentence("1:1", state)
     for forged in ("x:y", "2:99", "2:-1", ":"):
         with pytest.raises(InputError):
@@ -259,7 +284,7 @@ def test_worker_ends_idle_sessions_and_recovers_after_a_crash(tmp_path: Path) ->
     now[0] = 200
     assert worker.end_idle() == [state.session.session_id]
     assert bot.store.session(state.session.session_id)["end_reason"] == "idle"
-    frames = say(ui, "다시 왔어", state)[1]           # a new session starts by itself
+    frames = say(ui, "다시 왔어", state)[1]  # a new session starts by itself
     assert frames[-1][0][-1]["role"] == "assistant" and not state.session.ended
     # a "crash": the open session and a job left running are picked up by the next worker
     bot.store.claim_job(owner=dead_owner())
@@ -296,9 +321,14 @@ def test_markdown_escaping_emotion_marks_and_banner(ui: ChatUI) -> None:
 def test_memory_tab_shows_the_cue_words_stored_for_a_sentence(ui: ChatUI) -> None:
     """Cue words are data about the user too: the user sees them beside their sentence, escaped."""
     uid = ui.bot.store.get_or_create_user("민수")
-    version = ui.bot.engine.commit(uid, [Sentence("사용자는 주말부부로 지낸다"), Sentence("사용자는 서울에 산다")],
-                                   {"사용자는 주말부부로 지낸다": "KTX, 금요일 밤, <b>기차역</b>"},
-                                   strategy="import", status="ok", author="import")
+    version = ui.bot.engine.commit(
+        uid,
+        [Sentence("사용자는 주말부부로 지낸다"), Sentence("사용자는 서울에 산다")],
+        {"사용자는 주말부부로 지낸다": "KTX, 금요일 밤, <b>기차역</b>"},
+        strategy="import",
+        status="ok",
+        author="import",
+    )
     shown_memory = render_memory(version)
     assert "검색 단서: KTX, 금요일 밤" in shown_memory and "<b>" not in shown_memory
     assert shown_memory.count("검색 단서") == 1
@@ -337,8 +367,9 @@ def test_chat_command_parses_the_same_flags(tmp_path: Path, monkeypatch: pytest.
         monkeypatch.delenv(name, raising=False)
     parser = argparse.ArgumentParser()
     add_chat_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["chat", "--db", str(tmp_path / "x.db"), "--model", "demo", "--port", "7999",
-                              "--idle-timeout-min", "5"])
+    args = parser.parse_args(
+        ["chat", "--db", str(tmp_path / "x.db"), "--model", "demo", "--port", "7999", "--idle-timeout-min", "5"]
+    )
     s = settings_from_args(args)
     assert (s.port, s.host, s.idle_timeout_min, s.model) == (7999, "127.0.0.1", 5.0, "demo")
     monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")  # what Hugging Face Spaces sets
@@ -348,8 +379,9 @@ def test_chat_command_parses_the_same_flags(tmp_path: Path, monkeypatch: pytest.
     assert settings_from_args(parser.parse_args(["chat", "--host", "127.0.0.1"])).host == "127.0.0.1"
 
 
-def test_logins_come_from_the_auth_file_or_the_keem_auth_secret(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_logins_come_from_the_auth_file_or_the_keem_auth_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A Space cannot pass flags or hold a private file; its KEEM_AUTH secret carries the logins instead."""
     import argparse
 
@@ -376,25 +408,45 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve(db: Path, auth: list[tuple[str, str]] | None = None, model: ScriptedChatModel | None = None,
-          browser_identity: bool = False) -> tuple[str, gr.Blocks, Chatbot, Worker]:
+def serve(
+    db: Path,
+    auth: list[tuple[str, str]] | None = None,
+    model: ScriptedChatModel | None = None,
+    browser_identity: bool = False,
+) -> tuple[str, gr.Blocks, Chatbot, Worker]:
     """Launch the app in this process on a free 127.0.0.1 port; the caller closes app and worker."""
     bot = make_bot(db, model)
     worker = Worker(bot, poll_s=0.05).start()
     app = build_app(bot, worker, browser_identity=browser_identity)
     port = free_port()
-    app.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                       footer_links=[], run_history=False, auth=auth, **launch_options())
+    app.queue().launch(
+        server_name="127.0.0.1",
+        server_port=port,
+        prevent_thread_lock=True,
+        quiet=True,
+        footer_links=[],
+        run_history=False,
+        auth=auth,
+        **launch_options(),
+    )
     return f"http://127.0.0.1:{port}/", app, bot, worker
 
 
-def call(url: str, fn_index: int, data: list[Any], session_hash: str,
-         cookies: httpx.Cookies | None = None) -> list[dict[str, Any]]:
+def call(
+    url: str, fn_index: int, data: list[Any], session_hash: str, cookies: httpx.Cookies | None = None
+) -> list[dict[str, Any]]:
     """Run one event the way the browser does (queue/join, then the SSE stream); returns the messages."""
     with httpx.Client(base_url=url, timeout=30, cookies=cookies) as client:
-        joined = client.post("gradio_api/queue/join", json={
-            "data": data, "fn_index": fn_index, "session_hash": session_hash, "event_data": None,
-            "trigger_id": None})
+        joined = client.post(
+            "gradio_api/queue/join",
+            json={
+                "data": data,
+                "fn_index": fn_index,
+                "session_hash": session_hash,
+                "event_data": None,
+                "trigger_id": None,
+            },
+        )
         if joined.status_code != 200:
             return [{"msg": "refused", "status": joined.status_code, "text": joined.text}]
         messages = []
@@ -423,8 +475,9 @@ def dep_index(app: gr.Blocks, name: str) -> int:
     return next(i for i, d in enumerate(app.config["dependencies"]) if d.get("api_name") == name)
 
 
-def sweep(url: str, app: gr.Blocks, session_hashes: list[str], payloads: list[Any],
-          cookies: httpx.Cookies | None = None) -> int:
+def sweep(
+    url: str, app: gr.Blocks, session_hashes: list[str], payloads: list[Any], cookies: httpx.Cookies | None = None
+) -> int:
     """Call every event (public or not) with each payload in every input; no answer may hold the secret.
 
     Returns how many calls ran to completion (so a sweep that was refused wholesale is noticed).
@@ -470,7 +523,7 @@ def test_the_app_takes_no_uploads(tmp_path: Path) -> None:
 
     from gradio.utils import get_upload_folder
 
-    url, app, bot, worker = serve(tmp_path / "keem.db")
+    url, app, _bot, worker = serve(tmp_path / "keem.db")
     try:
         started = time.perf_counter()
         for name, size in (("big.bin", 3 * 1024 * 1024), ("tiny.txt", 5)):
@@ -481,8 +534,8 @@ def test_the_app_takes_no_uploads(tmp_path: Path) -> None:
                 pass
         assert time.perf_counter() - started < 10
         assert not [p for p in Path(get_upload_folder()).rglob("*") if p.name in ("big.bin", "tiny.txt")]
-        assert app.max_file_size == 1024                   # Gradio's other multipart routes are capped as well
-        assert httpx.get(url).status_code == 200           # the page itself still serves
+        assert app.max_file_size == 1024  # Gradio's other multipart routes are capped as well
+        assert httpx.get(url).status_code == 200  # the page itself still serves
     finally:
         app.close()
         worker.stop()
@@ -491,6 +544,7 @@ def test_the_app_takes_no_uploads(tmp_path: Path) -> None:
 def test_with_auth_the_login_name_cannot_be_spoofed(tmp_path: Path) -> None:
     url, app, bot, worker = serve(tmp_path / "keem.db", auth=[("민수", "pw-1"), ("영희", "pw-2")])
     try:
+
         def cookies(name: str, password: str) -> httpx.Cookies:
             response = httpx.post(f"{url}login", data={"username": name, "password": password})
             assert response.status_code == 200, response.text
@@ -530,11 +584,12 @@ def test_a_trial_participant_never_sees_their_strategy(tmp_path: Path) -> None:
     ui = ChatUI(bot, Worker(bot))
     state = login(ui, "참가자1")
     assert state.session.strategy == "keem"
-    bot.engine.commit(state.user_id, [Sentence("사용자는 고양이를 키운다")], strategy="keem", status="ok",
-                      author="updater")
+    bot.engine.commit(
+        state.user_id, [Sentence("사용자는 고양이를 키운다")], strategy="keem", status="ok", author="updater"
+    )
     memory, history, _ = ui.memory_outputs(state)
     assert "keem" not in history and "keem" not in memory and "완료" in history
-    plain = make_bot(tmp_path / "k.db")                                 # an operator's app names it
+    plain = make_bot(tmp_path / "k.db")  # an operator's app names it
     assert "keem/ok" in ChatUI(plain, Worker(plain)).memory_outputs(state)[1]
 
 
@@ -544,25 +599,26 @@ def test_with_browser_identity_a_typed_name_opens_only_that_browsers_memory(tmp_
     first = ui.login("민수", "")
     state, key = first[0], first[-1]
     assert len(key) == 32 and state.name == "민수"
-    bot.engine.commit(state.user_id, [Sentence("사용자는 부산으로 이사했다")], strategy="keem", status="ok",
-                      author="updater")
-    back = ui.login("민수", key)                                        # the same browser, later
+    bot.engine.commit(
+        state.user_id, [Sentence("사용자는 부산으로 이사했다")], strategy="keem", status="ok", author="updater"
+    )
+    back = ui.login("민수", key)  # the same browser, later
     assert back[0].user_id == state.user_id and back[-1] == key and "부산" in back[-3]
-    stranger = ui.login("민수", "")                                     # another browser typing the same name
+    stranger = ui.login("민수", "")  # another browser typing the same name
     assert stranger[0].user_id != state.user_id and stranger[-1] != key and "부산" not in stranger[-3]
-    forged = ui.login("민수", "x' or 1=1")                             # a malformed key is replaced, not used
+    forged = ui.login("민수", "x' or 1=1")  # a malformed key is replaced, not used
     assert forged[0].user_id not in (state.user_id, stranger[0].user_id)
-    assert bot.store.find_user("민수") is None                         # no plain-name user to type into
+    assert bot.store.find_user("민수") is None  # no plain-name user to type into
 
 
 def test_browser_identity_is_on_for_a_public_space_without_logins(monkeypatch: pytest.MonkeyPatch) -> None:
     from chatbot.chat_command import browser_identity
 
     monkeypatch.delenv("SPACE_ID", raising=False)
-    assert not browser_identity(Settings(), None)                      # one's own machine: the name is enough
+    assert not browser_identity(Settings(), None)  # one's own machine: the name is enough
     monkeypatch.setenv("SPACE_ID", "someone/keem-chat")
     assert browser_identity(Settings(), None)
-    assert not browser_identity(Settings(), [("민수", "pw")])           # logins are the identity
+    assert not browser_identity(Settings(), [("민수", "pw")])  # logins are the identity
     assert not browser_identity(Settings(identity="name"), None)
     with pytest.raises(InputError, match="KEEM_IDENTITY"):
         browser_identity(Settings(identity="cookie"), None)
@@ -576,16 +632,18 @@ def test_a_full_disk_keeps_the_typed_message_in_the_box_and_end_session_tells_th
         ui = ChatUI(bot, Worker(bot))
         state = login(ui, "민수")
         sent, _ = say(ui, "오늘 부산에 왔어", state)
-        assert sent[0] == ""                                          # stored, so the box clears
+        assert sent[0] == ""  # stored, so the box clears
         fill(disk)
         with pytest.warns(UserWarning, match="저장 공간이 가득 찼습니다"):
             sent = ui.send("내일은 제주도에 가", state)
-        assert sent[0] != ""                                          # not stored: the box keeps the text
-        assert [t["text"] for t in bot.store.turns(state.session.session_id) if t["role"] == "user"] == ["오늘 부산에 왔어"]
+        assert sent[0] != ""  # not stored: the box keeps the text
+        assert [t["text"] for t in bot.store.turns(state.session.session_id) if t["role"] == "user"] == [
+            "오늘 부산에 왔어"
+        ]
         out = ui.end_session(state, "내일은 제주도에 가")
         assert "끝내지 못했습니다" in out[1] and "가득 찼습니다" in out[1] and not state.session.ended
         (disk / "filler").unlink()
         out = ui.end_session(state, "")
-        assert "기억 갱신" in out[1] and state.session.ended              # with room again, it ends and queues
+        assert "기억 갱신" in out[1] and state.session.ended  # with room again, it ends and queues
         assert [t["role"] for t in bot.store.turns(state.session.session_id)] == ["user", "assistant"]
         bot.store.close()

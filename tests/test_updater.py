@@ -9,8 +9,8 @@ import pytest
 from memory.engine import MemoryEngine
 from memory.jobs import JobRunner
 from memory.store import Sentence
-from memory.updaters import make_updater
 from memory.text import elapsed_text, lenient_sentences, parse_sentences, parse_verdict, parse_yes_no
+from memory.updaters import make_updater
 from memory.updaters.base import UpdateInput
 from memory.updaters.guard import guard
 from models.embedders import NgramEmbedder
@@ -18,8 +18,13 @@ from models.errors import GenerationError
 from models.fake import ScriptedChatModel
 from tests.conftest import dead_owner
 
-MARKERS = {"summarize": "요약으로 정리하세요", "reflect": "감정과 그 감정의 원인", "update": "새 기억으로 통합",
-           "verify": "새 기억이 올바른지", "guard": "새 기억에서 빠졌습니다"}
+MARKERS = {
+    "summarize": "요약으로 정리하세요",
+    "reflect": "감정과 그 감정의 원인",
+    "update": "새 기억으로 통합",
+    "verify": "새 기억이 올바른지",
+    "guard": "새 기억에서 빠졌습니다",
+}
 
 
 class StageModel(ScriptedChatModel):
@@ -42,13 +47,19 @@ class StageModel(ScriptedChatModel):
 
 
 PREVIOUS = ["사용자는 서울에 산다.", "사용자는 고양이 한 마리를 키운다.", "사용자는 지난달 코로나에 걸려 고생했다."]
-DIALOGUE = [{"role": "user", "text": "나 지난주에 서울 떠나서 부산으로 이사했어! 바다가 보여서 너무 좋아."},
-            {"role": "assistant", "text": "와, 축하해!"}]
+DIALOGUE = [
+    {"role": "user", "text": "나 지난주에 서울 떠나서 부산으로 이사했어! 바다가 보여서 너무 좋아."},
+    {"role": "assistant", "text": "와, 축하해!"},
+]
 
 
 def _input(previous=PREVIOUS):
-    return UpdateInput(previous=[Sentence(t, "kept", id=i + 1) for i, t in enumerate(previous)], dialogue=DIALOGUE,
-                       session_date=date(2024, 5, 20), previous_date=date(2024, 4, 1))
+    return UpdateInput(
+        previous=[Sentence(t, "kept", id=i + 1) for i, t in enumerate(previous)],
+        dialogue=DIALOGUE,
+        session_date=date(2024, 5, 20),
+        previous_date=date(2024, 4, 1),
+    )
 
 
 def _run(model, inp=None):
@@ -61,8 +72,10 @@ GOOD = StageModel(
     summarize="사용자는 지난주에 부산으로 이사했다.\n사용자는 바다가 보이는 집을 좋아한다.",
     reflect="- 사용자는 지난주에 부산으로 이사했다.\n- 사용자는 바다가 보여서 새 집에 만족하고 기뻐한다.",
     update="1. 사용자는 서울에 살다가 2024년 5월에 부산으로 이사했다.\n2. 사용자는 고양이 한 마리를 키운다.\n"
-           "3. 사용자는 지난달 코로나에 걸려 고생했다.\n4. 사용자는 바다가 보여서 새 집에 만족하고 기뻐한다.",
-    verify="통과", guard="예")
+    "3. 사용자는 지난달 코로나에 걸려 고생했다.\n4. 사용자는 바다가 보여서 새 집에 만족하고 기뻐한다.",
+    verify="통과",
+    guard="예",
+)
 
 
 def test_success_runs_the_four_stages_deterministically_with_dates_in_the_prompts():
@@ -81,8 +94,13 @@ def test_success_runs_the_four_stages_deterministically_with_dates_in_the_prompt
 
 
 def test_failed_verification_retries_once_then_falls_back_to_accumulation():
-    model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
-                       update=GOOD.answers["update"], verify="실패: 모순이 있다", guard="예")
+    model = StageModel(
+        summarize=GOOD.answers["summarize"],
+        reflect=GOOD.answers["reflect"],
+        update=GOOD.answers["update"],
+        verify="실패: 모순이 있다",
+        guard="예",
+    )
     result, stages = _run(model)
     assert model.asked.count("update") == 2 and model.asked.count("verify") == 2
     assert result.status == "fallback" and "실패: 모순이 있다" in result.note
@@ -92,31 +110,47 @@ def test_failed_verification_retries_once_then_falls_back_to_accumulation():
 
 
 def test_garbage_output_never_shrinks_the_memory():
-    model = StageModel(summarize="Sure! Here is the summary:\nThe user moved.", reflect="x", update="...",
-                       verify="통과", guard="예")
+    model = StageModel(
+        summarize="Sure! Here is the summary:\nThe user moved.", reflect="x", update="...", verify="통과", guard="예"
+    )
     result, _ = _run(model)
     texts = [s.text for s in result.sentences]
     assert result.status == "fallback" and texts[:3] == PREVIOUS
     assert any("부산으로 이사했어" in t for t in texts)  # the user's own words, not lost
-    model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
-                       update="I cannot do that.", verify="통과", guard="예")
+    model = StageModel(
+        summarize=GOOD.answers["summarize"],
+        reflect=GOOD.answers["reflect"],
+        update="I cannot do that.",
+        verify="통과",
+        guard="예",
+    )
     result, _ = _run(model)
     assert result.status == "fallback" and [s.text for s in result.sentences][:3] == PREVIOUS
 
 
 def test_unparseable_verifier_answer_counts_as_a_failure():
-    model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
-                       update=GOOD.answers["update"], verify="Looks good to me", guard="예")
+    model = StageModel(
+        summarize=GOOD.answers["summarize"],
+        reflect=GOOD.answers["reflect"],
+        update=GOOD.answers["update"],
+        verify="Looks good to me",
+        guard="예",
+    )
     assert _run(model)[0].status == "fallback"
 
 
 # -- the deletion guard on fixture episodes ---------------------------------------------------------
 def _guard(new, judge="예", previous=PREVIOUS):
     model = StageModel(guard=judge)
-    sentences, decisions = guard([Sentence(t, "kept", id=i + 1) for i, t in enumerate(previous)], new,
-                                 session_texts=[t["text"] for t in DIALOGUE if t["role"] == "user"],
-                                 judge=lambda s: (parse_yes_no(answer := model.complete(
-                                     [{"role": "user", "content": MARKERS["guard"] + s}]).text), answer))
+    sentences, decisions = guard(
+        [Sentence(t, "kept", id=i + 1) for i, t in enumerate(previous)],
+        new,
+        session_texts=[t["text"] for t in DIALOGUE if t["role"] == "user"],
+        judge=lambda s: (
+            parse_yes_no(answer := model.complete([{"role": "user", "content": MARKERS["guard"] + s}]).text),
+            answer,
+        ),
+    )
     return sentences, {d.sentence: d.action for d in decisions}, model
 
 
@@ -148,14 +182,21 @@ def test_guard_keeps_rewrites_as_counterparts():
 def test_a_sentence_missing_the_facts_noun_is_no_counterpart():
     """CareCall-style memory: two of three words shared, but the hospital is gone."""
     previous = ["병원에 방문할 예정", "두통이 있음"]
-    sentences, actions, _ = _guard(["아는 언니네 방문할 예정", "두통이 있었으나 괜찮아짐"], judge="아니오", previous=previous)
+    sentences, actions, _ = _guard(
+        ["아는 언니네 방문할 예정", "두통이 있었으나 괜찮아짐"], judge="아니오", previous=previous
+    )
     assert actions == {"병원에 방문할 예정": "restored", "두통이 있음": "rewritten"}
     assert "병원에 방문할 예정" in [s.text for s in sentences]
 
 
 def test_guard_runs_inside_the_updater_when_the_model_drops_facts():
-    model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
-                       update="사용자는 부산으로 이사했다.\n사용자는 바다를 좋아한다.", verify="통과", guard="예")
+    model = StageModel(
+        summarize=GOOD.answers["summarize"],
+        reflect=GOOD.answers["reflect"],
+        update="사용자는 부산으로 이사했다.\n사용자는 바다를 좋아한다.",
+        verify="통과",
+        guard="예",
+    )
     result, _ = _run(model)
     texts = [s.text for s in result.sentences]
     assert "사용자는 고양이 한 마리를 키운다." in texts and "사용자는 지난달 코로나에 걸려 고생했다." in texts
@@ -164,13 +205,20 @@ def test_guard_runs_inside_the_updater_when_the_model_drops_facts():
 
 def test_news_the_rewrite_left_out_is_kept():
     """The update model rewrites the old facts well but forgets this session's move: the summary line comes back."""
-    model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
-                       update="\n".join(PREVIOUS), verify="통과", guard="아니오")
+    model = StageModel(
+        summarize=GOOD.answers["summarize"],
+        reflect=GOOD.answers["reflect"],
+        update="\n".join(PREVIOUS),
+        verify="통과",
+        guard="아니오",
+    )
     result, _ = _run(model)
     texts = [s.text for s in result.sentences]
     assert texts[:3] == PREVIOUS and "사용자는 지난주에 부산으로 이사했다." in texts
-    assert result.details["attempts"][0]["summary_kept"] == ["사용자는 지난주에 부산으로 이사했다.",
-                                                             "사용자는 바다가 보여서 새 집에 만족하고 기뻐한다."]
+    assert result.details["attempts"][0]["summary_kept"] == [
+        "사용자는 지난주에 부산으로 이사했다.",
+        "사용자는 바다가 보여서 새 집에 만족하고 기뻐한다.",
+    ]
     rewritten = StageModel(**{k: list(v) for k, v in GOOD.answers.items()})  # the news, with its date resolved
     assert _run(rewritten)[0].details["attempts"][0]["summary_kept"] == []
 
@@ -199,10 +247,15 @@ def test_job_commits_a_version_and_records_stages(store):
 
 def test_exception_mid_update_leaves_memory_intact_and_the_job_retryable(store):
     engine = MemoryEngine(store, NgramEmbedder())
-    uid, sid, job = _session(store)
+    uid, _sid, job = _session(store)
     engine.commit(uid, [Sentence(t) for t in PREVIOUS], strategy="import", status="ok", author="import")
-    model = StageModel(summarize=GOOD.answers["summarize"], reflect=GOOD.answers["reflect"],
-                       update=GenerationError("server went away"), verify="통과", guard="예")
+    model = StageModel(
+        summarize=GOOD.answers["summarize"],
+        reflect=GOOD.answers["reflect"],
+        update=GenerationError("server went away"),
+        verify="통과",
+        guard="예",
+    )
     runner = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder))
     with pytest.raises(GenerationError):
         runner.run(job)
@@ -214,7 +267,7 @@ def test_exception_mid_update_leaves_memory_intact_and_the_job_retryable(store):
 
 def test_job_left_running_by_a_crash_is_resumed(store):
     engine = MemoryEngine(store, NgramEmbedder())
-    uid, sid, job = _session(store)
+    _uid, _sid, job = _session(store)
     store.claim_job(job, owner=dead_owner())  # the process died here, mid-job
     model = StageModel(**{k: list(v) for k, v in GOOD.answers.items()})
     runner = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder))
@@ -232,10 +285,13 @@ def test_accumulate_strategy_appends_the_summary():
 
 
 def test_parse_and_elapsed_helpers():
-    assert parse_sentences("새 기억:\n- 사용자는 A다.\n2) 사용자는 B다.\n잡담\n- 사용자는 A다.\n사용자는 잘린\ufffd") == [
-        "사용자는 A다.", "사용자는 B다.", "사용자는 잘린"]
-    wrapped = ("<think>\n사용자는 무엇을 말했나? 먼저 정리하자.\n</think>\n네, 정리했습니다:\n```\n1. 사용자는 A다.\n"
-               "Note: I kept every fact.\n2. 사용자는 B다.\n2. 사용자는 B다.\n```")
+    assert parse_sentences(
+        "새 기억:\n- 사용자는 A다.\n2) 사용자는 B다.\n잡담\n- 사용자는 A다.\n사용자는 잘린\ufffd"
+    ) == ["사용자는 A다.", "사용자는 B다.", "사용자는 잘린"]
+    wrapped = (
+        "<think>\n사용자는 무엇을 말했나? 먼저 정리하자.\n</think>\n네, 정리했습니다:\n```\n1. 사용자는 A다.\n"
+        "Note: I kept every fact.\n2. 사용자는 B다.\n2. 사용자는 B다.\n```"
+    )
     assert parse_sentences(wrapped) == ["사용자는 A다.", "사용자는 B다."]
     assert parse_sentences("사용자는 A다.\n<think>\n사용자는 생각 중") == ["사용자는 A다."]  # unclosed: to the end
     assert parse_verdict("검토해 보니 새 기억에 문제가 없습니다. 결론: 통과") == (True, "")
@@ -246,7 +302,9 @@ def test_parse_and_elapsed_helpers():
     assert parse_yes_no("Note: I kept every fact.\n예") is True and parse_yes_no("예시 답: 예") is None  # words only
     # corpora that write memory otherwise (CareCall, MSC): every content line, but no English drift in Korean
     assert lenient_sentences("```\n1. 손녀가 태어남\nNote: I kept every fact.\n2. 허리가 아프심\n```") == [
-        "손녀가 태어남", "허리가 아프심"]
+        "손녀가 태어남",
+        "허리가 아프심",
+    ]
     assert lenient_sentences("- I have two cats.\n- I work as a nurse.") == ["I have two cats.", "I work as a nurse."]
     assert elapsed_text(date(2024, 1, 1), date(2024, 1, 4)) == "3일"
     assert elapsed_text(date(2024, 1, 1), date(2024, 3, 1)) == "2개월"

@@ -16,8 +16,11 @@ class SlowUpdates(ScriptedChatModel):
     """Every update call takes 0.2 s; records how many users' calls overlap, and whether one user's ever do."""
 
     def __init__(self):
-        super().__init__(responder=lambda msgs: "통과" if "새 기억이 올바른지" in msgs[-1]["content"]
-                         else "사용자는 요가를 시작했다.")
+        super().__init__(
+            responder=lambda msgs: (
+                "통과" if "새 기억이 올바른지" in msgs[-1]["content"] else "사용자는 요가를 시작했다."
+            )
+        )
         self.lock, self.active, self.most, self.same_user_overlap = threading.Lock(), [], 0, False
 
     def stream(self, messages, options=None):
@@ -34,8 +37,13 @@ class SlowUpdates(ScriptedChatModel):
 
 def test_updates_of_several_users_run_at_once_and_one_users_in_order(store):
     model = SlowUpdates()
-    bot = Chatbot(Settings(db=store.path, update_workers=3), chat_model=ScriptedChatModel(responder=lambda m: "응"),
-                  update_model=model, embedder=NgramEmbedder(), store=store)
+    bot = Chatbot(
+        Settings(db=store.path, update_workers=3),
+        chat_model=ScriptedChatModel(responder=lambda m: "응"),
+        update_model=model,
+        embedder=NgramEmbedder(),
+        store=store,
+    )
     worker = Worker(bot)
     assert pool_size(bot) == 3
     jobs = []
@@ -52,6 +60,10 @@ def test_updates_of_several_users_run_at_once_and_one_users_in_order(store):
 
 
 def test_a_model_in_this_process_gets_one_update_at_a_time(store):
-    bot = Chatbot(Settings(db=store.path), chat_model=ScriptedChatModel(responder=lambda m: "응"),
-                  embedder=NgramEmbedder(), store=store)
+    bot = Chatbot(
+        Settings(db=store.path),
+        chat_model=ScriptedChatModel(responder=lambda m: "응"),
+        embedder=NgramEmbedder(),
+        store=store,
+    )
     assert pool_size(bot) == 1

@@ -8,6 +8,7 @@ morpheme (tags NN*, VV*, VA*, XR, SL; lemma form). Exits non-zero when a
 
 Usage: python evaluation/data/check_ko_retrieval.py [path/to/ko_retrieval.json]
 """
+
 from __future__ import annotations
 
 import json
@@ -86,8 +87,7 @@ def main(path: Path) -> int:
                 errors.append(f"{q['id']}: shared_words={q.get('shared_words')} but Kiwi found {shared or 'none'}")
     n_mem = sum(len(u["memory"]) for u in data["users"])
     ratio = no_shared / total if total else 0.0
-    print(f"\nusers={len(data['users'])} memory={n_mem} queries={total} "
-          f"no_shared={no_shared} ({ratio:.1%})")
+    print(f"\nusers={len(data['users'])} memory={n_mem} queries={total} no_shared={no_shared} ({ratio:.1%})")
     if ratio < MIN_NO_SHARED:
         errors.append(f"only {ratio:.1%} of queries share no content morpheme (< 70%)")
     for e in errors:

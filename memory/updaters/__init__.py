@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memory.updaters.accumulate import AccumulateUpdater
-from memory.updaters.base import UpdateInput, UpdateResult, Updater
+from memory.updaters.base import UpdateInput, Updater, UpdateResult
 from memory.updaters.keem import KeemUpdater
 from memory.updaters.operations import OperationsUpdater
 from memory.updaters.steps import DEFAULT_CEILING
@@ -14,8 +14,9 @@ from models.errors import InputError
 STRATEGIES = ("keem", "accumulate", "operations")
 
 
-def make_updater(strategy: str, model: ChatModel, embedder: Embedder | None = None,
-                 max_new_tokens: int = DEFAULT_CEILING) -> Updater:
+def make_updater(
+    strategy: str, model: ChatModel, embedder: Embedder | None = None, max_new_tokens: int = DEFAULT_CEILING
+) -> Updater:
     """`max_new_tokens` is the output budget one update call plans for (KEEM_UPDATE_MAX_TOKENS): a memory whose
     rewrite needs more is rewritten in part (memory/updaters/steps.py)."""
     if strategy == "keem":
@@ -27,4 +28,4 @@ def make_updater(strategy: str, model: ChatModel, embedder: Embedder | None = No
     raise InputError(f"unknown strategy '{strategy}'; choose one of: {', '.join(STRATEGIES)}")
 
 
-__all__ = ["make_updater", "STRATEGIES", "UpdateInput", "UpdateResult", "Updater"]
+__all__ = ["STRATEGIES", "UpdateInput", "UpdateResult", "Updater", "make_updater"]

@@ -22,7 +22,11 @@ class AccumulateUpdater:
         self.steps.problems = []
         progress("summarizing")
         summary, generated = self.steps.summarize(inp.dialogue, inp.session_date)
-        return UpdateResult(accumulate(inp.previous, summary), "ok" if generated else "fallback",
-                            model_spec=self.model.spec, prompt_hash=prompt_hash("update_system", "summarize"),
-                            note=None if generated else "the update model wrote no usable summary; kept the user's "
-                            "own words", details={"summary": summary, "problems": self.steps.problems})
+        return UpdateResult(
+            accumulate(inp.previous, summary),
+            "ok" if generated else "fallback",
+            model_spec=self.model.spec,
+            prompt_hash=prompt_hash("update_system", "summarize"),
+            note=None if generated else "the update model wrote no usable summary; kept the user's own words",
+            details={"summary": summary, "problems": self.steps.problems},
+        )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from memory.store import Sentence
 
@@ -16,7 +17,7 @@ class UpdateInput:
     """What a strategy sees: the previous memory, this session's dialogue, and when things happened."""
 
     previous: list[Sentence]
-    dialogue: list[dict[str, str]]          # [{"role": "user"|"assistant", "text": ...}]
+    dialogue: list[dict[str, str]]  # [{"role": "user"|"assistant", "text": ...}]
     session_date: date
     previous_date: date | None = None
 
@@ -24,7 +25,7 @@ class UpdateInput:
 @dataclass
 class UpdateResult:
     sentences: list[Sentence]
-    status: str                              # ok | fallback
+    status: str  # ok | fallback
     model_spec: str | None = None
     prompt_hash: str | None = None
     note: str | None = None

@@ -20,8 +20,8 @@ The price is conservative: a fact replaced without any shared word ("서울에 �
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from memory.korean import content_nouns, content_words
 from memory.store import Sentence
@@ -32,7 +32,7 @@ CONTAINMENT = 0.6
 @dataclass
 class GuardDecision:
     sentence: str
-    action: str                      # kept | rewritten | dropped | restored
+    action: str  # kept | rewritten | dropped | restored
     counterpart: str | None = None
     related: bool = False
     judge: str | None = None
@@ -46,8 +46,10 @@ def continuation(old: str, new_texts: list[str]) -> int | None:
     """The index of the new sentence that continues `old` (identical, or holding every noun of it and
     CONTAINMENT of its content words; the best such), or None."""
     words, nouns = content_words(old), content_nouns(old)
-    scores = [1.0 if text == old else _containment(words, content_words(text)) if nouns <= content_words(text)
-              else 0.0 for text in new_texts]
+    scores = [
+        1.0 if text == old else _containment(words, content_words(text)) if nouns <= content_words(text) else 0.0
+        for text in new_texts
+    ]
     best = max(range(len(scores)), key=scores.__getitem__, default=None)
     return best if best is not None and scores[best] >= CONTAINMENT else None
 
@@ -60,8 +62,13 @@ def keep_summary(sentences: list[Sentence], summary: list[str]) -> tuple[list[Se
     return sentences + [Sentence(line, "added") for line in missing], missing
 
 
-def guard(previous: list[Sentence], new_texts: list[str], *, session_texts: list[str],
-          judge: Callable[[str], tuple[bool | None, str]]) -> tuple[list[Sentence], list[GuardDecision]]:
+def guard(
+    previous: list[Sentence],
+    new_texts: list[str],
+    *,
+    session_texts: list[str],
+    judge: Callable[[str], tuple[bool | None, str]],
+) -> tuple[list[Sentence], list[GuardDecision]]:
     """Attribute each new sentence to its origin and restore unjustified drops; returns (sentences, decisions).
 
     `judge(sentence)` asks the update model whether this session replaced or contradicted the sentence:

@@ -21,8 +21,14 @@ class KeemUpdater:
 
     name = "keem"
 
-    def __init__(self, model: ChatModel, embedder: Embedder | None = None, *, max_new_tokens: int = DEFAULT_CEILING,
-                 attempts: int = 2):
+    def __init__(
+        self,
+        model: ChatModel,
+        embedder: Embedder | None = None,
+        *,
+        max_new_tokens: int = DEFAULT_CEILING,
+        attempts: int = 2,
+    ):
         self.model = model
         self.steps = Steps.for_model(model, embedder, ceiling=max_new_tokens)
         self.attempts = attempts
@@ -34,30 +40,57 @@ class KeemUpdater:
         summary, generated_summary = steps.summarize(inp.dialogue, inp.session_date)
         progress("reflecting")
         reflected = steps.reflect(inp.dialogue, summary) if generated_summary else summary
-        details: dict[str, object] = {"summary": summary, "reflected": reflected, "attempts": [],
-                                      "problems": steps.problems}
+        details: dict[str, object] = {
+            "summary": summary,
+            "reflected": reflected,
+            "attempts": [],
+            "problems": steps.problems,
+        }
         base = dict(model_spec=self.model.spec, prompt_hash=steps.prompt_hash())
         if not generated_summary:
             progress("fallback")
-            return UpdateResult(accumulate(inp.previous, reflected), "fallback",
-                                note=_why("the update model wrote no usable summary; kept the user's own words",
-                                          steps.problems), details=details, **base)
+            return UpdateResult(
+                accumulate(inp.previous, reflected),
+                "fallback",
+                note=_why("the update model wrote no usable summary; kept the user's own words", steps.problems),
+                details=details,
+                **base,
+            )
         if not inp.previous:
             progress("verifying")
             problem = steps.verify([], format_dialogue(inp.dialogue), reflected, inp.session_date)
             details["attempts"] = [{"memory": reflected, "problem": problem}]
-            return UpdateResult([Sentence(t, "added") for t in reflected], "ok" if problem is None else "fallback",
-                                note=problem, details=details, **base)
-        sentences, more = steps.update(inp.previous, reflected, inp.dialogue, session_date=inp.session_date,
-                                       previous_date=inp.previous_date, attempts=self.attempts, progress=progress)
+            return UpdateResult(
+                [Sentence(t, "added") for t in reflected],
+                "ok" if problem is None else "fallback",
+                note=problem,
+                details=details,
+                **base,
+            )
+        sentences, more = steps.update(
+            inp.previous,
+            reflected,
+            inp.dialogue,
+            session_date=inp.session_date,
+            previous_date=inp.previous_date,
+            attempts=self.attempts,
+            progress=progress,
+        )
         details.update(more)
         if sentences is not None:
             return UpdateResult(sentences, "ok", details=details, **base)
         progress("fallback")
         problem = more["attempts"][-1]["problem"] if more["attempts"] else "no attempt"
-        return UpdateResult(accumulate(inp.previous, reflected), "fallback", details=details, note=_why(
-            f"verification failed {self.attempts} times, kept previous memory + reflected summary: {problem}",
-            steps.problems), **base)
+        return UpdateResult(
+            accumulate(inp.previous, reflected),
+            "fallback",
+            details=details,
+            note=_why(
+                f"verification failed {self.attempts} times, kept previous memory + reflected summary: {problem}",
+                steps.problems,
+            ),
+            **base,
+        )
 
 
 def _why(note: str, problems: list[str]) -> str:

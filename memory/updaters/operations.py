@@ -48,8 +48,8 @@ def apply_operation(memory: list[Sentence], sentence: str, op: str, index: int |
     assert index is not None
     old = memory[index]
     if op == "REPLACE":
-        return [*memory[:index], Sentence(sentence, "rewritten", old.origin_id), *memory[index + 1:]]
-    return [*memory[:index], *memory[index + 1:]]  # DELETE
+        return [*memory[:index], Sentence(sentence, "rewritten", old.origin_id), *memory[index + 1 :]]
+    return [*memory[:index], *memory[index + 1 :]]  # DELETE
 
 
 class OperationsUpdater:
@@ -64,8 +64,9 @@ class OperationsUpdater:
         summary sentence; a cut or unusable answer is APPEND, so nothing new is lost."""
         shown = self.steps.scope(memory, [sentence], [])
         part = list(range(len(memory))) if shown is None else shown
-        answer = self.steps.call("operations", render("operations", memory=[memory[i].text for i in part],
-                                                      sentence=sentence), ANSWER_TOKENS)
+        answer = self.steps.call(
+            "operations", render("operations", memory=[memory[i].text for i in part], sentence=sentence), ANSWER_TOKENS
+        )
         op, index = parse_operation(strip_wrappers(answer or ""), len(part))
         return answer or "", op, None if index is None else part[index], shown is not None
 
@@ -81,13 +82,23 @@ class OperationsUpdater:
             answer, op, index, scoped = "", "APPEND", None, False
             if inp.previous:  # the first session's memory is its summary
                 answer, op, index, scoped = self.choose(memory, sentence)
-            operations.append({"sentence": sentence, "answer": answer.strip()[:40], "operation": op,
-                               "target": None if index is None else memory[index].text, "scoped": scoped})
+            operations.append(
+                {
+                    "sentence": sentence,
+                    "answer": answer.strip()[:40],
+                    "operation": op,
+                    "target": None if index is None else memory[index].text,
+                    "scoped": scoped,
+                }
+            )
             memory = apply_operation(memory, sentence, op, index)
         if not memory:  # every sentence deleted: a version is never empty, keep the summary
             memory = [Sentence(t, "added") for t in summary]
-        return UpdateResult(memory, "ok" if generated else "fallback", model_spec=self.model.spec,
-                            prompt_hash=prompt_hash("update_system", "summarize", "operations"),
-                            note=None if generated else "the update model wrote no usable summary; kept the user's "
-                            "own words",
-                            details={"summary": summary, "operations": operations, "problems": self.steps.problems})
+        return UpdateResult(
+            memory,
+            "ok" if generated else "fallback",
+            model_spec=self.model.spec,
+            prompt_hash=prompt_hash("update_system", "summarize", "operations"),
+            note=None if generated else "the update model wrote no usable summary; kept the user's own words",
+            details={"summary": summary, "operations": operations, "problems": self.steps.problems},
+        )

@@ -20,38 +20,46 @@ as memory grows, and unrelated facts never pass through the model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from memory.korean import content_words
 from memory.prompts import prompt_hash, render
 from memory.store import Sentence
-from memory.text import (UNKNOWN, elapsed_text, extractive_summary, format_dialogue, parse_sentences,
-                         parse_verdict, parse_yes_no)
+from memory.text import (
+    UNKNOWN,
+    elapsed_text,
+    extractive_summary,
+    format_dialogue,
+    parse_sentences,
+    parse_verdict,
+    parse_yes_no,
+)
 from memory.updaters.guard import GuardDecision, decisions_json, guard, keep_summary
 from models.base import ChatModel, Completion, GenerationOptions, Message, estimate_tokens
 from models.embedders import Embedder
 from models.errors import InputError
 
-Ask = Callable[[str, str, int], Completion]          # (stage, prompt, max_new_tokens) -> the model's answer
+Ask = Callable[[str, str, int], Completion]  # (stage, prompt, max_new_tokens) -> the model's answer
 Parse = Callable[[str, int], list[str]]
 PROMPTS = ("update_system", "summarize", "reflect", "update", "verify", "guard")
 
-SUMMARY_SENTENCES = 10        # the summarize prompt asks for at most this many
-MAX_SUMMARY = 15              # parsed summary / reflected sentences kept
+SUMMARY_SENTENCES = 10  # the summarize prompt asks for at most this many
+MAX_SUMMARY = 15  # parsed summary / reflected sentences kept
 MAX_REFLECTED = 30
-SENTENCE_TOKENS = 64          # the output budget of one memory sentence written from scratch (about 40-60 chars)
-MARGIN = 1.25                 # rewrite budgets: what must be re-written, plus a quarter
-SLACK_TOKENS = 64             # and room for a line the model adds
+SENTENCE_TOKENS = 64  # the output budget of one memory sentence written from scratch (about 40-60 chars)
+MARGIN = 1.25  # rewrite budgets: what must be re-written, plus a quarter
+SLACK_TOKENS = 64  # and room for a line the model adds
 # Short answers get room for the reasoning or preamble real models put first: a budget is a limit, not a cost,
 # for a model that ends its answer (retried at twice, when cut).
-VERIFY_TOKENS = 256           # a verdict line
-JUDGE_TOKENS = 64             # "예" / "아니오"
-RETRIEVED_PER_QUERY = 2       # scoped rewrite: nearest previous sentences per user turn and summary sentence
-DEFAULT_CEILING = 512         # KEEM_UPDATE_MAX_TOKENS: past this, an update rewrites only what the session touches
+VERIFY_TOKENS = 256  # a verdict line
+JUDGE_TOKENS = 64  # "예" / "아니오"
+RETRIEVED_PER_QUERY = 2  # scoped rewrite: nearest previous sentences per user turn and summary sentence
+DEFAULT_CEILING = 512  # KEEM_UPDATE_MAX_TOKENS: past this, an update rewrites only what the session touches
 
 
 def model_ask(model: ChatModel) -> Ask:
@@ -73,11 +81,15 @@ class Attempt:
     generated: list[str]
     decisions: list[GuardDecision]
     problem: str | None
-    summary_kept: list[str] = field(default_factory=list)   # summary sentences the rewrite left out, appended
+    summary_kept: list[str] = field(default_factory=list)  # summary sentences the rewrite left out, appended
 
     def json(self) -> dict[str, Any]:
-        return {"memory": self.generated, "guard": decisions_json(self.decisions), "summary_kept": self.summary_kept,
-                "problem": self.problem}
+        return {
+            "memory": self.generated,
+            "guard": decisions_json(self.decisions),
+            "summary_kept": self.summary_kept,
+            "problem": self.problem,
+        }
 
 
 @dataclass
@@ -94,8 +106,9 @@ class Steps:
     problems: list[str] = field(default_factory=list)
 
     @classmethod
-    def for_model(cls, model: ChatModel, embedder: Embedder | None = None, ceiling: int = DEFAULT_CEILING,
-                  **kwargs: Any) -> "Steps":
+    def for_model(
+        cls, model: ChatModel, embedder: Embedder | None = None, ceiling: int = DEFAULT_CEILING, **kwargs: Any
+    ) -> Steps:
         return cls(model_ask(model), model.count_tokens, model.context_window, ceiling, embedder, **kwargs)
 
     @staticmethod
@@ -111,8 +124,9 @@ class Steps:
         """The model's answer, or None when there is no usable one (cut twice, or a prompt too long)."""
         room = self.context_window - self.count_tokens(render("update_system") + prompt) - 16
         if room < 8:
-            self.problems.append(f"{stage}: the prompt leaves no room to answer in a {self.context_window}-token "
-                                 "context")
+            self.problems.append(
+                f"{stage}: the prompt leaves no room to answer in a {self.context_window}-token context"
+            )
             return None
         budget = min(budget, self.ceiling, room)
         for attempt in range(2):
@@ -134,37 +148,59 @@ class Steps:
     # -- the steps -----------------------------------------------------------------------------------
     def summarize(self, dialogue: list[dict[str, str]], session_date: date | None) -> tuple[list[str], bool]:
         """(summary sentences, whether the model wrote them); the user's own words when it wrote none usable."""
-        answer = self.call("summarize", render(
-            "summarize", dialogue=format_dialogue(dialogue), session_date=_iso(session_date),
-            max_sentences=SUMMARY_SENTENCES), SUMMARY_SENTENCES * SENTENCE_TOKENS + SLACK_TOKENS)
+        answer = self.call(
+            "summarize",
+            render(
+                "summarize",
+                dialogue=format_dialogue(dialogue),
+                session_date=_iso(session_date),
+                max_sentences=SUMMARY_SENTENCES,
+            ),
+            SUMMARY_SENTENCES * SENTENCE_TOKENS + SLACK_TOKENS,
+        )
         summary = self.parse(answer or "", MAX_SUMMARY)
         return (summary, True) if summary else (extractive_summary(dialogue)[:MAX_SUMMARY], False)
 
     def reflect(self, dialogue: list[dict[str, str]], summary: list[str]) -> list[str]:
         """The summary with the user's emotions and their causes; the summary itself when no usable answer."""
-        budget = self.rewrite_budget(summary) + len(summary) * 24   # each sentence may gain an emotion clause
-        answer = self.call("reflect", render("reflect", dialogue=format_dialogue(dialogue),
-                                             summary="\n".join(summary)), budget)
+        budget = self.rewrite_budget(summary) + len(summary) * 24  # each sentence may gain an emotion clause
+        answer = self.call(
+            "reflect", render("reflect", dialogue=format_dialogue(dialogue), summary="\n".join(summary)), budget
+        )
         return self.parse(answer or "", MAX_REFLECTED) or summary
 
-    def rewrite(self, previous: list[str], reflected: list[str], session_date: date | None,
-                previous_date: date | None) -> list[str]:
+    def rewrite(
+        self, previous: list[str], reflected: list[str], session_date: date | None, previous_date: date | None
+    ) -> list[str]:
         """The new integrated memory of `previous` and the reflected summary ([] when no usable answer)."""
-        answer = self.call("update", render(
-            "update", previous=previous, summary=reflected, session_date=_iso(session_date),
-            previous_date=_iso(previous_date), elapsed=_elapsed(previous_date, session_date)),
-            self.rewrite_budget(previous + reflected))
+        answer = self.call(
+            "update",
+            render(
+                "update",
+                previous=previous,
+                summary=reflected,
+                session_date=_iso(session_date),
+                previous_date=_iso(previous_date),
+                elapsed=_elapsed(previous_date, session_date),
+            ),
+            self.rewrite_budget(previous + reflected),
+        )
         return self.parse(answer or "", 2 * (len(previous) + len(reflected)) + 10)
 
-    def verify(self, previous: list[str], dialogue_text: str, memory: list[str], session_date: date | None) -> str | None:
+    def verify(
+        self, previous: list[str], dialogue_text: str, memory: list[str], session_date: date | None
+    ) -> str | None:
         """None when the new memory passes; otherwise the reason it failed."""
         if not memory:
             return "the update produced no usable sentence"
         limit = len(previous) + 20
         if len(memory) > limit:
             return f"the update produced {len(memory)} sentences, more than {limit}"
-        answer = self.call("verify", render("verify", previous=previous, dialogue=dialogue_text, memory=memory,
-                                            session_date=_iso(session_date)), VERIFY_TOKENS)
+        answer = self.call(
+            "verify",
+            render("verify", previous=previous, dialogue=dialogue_text, memory=memory, session_date=_iso(session_date)),
+            VERIFY_TOKENS,
+        )
         if answer is None:
             return "the verifier gave no usable answer (cut at its budget)"
         passed, reason = parse_verdict(answer)
@@ -196,8 +232,9 @@ class Steps:
             for row in cos:
                 for j in np.argsort(-row)[:RETRIEVED_PER_QUERY]:
                     nearest[j] = max(nearest[j], row[j])
-        ranked = sorted((i for i in range(len(texts)) if overlap[i] or nearest[i] > 0),
-                        key=lambda i: (-overlap[i], -nearest[i], i))
+        ranked = sorted(
+            (i for i in range(len(texts)) if overlap[i] or nearest[i] > 0), key=lambda i: (-overlap[i], -nearest[i], i)
+        )
         chosen: list[int] = []
         for i in ranked:
             if self.rewrite_budget([texts[j] for j in chosen] + [texts[i]] + reflected) > self.ceiling:
@@ -211,12 +248,22 @@ class Steps:
         name = self.embedder.name
         missing = [s.text for s in sentences if s.embedding is None or s.embedder != name]
         fresh = iter(self.embedder.embed(missing)) if missing else iter(())
-        return np.stack([s.embedding if s.embedding is not None and s.embedder == name else next(fresh)
-                         for s in sentences])
+        return np.stack(
+            [s.embedding if s.embedding is not None and s.embedder == name else next(fresh) for s in sentences]
+        )
 
-    def attempt(self, previous: list[Sentence], reflected: list[str], *, session_dialogue: str,
-                user_turns: list[str], verify_dialogue: str, session_date: date | None,
-                previous_date: date | None, progress: Callable[[str], None] = lambda stage: None) -> Attempt:
+    def attempt(
+        self,
+        previous: list[Sentence],
+        reflected: list[str],
+        *,
+        session_dialogue: str,
+        user_turns: list[str],
+        verify_dialogue: str,
+        session_date: date | None,
+        previous_date: date | None,
+        progress: Callable[[str], None] = lambda stage: None,
+    ) -> Attempt:
         """One rewrite of `previous` with the reflected summary, guarded and verified."""
         progress("updating")
         generated = self.rewrite([s.text for s in previous], reflected, session_date, previous_date)
@@ -225,18 +272,30 @@ class Steps:
             return Attempt([], [], [], "the update produced no usable sentence")
         summary_kept: list[str] = []
         if self.use_guard:
-            sentences, decisions = guard(previous, generated, session_texts=user_turns + reflected,
-                                         judge=lambda s: self.judge(s, session_dialogue))
+            sentences, decisions = guard(
+                previous,
+                generated,
+                session_texts=user_turns + reflected,
+                judge=lambda s: self.judge(s, session_dialogue),
+            )
             sentences, summary_kept = keep_summary(sentences, reflected)
         else:
             sentences, decisions = [Sentence(t, "added") for t in generated], []
         problem = self.verify([s.text for s in previous], verify_dialogue, [s.text for s in sentences], session_date)
         return Attempt(sentences, generated, decisions, problem, summary_kept)
 
-    def update(self, previous: list[Sentence], reflected: list[str], dialogue: list[dict[str, str]], *,
-               session_date: date | None, previous_date: date | None, verify_dialogue: str | None = None,
-               attempts: int = 2, progress: Callable[[str], None] = lambda stage: None,
-               ) -> tuple[list[Sentence] | None, dict[str, Any]]:
+    def update(
+        self,
+        previous: list[Sentence],
+        reflected: list[str],
+        dialogue: list[dict[str, str]],
+        *,
+        session_date: date | None,
+        previous_date: date | None,
+        verify_dialogue: str | None = None,
+        attempts: int = 2,
+        progress: Callable[[str], None] = lambda stage: None,
+    ) -> tuple[list[Sentence] | None, dict[str, Any]]:
         """(the new memory, details), or (None, details) when every attempt failed verification.
 
         Scoped when the whole rewrite would pass `ceiling`: untouched sentences are carried verbatim (first, in
@@ -246,15 +305,25 @@ class Steps:
         session_dialogue = format_dialogue(dialogue)
         touched = self.scope(previous, reflected, user_turns)
         part = previous if touched is None else [previous[i] for i in touched]
-        carried = [] if touched is None else [Sentence(s.text, "kept", s.id) for i, s in enumerate(previous)
-                                              if i not in set(touched)]
+        carried = (
+            []
+            if touched is None
+            else [Sentence(s.text, "kept", s.id) for i, s in enumerate(previous) if i not in set(touched)]
+        )
         details: dict[str, Any] = {"attempts": []}
         if touched is not None:
             details["scope"] = {"rewritten": len(part), "carried": len(carried), "ceiling": self.ceiling}
         for _ in range(attempts):
-            result = self.attempt(part, reflected, session_dialogue=session_dialogue, user_turns=user_turns,
-                                  verify_dialogue=verify_dialogue or session_dialogue, session_date=session_date,
-                                  previous_date=previous_date, progress=progress)
+            result = self.attempt(
+                part,
+                reflected,
+                session_dialogue=session_dialogue,
+                user_turns=user_turns,
+                verify_dialogue=verify_dialogue or session_dialogue,
+                session_date=session_date,
+                previous_date=previous_date,
+                progress=progress,
+            )
             details["attempts"].append(result.json())
             if result.problem is None:
                 return carried + result.sentences, details
