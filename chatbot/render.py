@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from chatbot.session import Chatbot
@@ -44,7 +45,7 @@ def md(text: str) -> str:
     return MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False)).replace("\n", " ")
 
 
-def shown(message: dict[str, Any]) -> dict[str, Any]:
+def shown(message: Mapping[str, Any]) -> dict[str, Any]:
     """A chat message as displayed: Markdown stays, but no image loads (a reply cannot make the browser fetch URLs)."""
     return {
         **message,

@@ -7,7 +7,7 @@ import logging
 import re
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,7 +188,7 @@ class ChatUI:
         session = self.bot.start(name, browser_key=key)
         self.worker.track(session)
         state = UserState(session.user_id, name, session)
-        out = (
+        out: tuple[Any, ...] = (
             state,
             gr.update(visible=False),
             gr.update(visible=True),
@@ -286,7 +286,7 @@ class ChatUI:
         if not answered:  # e.g. the message was refused: nothing to show
             yield gr.skip(), gr.skip(), gr.skip()
 
-    def _answer(self, state: UserState, text: str, stored: bool) -> Iterator[tuple[Any, Any, Any]]:
+    def _answer(self, state: UserState, text: str, stored: bool) -> Generator[tuple[Any, Any, Any], None, bool]:
         """Stream the reply to one message (`stored`: its user turn is already in the database); returns False
         when a queued message could not be stored, which then goes back to the front of the queue."""
         if state.session.ended:
