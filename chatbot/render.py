@@ -175,6 +175,30 @@ def stage_text(job: dict[str, Any]) -> tuple[str, bool]:
     return f"기억 갱신: {STAGES.get(stage, stage)} …", False
 
 
+def render_jobs(jobs: list[dict[str, Any]]) -> str:
+    """This user's updates that have not become memory yet (waiting, running, or failed with their error), so a
+    failure from an earlier session stays visible; empty when every update is done. No strategy names: in a blind
+    trial a participant must not learn theirs."""
+    lines = []
+    for job in jobs:
+        when = (job.get("created_at") or "")[:16].replace("T", " ")
+        if job["status"] == "failed":
+            reason = md((job.get("last_error") or "알 수 없는 오류")[:300])
+            lines.append(
+                f"- ⚠️ {when}에 끝낸 대화의 기억 갱신이 {job['attempts']}번 시도 끝에 실패했습니다: {reason}. "
+                "이전 기억은 그대로이고 대화 기록도 남아 있습니다. 아래 **실패한 갱신 다시 시도**를 누르거나, "
+                "앱이 다시 시작될 때 다시 시도합니다."
+            )
+        elif job["status"] == "running":
+            lines.append(
+                f"- ⏳ {when}에 끝낸 대화의 기억을 갱신하는 중입니다 ({STAGES.get(job['stage'], job['stage'])})."
+            )
+        else:
+            retry = f" 앞선 시도가 실패했습니다: {md((job.get('last_error') or '')[:200])}." if job["attempts"] else ""
+            lines.append(f"- ⏳ {when}에 끝낸 대화의 기억 갱신이 기다리는 중입니다.{retry}")
+    return ("**아직 기억에 반영되지 않은 대화**\n\n" + "\n".join(lines)) if lines else ""
+
+
 def choices(version: Version | None) -> list[tuple[str, str]]:
     """Dropdown choices; a value names the version too, so an edit of a stale list is refused."""
     if version is None:

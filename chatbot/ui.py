@@ -22,6 +22,7 @@ from chatbot.render import (
     model_banner,
     render_history,
     render_hits,
+    render_jobs,
     render_memory,
     shown,
     stage_text,
@@ -161,16 +162,43 @@ class ChatUI:
         state.session = self.bot.start(state.name)
         self.worker.track(state.session)
 
-    def memory_outputs(self, state: UserState | None) -> tuple[str, str, Any]:
+    def memory_outputs(self, state: UserState | None) -> tuple[str, str, Any, Any]:
+        """The memory tab: (updates not yet in memory, then the current memory; history; sentence picker; the
+        retry button, shown while an update of this user's has failed)."""
         if state is None:
-            return "", "", gr.update(choices=[], value=None)
-        versions = self.bot.store.versions(state.user_id)
+            return "", "", gr.update(choices=[], value=None), gr.update(visible=False)
+        store = self.bot.store
+        versions = store.versions(state.user_id)
         latest = versions[-1] if versions else None
         blind = self.bot.settings.strategy == BALANCED  # a trial participant must not learn their strategy
+        waiting = store.jobs(state.user_id, ("pending", "running", "failed"))
+        jobs = render_jobs(waiting)
         return (
-            render_memory(latest),
+            f"{jobs}\n\n---\n\n{render_memory(latest)}" if jobs else render_memory(latest),
             render_history(versions, show_strategy=not blind),
             gr.update(choices=choices(latest), value=None),
+            gr.update(visible=any(j["status"] == "failed" for j in waiting)),
+        )
+
+    @staticmethod
+    def keep_panel() -> tuple[Any, ...]:
+        """The memory tab's outputs left as they are (as many as `memory_outputs` gives)."""
+        return tuple(gr.update() for _ in range(4))
+
+    def retry_failed(self, state: UserState | None) -> tuple[Any, ...]:
+        """Put this user's failed updates back in the queue now; the progress line then follows the newest one.
+        Outputs as `poll`'s: (progress, timer, *memory tab)."""
+        if state is None:
+            raise InputError("먼저 대화를 시작하세요.")
+        ids = self.bot.store.retry_jobs(user_id=state.user_id)
+        if not ids:
+            return ("다시 시도할 실패한 갱신이 없습니다.", gr.Timer(active=False), *self.memory_outputs(state))
+        self.worker.notify()
+        state.job_id = ids[-1]
+        return (
+            f"실패한 기억 갱신 {len(ids)}개를 다시 시도합니다 …",
+            gr.Timer(active=True),
+            *self.memory_outputs(state),
         )
 
     # login
@@ -207,18 +235,7 @@ class ChatUI:
             state.take_pending()  # leaving: nothing more is answered for this tab
         if state is not None and not state.session.ended:
             self.worker.end(state.session, "logout")
-        return (
-            None,
-            gr.update(visible=True),
-            gr.update(visible=False),
-            "",
-            [],
-            "",
-            "",
-            "",
-            "",
-            gr.update(choices=[], value=None),
-        )
+        return (None, gr.update(visible=True), gr.update(visible=False), "", [], "", "", *self.memory_outputs(None))
 
     # chat
     def send(self, text: str, state: UserState | None) -> tuple[Any, Any, Any]:
@@ -379,18 +396,18 @@ class ChatUI:
     def poll(self, state: UserState | None) -> tuple[Any, ...]:
         """Progress of this tab's update job; refreshes the memory panel when it finishes."""
         if state is None or state.job_id is None:
-            return gr.update(), gr.Timer(active=False), gr.update(), gr.update(), gr.update()
+            return gr.update(), gr.Timer(active=False), *self.keep_panel()
         try:
             job = self.bot.store.job(state.job_id)
         except InputError:
             state.job_id = None
-            return "", gr.Timer(active=False), gr.update(), gr.update(), gr.update()
+            return "", gr.Timer(active=False), *self.keep_panel()
         if job["user_id"] != state.user_id:  # cannot happen: job ids come from this state only
             state.job_id = None
-            return "", gr.Timer(active=False), gr.update(), gr.update(), gr.update()
+            return "", gr.Timer(active=False), *self.keep_panel()
         text, finished = stage_text(job)
         if not finished:
-            return text, gr.Timer(active=True), gr.update(), gr.update(), gr.update()
+            return text, gr.Timer(active=True), *self.keep_panel()
         state.job_id = None
         return (text, gr.Timer(active=False), *self.memory_outputs(state))
 
@@ -417,7 +434,7 @@ class ChatUI:
             raise InputError("그 사이 기억이 바뀌었습니다. 목록에서 다시 고르세요.")
         return latest, int(index)
 
-    def _commit(self, state: UserState, sentences: list[Sentence], note: str) -> tuple[str, str, Any]:
+    def _commit(self, state: UserState, sentences: list[Sentence], note: str) -> tuple[str, str, Any, Any]:
         self.bot.engine.commit(state.user_id, sentences, strategy="user", status="ok", author="user", note=note)
         gr.Info("새 기억 버전을 저장했습니다.")
         return self.memory_outputs(state)
@@ -565,6 +582,7 @@ def build_app(
                     progress = gr.Markdown(elem_id="progress")
                 with gr.Tab("기억", id="memory-tab"):
                     memory = gr.Markdown(elem_id="memory")
+                    retry = gr.Button("실패한 갱신 다시 시도", visible=False, size="sm", elem_id="retry-button")
                     with gr.Accordion("문장 고치기 · 지우기 · 추가", open=False):
                         pick = gr.Dropdown(label="문장 고르기", choices=[], elem_id="pick")
                         edit_text = gr.Textbox(label="새 문장", max_lines=3, elem_id="edit-text")
@@ -582,9 +600,9 @@ def build_app(
                         forget_btn = gr.Button("모두 삭제", variant="stop", elem_id="forget-button")
         timer = gr.Timer(1.0, active=False)
 
-        panel = [memory, history, pick]
+        panel = [memory, history, pick, retry]
         after_login = [state, login_box, main_box, greeting, chat, hits, message, progress, again, *panel]
-        cleared = [state, login_box, main_box, greeting, chat, hits, progress, memory, history, pick]
+        cleared = [state, login_box, main_box, greeting, chat, hits, progress, *panel]
         # the key is only obfuscated in localStorage (Gradio sends the page its secret): the key is the credential
         key = [gr.BrowserState("", storage_key="keem-identity", secret="keem-identity")] if browser_identity else []
         # no concurrency limit: a login is a few quick writes, and 20 at once must not wait in waves of 4
@@ -627,7 +645,7 @@ def build_app(
             **hidden,
         )
         timer.tick(
-            guarded(5)(ui.poll),
+            guarded(2 + len(panel))(ui.poll),
             [state],
             [progress, timer, *panel],
             concurrency_limit=None,
@@ -635,8 +653,17 @@ def build_app(
             **hidden,
         )
         again.click(guarded(6)(ui.new_session), [state], [state, chat, message, again, hits, progress], **hidden)
-        edit_btn.click(guarded(4)(ui.edit_sentence), [pick, edit_text, state], [*panel, edit_text], **hidden)
-        add_btn.click(guarded(4)(ui.add_sentence), [edit_text, state], [*panel, edit_text], **hidden)
-        delete_btn.click(guarded(4)(ui.delete_sentence), [pick, state], [*panel, edit_text], **hidden)
+        retry.click(
+            guarded(2 + len(panel))(ui.retry_failed),
+            [state],
+            [progress, timer, *panel],
+            show_progress="hidden",
+            **hidden,
+        )
+        edit_btn.click(
+            guarded(len(panel) + 1)(ui.edit_sentence), [pick, edit_text, state], [*panel, edit_text], **hidden
+        )
+        add_btn.click(guarded(len(panel) + 1)(ui.add_sentence), [edit_text, state], [*panel, edit_text], **hidden)
+        delete_btn.click(guarded(len(panel) + 1)(ui.delete_sentence), [pick, state], [*panel, edit_text], **hidden)
         forget_btn.click(guarded(len(cleared) + 1)(ui.forget), [confirm, state], [*cleared, confirm], **hidden)
     return app

@@ -579,6 +579,44 @@ def test_a_failed_update_is_retried_after_a_backoff_until_it_succeeds(tmp_path: 
     assert worker.run_pending() == 1 and bot.store.job(job_id)["status"] == "done"
 
 
+def test_a_failed_update_from_an_earlier_session_shows_its_error_and_a_retry_makes_it_memory(tmp_path: Path) -> None:
+    down = [True]
+
+    def flaky(messages: list[dict[str, Any]]) -> str:
+        if down[0] and "요약으로 정리하세요" in messages[-1]["content"]:
+            raise GenerationError("update server refused the connection")
+        return answer(messages)
+
+    bot = make_bot(tmp_path / "keem.db", ScriptedChatModel(responder=flaky))
+    worker = Worker(bot, poll_s=0.05)
+    ui = ChatUI(bot, worker)
+    state = login(ui, "민수")
+    say(ui, "어제 부산으로 이사했어", state)
+    ui.end_session(state)
+    for _ in range(20):  # every retry fails until the job is given up (the backoff skipped)
+        bot.store.db.execute("update update_jobs set next_attempt_at = 0")
+        worker.run_pending()
+        if bot.store.jobs(state.user_id, ("failed",)):
+            break
+    ui.logout(state)
+
+    again = login(ui, "민수")  # a later visit: the failure is on the memory tab with its error
+    memory, _, _, retry = ui.memory_outputs(again)
+    assert "실패했습니다" in memory and "update server refused the connection" in memory
+    assert "이전 기억은 그대로" in memory and retry["visible"] is True
+    assert bot.store.versions(again.user_id) == []
+
+    down[0] = False  # the model is back: the user's retry button turns the failed job into a version
+    progress, _, *_ = ui.retry_failed(again)
+    assert "다시 시도" in progress and again.job_id is not None
+    worker.run_pending()
+    text, _, memory, _, _, retry = wait_job(ui, again)
+    assert "완료" in text and "부산" in memory and "실패" not in memory and retry["visible"] is False
+    assert len(bot.store.versions(again.user_id)) == 1
+    assert "없습니다" in ui.retry_failed(again)[0]  # nothing left to retry
+    worker.stop()
+
+
 def test_a_trial_participant_never_sees_their_strategy(tmp_path: Path) -> None:
     bot = make_bot(tmp_path / "k.db", strategy="balanced")
     ui = ChatUI(bot, Worker(bot))
@@ -587,7 +625,7 @@ def test_a_trial_participant_never_sees_their_strategy(tmp_path: Path) -> None:
     bot.engine.commit(
         state.user_id, [Sentence("사용자는 고양이를 키운다")], strategy="keem", status="ok", author="updater"
     )
-    memory, history, _ = ui.memory_outputs(state)
+    memory, history, _, _ = ui.memory_outputs(state)
     assert "keem" not in history and "keem" not in memory and "완료" in history
     plain = make_bot(tmp_path / "k.db")  # an operator's app names it
     assert "keem/ok" in ChatUI(plain, Worker(plain)).memory_outputs(state)[1]
@@ -603,9 +641,9 @@ def test_with_browser_identity_a_typed_name_opens_only_that_browsers_memory(tmp_
         state.user_id, [Sentence("사용자는 부산으로 이사했다")], strategy="keem", status="ok", author="updater"
     )
     back = ui.login("민수", key)  # the same browser, later
-    assert back[0].user_id == state.user_id and back[-1] == key and "부산" in back[-3]
+    assert back[0].user_id == state.user_id and back[-1] == key and "부산" in back[-5]
     stranger = ui.login("민수", "")  # another browser typing the same name
-    assert stranger[0].user_id != state.user_id and stranger[-1] != key and "부산" not in stranger[-3]
+    assert stranger[0].user_id != state.user_id and stranger[-1] != key and "부산" not in stranger[-5]
     forged = ui.login("민수", "x' or 1=1")  # a malformed key is replaced, not used
     assert forged[0].user_id not in (state.user_id, stranger[0].user_id)
     assert bot.store.find_user("민수") is None  # no plain-name user to type into
