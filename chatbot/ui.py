@@ -14,6 +14,7 @@ from typing import Any
 import fastapi
 import gradio as gr
 
+from chatbot import zerogpu
 from chatbot.render import (
     LOADING,
     choices,
@@ -115,6 +116,9 @@ class Backend:
             if backend.error is None:
                 warm_korean()  # once chat is open: before any update needs it, after the start it would slow
 
+        if zerogpu.active():  # ZeroGPU takes weights onto its GPU only from the main thread, before the launch
+            run()
+            return backend
         threading.Thread(target=run, name="keem-load", daemon=True).start()
         return backend
 
@@ -139,6 +143,7 @@ class ChatUI:
     def __init__(self, bot: Chatbot | Backend, worker: Worker | None = None, *, browser_identity: bool = False):
         self.backend = bot if isinstance(bot, Backend) else Backend(bot, worker)
         self.browser_identity = browser_identity
+        self.zero = zerogpu.ZeroGPU(self.backend) if zerogpu.active() else None  # GPU work in GPU functions
 
     @property
     def bot(self) -> Chatbot:
@@ -606,7 +611,7 @@ def build_app(
         # the key is only obfuscated in localStorage (Gradio sends the page its secret): the key is the credential
         key = [gr.BrowserState("", storage_key="keem-identity", secret="keem-identity")] if browser_identity else []
         # no concurrency limit: a login is a few quick writes, and 20 at once must not wait in waves of 4
-        gr.on(
+        logged_in = gr.on(
             [start.click, name.submit],
             guarded(len(after_login) + len(key))(ui.login),
             [name, *key],
@@ -636,7 +641,7 @@ def build_app(
             **hidden,
         )
         # no queue: the answer must not wait behind streaming replies (target: under 0.5 s)
-        end.click(
+        ended = end.click(
             guarded(5)(ui.end_session),
             [state, message],
             [state, progress, timer, message, again],
@@ -652,8 +657,10 @@ def build_app(
             show_progress="hidden",
             **hidden,
         )
-        again.click(guarded(6)(ui.new_session), [state], [state, chat, message, again, hits, progress], **hidden)
-        retry.click(
+        renewed = again.click(
+            guarded(6)(ui.new_session), [state], [state, chat, message, again, hits, progress], **hidden
+        )
+        retried = retry.click(
             guarded(2 + len(panel))(ui.retry_failed),
             [state],
             [progress, timer, *panel],
@@ -666,4 +673,6 @@ def build_app(
         add_btn.click(guarded(len(panel) + 1)(ui.add_sentence), [edit_text, state], [*panel, edit_text], **hidden)
         delete_btn.click(guarded(len(panel) + 1)(ui.delete_sentence), [pick, state], [*panel, edit_text], **hidden)
         forget_btn.click(guarded(len(cleared) + 1)(ui.forget), [confirm, state], [*cleared, confirm], **hidden)
+        if ui.zero is not None:  # ZeroGPU: a user's memory updates run in their own events (chatbot/zerogpu.py)
+            ui.zero.wire([logged_in, ended, renewed, retried], state, progress, timer, **hidden)
     return app

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from chatbot import zerogpu
 from chatbot.session import Chatbot, ChatSession
 from memory.backup import Backups
 
@@ -30,6 +31,7 @@ class Worker:
 
     A job that fails goes back to pending with its retry time in the database (memory/jobs.py retry_delay: 30 s,
     doubling, at most an hour, over about two hours) and is retried here when that time comes, not in a hot loop.
+    On ZeroGPU (chatbot/zerogpu.py) it runs no jobs (`run_jobs` is False): each user's own events run them.
     With KEEM_BACKUP_DIR set it also snapshots the database there every KEEM_BACKUP_EVERY_MIN when something
     changed, at once after a forget (dropping the snapshots that still hold the user), and at shutdown.
     """
@@ -59,6 +61,8 @@ class Worker:
         self.backup_every_s = settings.backup_every_min * 60.0
         self._backed_up: tuple[int, int] | None = None  # (store changes, forgets) at the last snapshot
         self._backed_up_at = self.clock()
+        # on ZeroGPU a model runs only inside a GPU function a user's event calls: jobs run there, not here
+        self.run_jobs = not zerogpu.active()
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> Worker:
@@ -213,7 +217,8 @@ class Worker:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self.dispatch()
+                if self.run_jobs:
+                    self.dispatch()
                 self.end_idle()
                 self.backup()
             except Exception:  # never let the worker die; the next tick tries again

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from memory.cues import CUES_PROMPT_HASH, CueWriter
 from memory.engine import MemoryEngine
 from memory.store import Sentence, Version
 from memory.text import to_date
-from memory.updaters import UpdateInput, Updater
+from memory.updaters import UpdateInput, Updater, UpdateResult
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 8  # with RETRY_BASE_S doubling up to RETRY_MAX_S: retries over about two hours
@@ -20,6 +22,18 @@ RETRY_MAX_S = 3600.0
 def retry_delay(attempts: int) -> float:
     """Seconds before the next try of a job that failed `attempts` times: 30 s, doubling, at most an hour."""
     return min(RETRY_BASE_S * 2 ** max(attempts - 1, 0), RETRY_MAX_S)
+
+
+@dataclass
+class Computed:
+    """What the model part of a job made: the strategy's result, cue words, and the details to store with them."""
+
+    result: UpdateResult
+    cues: dict[str, str]
+    details: dict[str, Any]
+
+
+Compute = Callable[[str, UpdateInput, Callable[[str], None]], Computed]  # (strategy, input, stage) -> Computed
 
 
 class JobRunner:
@@ -68,10 +82,25 @@ class JobRunner:
             previous_date=to_date(before["started_at"]) if before else None,
         )
 
-    def run(self, job_id: int | None = None, on_stage: Callable[[str], None] | None = None) -> Version | None:
+    def compute(self, strategy: str, inp: UpdateInput, stage: Callable[[str], None]) -> Computed:
+        """The model part of a job, and nothing else (no database): the strategy's update, then cue words."""
+        result = self.updater_for(strategy).update(inp, stage)
+        cues: dict[str, str] = {}
+        details = result.details
+        if self.cue_writer is not None:
+            stage("cues")
+            cues, extra = self.write_cues(inp.previous, result.sentences)  # the version build_input loaded
+            details = {**details, **extra}
+        return Computed(result, cues, details)
+
+    def run(
+        self, job_id: int | None = None, on_stage: Callable[[str], None] | None = None, compute: Compute | None = None
+    ) -> Version | None:
         """Run one pending job (the given one, else the oldest). Returns the new version, or None.
 
-        Exceptions are recorded on the job (pending again after a backoff, up to `max_attempts`) and re-raised.
+        `compute` runs the model part in place of `self.compute` (on ZeroGPU, inside a GPU function:
+        chatbot/zerogpu.py); claiming, stages and the commit stay here. Exceptions are recorded on the job (pending
+        again after a backoff, up to `max_attempts`) and re-raised.
         """
         job = self.store.claim_job(job_id)
         if job is None:
@@ -87,13 +116,8 @@ class JobRunner:
             if not any(t["role"] == "user" for t in inp.dialogue):
                 self.store.finish_job_without_version(job["id"], "skipped")
                 return None
-            result = self.updater_for(job["strategy"]).update(inp, stage)
-            cues: dict[str, str] = {}
-            details = result.details
-            if self.cue_writer is not None:
-                stage("cues")
-                cues, extra = self.write_cues(inp.previous, result.sentences)  # the version build_input loaded
-                details = {**details, **extra}
+            done = (compute or self.compute)(job["strategy"], inp, stage)
+            result, cues, details = done.result, done.cues, done.details
             version = self.engine.commit(
                 job["user_id"],
                 result.sentences,

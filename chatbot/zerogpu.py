@@ -1,0 +1,194 @@
+"""ZeroGPU, Hugging Face's shared on-demand GPUs: each model call runs inside a `@spaces.GPU` function that a user's
+Gradio event calls, and memory updates run in that user's events instead of the background worker.
+
+ZeroGPU lends a GPU only while a decorated function runs (the `spaces` package runs it in a forked process that
+holds the GPU; arguments and results cross by pickling). So only model work crosses: the database, the memory index
+and the job queue stay in this process. Two functions are decorated, before the app launches (ZeroGPU stops a Space
+that has none at startup):
+
+- `keem_reply` streams one chat reply (a generator; its `Finish` comes last, as an item);
+- `keem_update` runs the model part of one memory update (memory/jobs.py JobRunner.compute), yielding its stages
+  as it goes, with a duration estimated from the size of the memory and the session.
+
+An update that ZeroGPU cuts (its time limit, the visitor's GPU quota, no free GPU) is a failed attempt of a durable
+job: the job stays pending, the previous memory stays as it was, and the user's next event (starting, ending or
+renewing a conversation) runs it again, asking for more time.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from memory.jobs import Computed
+from memory.updaters import UpdateInput
+from models.base import ChatModel, ChatStream, Finish, GenerationOptions, Message
+from models.errors import GenerationError
+
+if TYPE_CHECKING:
+    from chatbot.session import Chatbot
+
+log = logging.getLogger(__name__)
+
+REPLY_S = 60  # one reply of at most 256 tokens: seconds, with room for a 10.8B model's first call
+UPDATE_BASE_S = 60  # summarize, reflect, update, verify: four calls of at most 512 tokens
+UPDATE_PER_SENTENCE_S = 2  # each memory sentence is read (and written back) by the update and verify calls
+UPDATE_PER_TURN_S = 1
+UPDATE_MAX_S = 240  # a visitor's daily quota is a few minutes: never ask for more than this at once
+
+
+@functools.cache
+def active() -> bool:
+    """Whether this process runs on ZeroGPU: the `spaces` package is importable and its config says so.
+
+    Called early (app.py, before torch loads): on ZeroGPU `spaces` must be imported before anything touches CUDA.
+    """
+    try:
+        import spaces  # noqa: F401  (imported for its side effects on ZeroGPU)
+        from spaces.config import Config
+    except ImportError:
+        return False
+    return bool(getattr(Config, "zero_gpu", False))
+
+
+def update_duration(strategy: str, inp: UpdateInput, tries: int = 0) -> int:
+    """Seconds of GPU to ask for one update: grows with the memory and the session, and with each try ZeroGPU cut."""
+    need = UPDATE_BASE_S + UPDATE_PER_SENTENCE_S * len(inp.previous) + UPDATE_PER_TURN_S * len(inp.dialogue)
+    return int(min(need * (1 + max(tries, 0)), UPDATE_MAX_S))
+
+
+def reply_duration(messages: list[Message], options: GenerationOptions = GenerationOptions()) -> int:
+    return REPLY_S
+
+
+class GPUChatModel(ChatModel):
+    """A chat model whose generation runs in a GPU function; counting tokens and the rest stay here."""
+
+    def __init__(self, inner: ChatModel, gpu_stream: Callable[..., Iterator[Any]]):
+        self.inner, self.gpu_stream = inner, gpu_stream
+        self.spec, self.context_window, self.description = inner.spec, inner.context_window, inner.description
+
+    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:
+        for item in self.gpu_stream(messages, options):
+            if isinstance(item, Finish):
+                return item
+            yield item
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def __getattr__(self, name: str) -> Any:  # anything else a backend offers (base_url, ...) is the inner one's
+        return getattr(self.inner, name)
+
+
+class ZeroGPU:
+    """The app's GPU functions and the event handler that runs a user's waiting memory updates inside them.
+
+    `backend` is the app's chatbot/ui.py Backend; on ZeroGPU it has loaded before the app is built (the models must
+    reach ZeroGPU's GPU from the main thread, before launch), and its chat model is wrapped here once.
+    """
+
+    def __init__(self, backend: Any):
+        import spaces
+
+        self.backend = backend
+        self.raw_chat: ChatModel | None = None
+        self.reply_gpu = spaces.GPU(duration=reply_duration)(self.keem_reply)
+        self.update_gpu = spaces.GPU(duration=update_duration)(self.keem_update)
+        backend.done.wait()
+        if backend.bot is not None:
+            self.prepare(backend.bot)
+
+    def prepare(self, bot: Chatbot) -> None:
+        """Route the bot's chat generation through `keem_reply` (updates go through `run`)."""
+        if not isinstance(bot.chat_model, GPUChatModel):
+            self.raw_chat = bot.chat_model
+            bot.chat_model = GPUChatModel(bot.chat_model, self.reply_gpu)
+
+    # -- inside the GPU (plain arguments in, plain values out: they cross processes by pickling) ---------------
+    def keem_reply(self, messages: list[Message], options: GenerationOptions) -> Iterator[str | Finish]:
+        """Stream one reply, then its Finish (a generator's return value does not cross processes)."""
+        assert self.raw_chat is not None
+        stream = self.raw_chat.stream(messages, options)
+        while True:
+            try:
+                piece = next(stream)
+            except StopIteration as done:
+                yield done.value or Finish()
+                return
+            yield piece
+
+    def keem_update(self, strategy: str, inp: UpdateInput, tries: int = 0) -> Iterator[tuple[str, Any]]:
+        """The model part of one update: ("stage", name) as each stage begins, then ("done", Computed)."""
+        runner = self.backend.bot.runner
+        events: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+        def work() -> None:
+            try:
+                events.put(("done", runner.compute(strategy, inp, lambda name: events.put(("stage", name)))))
+            except BaseException as exc:  # raised below, in the caller's thread
+                events.put(("error", exc))
+
+        threading.Thread(target=work, name="keem-update-gpu", daemon=True).start()
+        while True:
+            kind, value = events.get()
+            if kind == "error":
+                raise value
+            yield kind, value
+            if kind == "done":
+                return
+
+    # -- here ------------------------------------------------------------------------------------------------
+    def run(self, job_id: int) -> Any:
+        """Run one job: claim, stages and commit here, the model part inside `keem_update`."""
+        bot = self.backend.bot
+
+        def compute(strategy: str, inp: UpdateInput, stage: Callable[[str], None]) -> Computed:
+            tries = bot.store.job(job_id)["attempts"] - 1  # the tries ZeroGPU cut before this one
+            done = None
+            for kind, value in self.update_gpu(strategy, inp, tries):
+                if kind == "stage":
+                    stage(value)
+                else:
+                    done = value
+            if not isinstance(done, Computed):
+                raise GenerationError("the GPU function ended without an update; it runs again at the next visit")
+            return done
+
+        return bot.runner.run(job_id, compute=compute)
+
+    def catch_up(self, state: Any) -> Iterator[tuple[Any, Any]]:
+        """A user's event: run this user's waiting memory updates, oldest first. Outputs (progress, timer); the
+        poll timer shows each stage and refreshes the memory tab when the update is done."""
+        import gradio as gr
+
+        bot = self.backend.bot
+        if state is None or bot is None:
+            yield gr.skip(), gr.skip()
+            return
+        for job in bot.store.jobs(state.user_id, statuses=("pending",)):
+            if state.job_id is None:
+                state.job_id = job["id"]
+            yield gr.skip(), gr.Timer(active=True)
+            try:
+                self.run(job["id"])
+            except Exception as exc:  # recorded on the job, which stays pending for the next event
+                log.warning("memory update job %s stopped on ZeroGPU: %s", job["id"], exc)
+                state.job_id = None
+                yield (
+                    "기억 갱신이 GPU 시간 안에 끝나지 못했습니다. 이전 기억은 그대로이고, "
+                    "다음에 대화를 시작하거나 끝낼 때 이어서 갱신합니다.",
+                    gr.Timer(active=False),
+                )
+                return
+        yield gr.skip(), gr.skip()
+
+    def wire(self, events: list[Any], state: Any, progress: Any, timer: Any, **options: Any) -> None:
+        """After each of these events (login, end, new conversation), run the user's waiting updates."""
+        for event in events:
+            event.then(self.catch_up, [state], [progress, timer], show_progress="hidden", **options)
