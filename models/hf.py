@@ -26,6 +26,38 @@ def split_gguf(source: str) -> tuple[str, str | None]:
     return source, None
 
 
+def use_chat_template(tokenizer: Any) -> str:
+    """The tokenizer's chat template; FALLBACK_TEMPLATE is set on it where it has none."""
+    if not tokenizer.chat_template:
+        tokenizer.chat_template = FALLBACK_TEMPLATE
+    return str(tokenizer.chat_template)
+
+
+def chat_prompt(tokenizer: Any, messages: list[Message]) -> str:
+    """The text the model answers: the messages in its chat template, ending with the assistant's turn opening.
+    `keem train-updater` builds its training prompts with this and `token_ids`, so they are what this backend
+    sends."""
+    return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+
+
+def token_ids(tokenizer: Any, text: str) -> list[int]:
+    """The text's token ids as this backend counts and sends them (no special tokens added)."""
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    """The token ids that end an answer: the generation config's, else the tokenizer's."""
+    eos = model.generation_config.eos_token_id if model.generation_config is not None else None
+    eos = tokenizer.eos_token_id if eos is None else eos
+    return set(eos) if isinstance(eos, (list, tuple)) else ({eos} if eos is not None else set())
+
+
+def context_window(model: Any, max_context: int = 8192) -> int:
+    """The model's positions, at most `max_context`."""
+    positions = getattr(model.config, "max_position_embeddings", None) or max_context
+    return min(int(positions), max_context)
+
+
 class TransformersChatModel(ChatModel):
     """bf16 on CUDA (optionally 4-bit), float32 on CPU; the tokenizer's chat template; streaming.
 
@@ -81,10 +113,8 @@ class TransformersChatModel(ChatModel):
         if "device_map" not in kwargs:
             self.model.to(self.device)
         self.model.eval()
-        if not self.tokenizer.chat_template:
-            self.tokenizer.chat_template = FALLBACK_TEMPLATE
-        positions = getattr(self.model.config, "max_position_embeddings", None) or max_context
-        self.context_window = min(int(positions), max_context)
+        use_chat_template(self.tokenizer)
+        self.context_window = context_window(self.model, max_context)
         self.description = (
             f"{source}"
             + (f" + LoRA {adapter}" if adapter else "")
@@ -95,14 +125,14 @@ class TransformersChatModel(ChatModel):
 
     # -- token helpers -------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return len(token_ids(self.tokenizer, text))
 
     def _prompt_ids(self, messages: list[Message], room: int) -> Any:
         """Token ids of the chat prompt, dropping the oldest non-system turns until it fits `room` tokens."""
         msgs = list(messages)
         while True:
-            text = self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-            ids = self.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+            prompt = token_ids(self.tokenizer, chat_prompt(self.tokenizer, msgs))
+            ids = self._torch.tensor([prompt], dtype=self._torch.long)
             if ids.shape[1] <= room:
                 return ids.to(self.model.device)
             droppable = [i for i, m in enumerate(msgs[:-1]) if m["role"] != "system"]
@@ -173,10 +203,7 @@ class TransformersChatModel(ChatModel):
 
     def _finish(self, new_ids: list[int], max_new_tokens: int) -> str:
         """'length' when generation used its whole budget without ending on an end-of-sequence token."""
-        eos = self.model.generation_config.eos_token_id
-        if eos is None:
-            eos = self.tokenizer.eos_token_id
-        ends = set(eos) if isinstance(eos, (list, tuple)) else {eos}
+        ends = eos_ids(self.model, self.tokenizer)
         return "length" if len(new_ids) >= max_new_tokens and (not new_ids or new_ids[-1] not in ends) else "stop"
 
     def score(self, context: list[Message], continuation: str) -> ContinuationScore:
