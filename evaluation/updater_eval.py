@@ -86,7 +86,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 # -- which rows, which dialogues ---------------------------------------------------------------------
 def training_record(path: Path) -> dict[str, Any] | None:
-    from evaluation.training import STATE
+    from evaluation.training_state import STATE
 
     file = path / STATE if path.is_dir() else path
     return json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
@@ -150,7 +150,7 @@ def _recording(ask: Callable[[str, str, int], Any], calls: list[dict[str, Any]])
 
 def update_row(model: Any, row: dict[str, Any], episode: Any, *, ceiling: int, attempts: int) -> dict[str, Any]:
     """The app's update of one row with `model`, and what it kept, restored and cost."""
-    from evaluation.training import row_dates
+    from evaluation.training_data import row_dates
     from memory.store import Sentence
     from memory.updaters.base import accumulate
     from memory.updaters.steps import Steps, model_ask
@@ -281,9 +281,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace, load_model: Callable[[str], Any]) -> int:
-    from evaluation.memory_eval import file_sha256
     from evaluation.report import base_meta
-    from evaluation.training import dataset_file, passing, read_rows
+    from evaluation.training_data import dataset_file, file_sha256, passing, read_rows
 
     if (args.limit is not None and args.limit < 1) or args.attempts < 1 or args.update_max_tokens < 1:
         raise InputError("--limit, --attempts and --update-max-tokens must be at least 1")

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from chatbot.cli import build_parser, main
-from evaluation.training import TrainConfig, checkpoints, prepare, read_rows, split_episodes, train, update_call
+from evaluation.training import train
+from evaluation.training_data import prepare, read_rows, split_episodes, update_call
+from evaluation.training_state import TrainConfig, checkpoints
 from memory.prompts import render
 from models.base import estimate_tokens
 from models.errors import InputError, ModelSpecError, ModelUnavailableError
