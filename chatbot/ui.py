@@ -159,9 +159,11 @@ class ChatUI:
         if isinstance(state, UserState) and not state.session.ended and self.backend.worker is not None:
             self.backend.worker.end(state.session, "closed")
 
-    def banner(self) -> tuple[str, Any]:
-        """The model banner, and the banner timer: it keeps ticking only while the models load."""
-        return self.backend.banner(), gr.Timer(active=not self.backend.done.is_set())
+    def banner(self) -> tuple[str, Any, Any]:
+        """The model banner, the banner timer (it ticks only while the models load) and the start button, which
+        says it is loading and takes no click until the models are ready."""
+        backend = self.backend
+        return backend.banner(), gr.Timer(active=not backend.done.is_set()), gr.update(**start_button(backend))
 
     def _fresh_session(self, state: UserState) -> None:
         state.session = self.bot.start(state.name)
@@ -484,6 +486,15 @@ class ChatUI:
         return self.logout(None) + ("",)
 
 
+def start_button(backend: Backend) -> dict[str, Any]:
+    """The start button's label and whether it takes clicks: only once the models are ready."""
+    if backend.error is not None:
+        return {"value": "모델을 불러오지 못했습니다", "interactive": False}
+    if not backend.done.is_set() or backend.bot is None:
+        return {"value": "모델을 불러오는 중 …", "interactive": False}
+    return {"value": "대화 시작", "interactive": True}
+
+
 def guarded(n_outputs: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Turn errors into a Korean toast and leave every output as it was: the user never sees a stack trace."""
 
@@ -541,20 +552,20 @@ def build_app(
         gr.Markdown(f"# {title}\n한 사람을 오래 기억하는 한국어 대화 상대. 대화가 끝나면 기억을 통째로 다시 씁니다.")
         banner = gr.Markdown(ui.backend.banner(), elem_classes=["keem-banner"], elem_id="model-banner")
         banner_timer = gr.Timer(2.0, active=not ui.backend.done.is_set())
-        gr.on(
-            [app.load, banner_timer.tick],
-            ui.banner,
-            None,
-            [banner, banner_timer],
-            show_progress="hidden",
-            concurrency_limit=None,
-            **hidden,
-        )
         with gr.Column(visible=True, elem_id="login") as login_box:
             name = gr.Textbox(
                 label="이름 또는 참가자 코드", placeholder="예: 지우, P017", max_lines=1, elem_id="name-input"
             )
-            start = gr.Button("대화 시작", variant="primary", elem_id="start-button")
+            start = gr.Button(**start_button(ui.backend), variant="primary", elem_id="start-button")
+        gr.on(
+            [app.load, banner_timer.tick],
+            ui.banner,
+            None,
+            [banner, banner_timer, start],
+            show_progress="hidden",
+            concurrency_limit=None,
+            **hidden,
+        )
         with gr.Column(visible=False, elem_id="main") as main_box:
             with gr.Row():
                 greeting = gr.Markdown(elem_id="greeting")
