@@ -177,15 +177,20 @@ class Chatbot:
             cue_writer=CueWriter(self.update_model) if settings.memory_cues else None,
         )
 
-    def start(self, user_name: str, strategy: str | None = None, browser_key: str | None = None) -> ChatSession:
+    def start(
+        self, user_name: str, strategy: str | None = None, browser_key: str | None = None, hf_user: bool = False
+    ) -> ChatSession:
         """Open a session. With strategy 'balanced' (a user trial) each user keeps the strategy assigned at their
         first session, the one with the fewest users so far. With a `browser_key` the user is the name *in that
-        browser* ("name#key"; a typed name can never contain '#'), so typing someone's name opens nothing of theirs."""
+        browser* ("name#key"; a typed name can never contain '#'), so typing someone's name opens nothing of theirs.
+        With `hf_user` the name is a signed-in Hugging Face username, stored as "hf:<name>" (a typed name can never
+        contain ':')."""
         strategy = strategy or self.settings.strategy
         if strategy not in (*STRATEGIES, BALANCED):
             raise InputError(f"unknown strategy '{strategy}'; choose one of: {', '.join((*STRATEGIES, BALANCED))}")
         user_name = check_user_name(user_name)
-        user_id = self.store.get_or_create_user(f"{user_name}#{browser_key}" if browser_key else user_name)
+        key = f"hf:{user_name}" if hf_user else f"{user_name}#{browser_key}" if browser_key else user_name
+        user_id = self.store.get_or_create_user(key)
         if strategy == BALANCED:
             strategy = self.store.assign_strategy(user_id, STRATEGIES)
         session_id = self.store.start_session(user_id, strategy, self.chat_model.spec)

@@ -14,7 +14,7 @@ from typing import Any
 import fastapi
 import gradio as gr
 
-from chatbot import zerogpu
+from chatbot import hf_login, zerogpu
 from chatbot.render import (
     LOADING,
     choices,
@@ -209,18 +209,25 @@ class ChatUI:
         )
 
     # login
-    def login(self, name: str, browser_key: str | None = None, request: gr.Request | None = None) -> tuple[Any, ...]:
+    def login(
+        self,
+        name: str,
+        browser_key: str | None = None,
+        request: gr.Request | None = None,
+        profile: gr.OAuthProfile | None = None,
+    ) -> tuple[Any, ...]:
         """Start a session for the typed name (or the authenticated user, which wins when auth is on).
 
         With browser identity the user is the typed name in this browser: `browser_key` comes from the browser's
         localStorage, and a browser without one (or with a malformed one) gets a new random key, returned last.
         """
         username = getattr(request, "username", None) if request is not None else None
-        name = check_user_name(username or name)
+        account = None if username else hf_login.account(profile)  # signed in with Hugging Face
+        name = check_user_name(username or account or name)
         key = None
-        if self.browser_identity and not username:
+        if self.browser_identity and not username and not account:
             key = browser_key if BROWSER_KEY.fullmatch(browser_key or "") else secrets.token_hex(16)
-        session = self.bot.start(name, browser_key=key)
+        session = self.bot.start(name, browser_key=key, hf_user=account is not None)
         self.worker.track(session)
         state = UserState(session.user_id, name, session)
         out: tuple[Any, ...] = (
@@ -235,6 +242,8 @@ class ChatUI:
             gr.update(visible=False),
             *self.memory_outputs(state),
         )
+        if account is not None:  # this browser's own key stays for when it visits signed out
+            return (*out, gr.skip()) if self.browser_identity else out
         return (*out, key) if self.browser_identity else out
 
     def logout(self, state: UserState | None) -> tuple[Any, ...]:
@@ -557,6 +566,7 @@ def build_app(
                 label="이름 또는 참가자 코드", placeholder="예: 지우, P017", max_lines=1, elem_id="name-input"
             )
             start = gr.Button(**start_button(ui.backend), variant="primary", elem_id="start-button")
+            hf_note = hf_login.login_controls() if hf_login.enabled() else None
         gr.on(
             [app.load, banner_timer.tick],
             ui.banner,
@@ -566,6 +576,8 @@ def build_app(
             concurrency_limit=None,
             **hidden,
         )
+        if hf_note is not None:  # a visitor signed in with Hugging Face sees that name, locked, in the name box
+            app.load(hf_login.on_load, None, [name, hf_note], show_progress="hidden", **hidden)
         with gr.Column(visible=False, elem_id="main") as main_box:
             with gr.Row():
                 greeting = gr.Markdown(elem_id="greeting")

@@ -1,0 +1,58 @@
+"""Sign in with Hugging Face: the HF username is the identity, in its own namespace of the store's user names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from chatbot import hf_login
+from chatbot.ui import ChatUI
+from chatbot.worker import Worker
+from memory.store import Sentence
+from models.errors import InputError
+from tests.test_ui import make_bot
+
+
+def profile(username: str) -> gr.OAuthProfile:
+    return gr.OAuthProfile({"name": "김민수", "preferred_username": username, "profile": "", "picture": ""})
+
+
+def test_the_button_is_on_where_the_space_has_oauth_or_when_asked() -> None:
+    assert not hf_login.enabled({})
+    assert hf_login.enabled({"OAUTH_CLIENT_ID": "abc"})  # what `hf_oauth: true` gives a Space
+    assert not hf_login.enabled({"OAUTH_CLIENT_ID": "abc", "KEEM_HF_LOGIN": "0"})
+    assert hf_login.enabled({"KEEM_HF_LOGIN": "1"})  # locally, with Gradio's mocked sign-in
+    with pytest.raises(InputError, match="KEEM_HF_LOGIN"):
+        hf_login.enabled({"KEEM_HF_LOGIN": "maybe"})
+    assert hf_login.account(None) is None and hf_login.account(profile("minsu")) == "minsu"
+
+
+def test_an_hf_account_never_shares_memory_with_a_typed_name_or_a_browser_identity(tmp_path: Path) -> None:
+    bot = make_bot(tmp_path / "keem.db")
+    worker = Worker(bot)
+    ui, public = ChatUI(bot, worker), ChatUI(bot, worker, browser_identity=True)
+    signed = ui.login("아무 이름", profile=profile("minsu"))[0]
+    assert signed.name == "minsu" and bot.store.users()[0]["name"] == "hf:minsu"
+    bot.engine.commit(signed.user_id, [Sentence("사용자는 제주도에 산다")], strategy="keem", status="ok", author="user")
+    typed = ui.login("minsu")[0]  # the same name typed, without signing in
+    visitor_out = public.login("minsu", None)
+    visitor, key = visitor_out[0], visitor_out[-1]
+    assert len({signed.user_id, typed.user_id, visitor.user_id}) == 3
+    assert bot.engine.current(typed.user_id) is None and bot.engine.current(visitor.user_id) is None
+    assert {u["name"] for u in bot.store.users()} == {"hf:minsu", "minsu", f"minsu#{key}"}
+    with pytest.raises(InputError):
+        ui.login("hf:minsu")  # the namespace cannot be typed
+    again = public.login("", key, profile=profile("minsu"))  # signed in on a public Space: the account wins
+    assert again[0].user_id == signed.user_id and bot.engine.current(again[0].user_id) is not None
+    assert again[-1] == gr.skip()  # and this browser's own key is left as it was
+
+
+def test_a_signed_in_user_can_forget_everything(tmp_path: Path) -> None:
+    bot = make_bot(tmp_path / "keem.db")
+    ui = ChatUI(bot, Worker(bot))
+    state = ui.login("", profile=profile("minsu"))[0]
+    bot.engine.commit(state.user_id, [Sentence("사용자는 제주도에 산다")], strategy="keem", status="ok", author="user")
+    ui.forget("minsu", state)
+    assert "hf:minsu" not in {u["name"] for u in bot.store.users()}
