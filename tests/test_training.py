@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 
 from chatbot.cli import build_parser, main
-from evaluation.training import train
 from evaluation.training_data import prepare, read_rows, split_episodes, update_call
-from evaluation.training_state import TrainConfig, checkpoints
+from evaluation.training_state import checkpoints
 from memory.prompts import render
 from models.base import estimate_tokens
-from models.errors import InputError, ModelSpecError, ModelUnavailableError
+from models.errors import ModelSpecError, ModelUnavailableError
 from tests.conftest import build_tiny_llama
 
 pytest.importorskip("peft")
@@ -176,61 +175,78 @@ def test_the_adapter_loads_through_the_hf_spec_and_updates_a_scripted_session(
     assert [v["model"] for v in versions] == [spec] and versions[0]["size"] > 0  # garbage in: the fallback commits
 
 
-class Killed(Exception):
-    """Stands for the process dying mid-run."""
+# A `keem train-updater` in its own process that stops after step 5 (step 4's checkpoint is on disk, step 5 is
+# not) and says so, so the test can SIGKILL it there: no exception handler, `finally` or atexit runs.
+KILLED_CHILD = """
+import sys, time
+from chatbot.cli import build_parser
+from evaluation.train_command import command_line, config_from_args
+from evaluation.training import train
+
+config = config_from_args(build_parser().parse_args(sys.argv[1:]))
+
+def wait_at_5(state):
+    if state.step == 5:
+        print("step 5", flush=True)
+        time.sleep(300)
+
+train(config, command=command_line(config), on_step=wait_at_5)
+"""
+
+
+def kill_at_step_5(args: list[str], log: Path) -> None:
+    """Run `keem <args>` in a child process and SIGKILL it after its fifth step."""
+    import os
+    import select
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    with log.open("w") as err:
+        child = subprocess.Popen(
+            [sys.executable, "-c", KILLED_CHILD, *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+        try:
+            assert child.stdout is not None
+            ready, _, _ = select.select([child.stdout], [], [], 120)
+            line = child.stdout.readline() if ready else ""
+            assert line == "step 5\n", f"the child did not reach step 5: {log.read_text()[-2000:]}"
+            child.send_signal(signal.SIGKILL)
+            assert child.wait(timeout=30) == -signal.SIGKILL
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
 
 
 def test_a_killed_run_resumes_from_its_checkpoint_and_ends_like_an_uninterrupted_one(
-    base: str, trained: Path, tmp_path: Path
+    base: str, trained: Path, tmp_path: Path, capsys
 ) -> None:
     out = tmp_path / "run"
-    config = TrainConfig(
-        DATA,
-        f"hf:{base}",
-        out,
-        max_steps=6,
-        batch_size=2,
-        grad_accum=1,
-        lr=0.02,
-        warmup=0,
-        eval_every=2,
-        val_fraction=0.34,
-        patience=5,
-        progress=False,
-    )
-
-    def die_at_5(state) -> None:
-        if state.step == 5:
-            raise Killed
-
-    with pytest.raises(Killed):
-        train(config, command="first", on_step=die_at_5)
+    args = ["train-updater", str(DATA), "--base", f"hf:{base}", "--out", str(out), *RUN]
+    kill_at_step_5(args, tmp_path / "child.log")
     assert [p.name for p in checkpoints(out)] == ["step-000004"] and not record(out)["state"]["finished"]
-    rec = train(config, command="again")
-    clean = record(trained)["state"]
+    assert record(out)["state"]["step"] == 4  # step 5 died with the process
+    assert main(args) == 0  # the same command again: resumes (the kill released the folder's lock)
+    rec, clean = record(out), record(trained)
     state = rec["state"]
-    assert state["finished"] and state["step"] == clean["step"] == 6 and rec["resumed_from"] == "step-000004"
-    assert [t["loss"] for t in state["train"]] == pytest.approx([t["loss"] for t in clean["train"]], rel=1e-4)
-    assert [v["loss"] for v in state["val"]] == pytest.approx([v["loss"] for v in clean["val"]], rel=1e-4)
-    assert rec["commands"] == ["first", "again"]
-    assert train(config)["state"]["step"] == 6  # finished: a third run trains nothing
-    with pytest.raises(InputError, match="holds a training run with lr"):
-        train(
-            TrainConfig(
-                DATA,
-                f"hf:{base}",
-                out,
-                max_steps=6,
-                batch_size=2,
-                grad_accum=1,
-                lr=0.5,
-                warmup=0,
-                eval_every=2,
-                val_fraction=0.34,
-                patience=5,
-                progress=False,
-            )
-        )
+    assert state["finished"] and state["step"] == clean["state"]["step"] == 6 and rec["resumed_from"] == "step-000004"
+    assert [t["step"] for t in state["train"]] == [1, 2, 3, 4, 5, 6]
+    assert [t["loss"] for t in state["train"]] == pytest.approx([t["loss"] for t in clean["state"]["train"]], rel=1e-4)
+    assert [v["loss"] for v in state["val"]] == pytest.approx([v["loss"] for v in clean["state"]["val"]], rel=1e-4)
+    assert len(rec["commands"]) == 2 and rec["commands"][0] == rec["commands"][1]  # the same command, per run
+    assert f"--out {out} " in rec["commands"][0] and "--max-steps 6" in rec["commands"][0]
+    assert (out / "adapter_model.safetensors").is_file() and (out / "report.md").is_file()
+    assert main(args) == 0 and record(out)["state"]["step"] == 6  # finished: a third run trains nothing
+    capsys.readouterr()
+    assert main([*args, "--lr", "0.5"]) == 2
+    assert "holds a training run with lr 0.02, not 0.5" in capsys.readouterr().err
 
 
 # -- keem eval updater -----------------------------------------------------------------------------
