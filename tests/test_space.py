@@ -14,6 +14,7 @@ from models.spec import KOREAN_LLAMA
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parents[1]
+ZEROGPU_TORCH = {"2.1.0", "2.1.1", "2.1.2", "2.2.0", "2.2.2", "2.4.0", "2.5.1", "2.6.0", "2.7.1", "2.8.0"}  # its docs
 
 
 def front_matter() -> dict:
@@ -31,11 +32,17 @@ def test_front_matter_names_a_gradio_app_the_project_can_run():
     python = SpecifierSet(pyproject["project"]["requires-python"])
     assert str(meta["python_version"]) + ".0" in python
     assert KOREAN_LLAMA.removeprefix("hf:") in meta["models"]  # the model `auto` loads on a GPU
+    assert meta["hf_oauth"] is True  # the 'Hugging Face로 로그인' button (chatbot/hf_login.py)
 
 
 def test_requirements_mirror_the_project_dependencies():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     wanted = {str(Requirement(r)) for r in [*pyproject["dependencies"], *pyproject["optional-dependencies"]["gpu"]]}
     lines = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
-    listed = {str(Requirement(line)) for line in lines if line.strip() and not line.startswith("#")}
-    assert listed == wanted
+    listed = {Requirement(line) for line in lines if line.strip() and not line.startswith("#")}
+    torch = next(r for r in listed if r.name == "torch")
+    assert {str(r) for r in listed - {torch}} == {w for w in wanted if not w.startswith("torch")}
+    # the Space pins one torch that ZeroGPU supports and the project accepts
+    [pin] = list(torch.specifier)
+    assert pin.operator == "==" and pin.version in ZEROGPU_TORCH
+    assert pin.version in next(Requirement(w) for w in wanted if w.startswith("torch")).specifier
