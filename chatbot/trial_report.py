@@ -10,6 +10,7 @@ questionnaire answers still gets sessions, turns and memory sizes, and says ther
 from __future__ import annotations
 
 import csv
+import functools
 import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -151,6 +152,8 @@ def _ratings(
     by_participant: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for a in likert:
         strategy = a.get("strategy") or strategy_of.get(a["participant"])
+        if not strategy:
+            continue  # no session of theirs names a strategy: the answer counts for none
         value = float(a["value"])
         by_participant[(strategy, a["item"], a["participant"])].append(value)
         if a.get("session_number"):
@@ -299,6 +302,10 @@ def write_report(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     return files
 
 
+def _session_summary(by_session: dict[str, Any], item: str, strategy: str, number: int) -> dict[str, Any]:
+    return by_session[strategy][item][number]
+
+
 def _errors(
     strategies: list[str], numbers: list[int], summary: Callable[[str, int], dict[str, Any]]
 ) -> dict[str, list[tuple[float, float] | None]]:
@@ -360,7 +367,7 @@ def _ratings_md(
             sessions,
             {s: [ratings["by_session"][s][i][n]["mean"] for n in numbers] for s in strategies},
             "mean rating",
-            errors=_errors(strategies, numbers, lambda s, n, i=i: ratings["by_session"][s][i][n]),
+            errors=_errors(strategies, numbers, functools.partial(_session_summary, ratings["by_session"], i)),
         )
         md += [f"![{i} by session]({path.name})", ""]
     md += [

@@ -68,7 +68,7 @@ def compare(groups: dict[str, Sequence[float]]) -> dict[str, Any]:
         "df": len(present) - 1,
         "n": {name: len(v) for name, v in present.items()},
     }
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for a, b in combinations(present, 2):
         u, p = stats.mannwhitneyu(present[a], present[b], alternative="two-sided")
         n1, n2 = len(present[a]), len(present[b])

@@ -73,13 +73,14 @@ class ClassifierNLIJudge:
                 f"cannot load the NLI classifier '{source}' ({exc}); give a local folder "
                 "or a hub id this machine can download"
             ) from exc
-        self.labels = {i: _nli_label(name) for i, name in self.model.config.id2label.items()}
-        if set(self.labels.values()) != set(LABELS.values()):
+        read = {i: _nli_label(name) for i, name in self.model.config.id2label.items()}
+        if set(read.values()) != set(LABELS.values()):
             raise ModelSpecError(
                 f"'{source}' is not a 3-way NLI classifier: its labels are "
                 f"{sorted(self.model.config.id2label.values())}; it needs entailment, neutral "
                 "and contradiction"
             )
+        self.labels = {i: label for i, label in read.items() if label is not None}  # every one, as checked
         self._torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model.to(self.device).eval()

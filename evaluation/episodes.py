@@ -428,8 +428,8 @@ def _questions(qa: Any) -> list[Question]:
         if not isinstance(q, dict) or not str(q.get("question") or "").strip():
             continue
         try:
-            category = int(q.get("category"))
-        except (TypeError, ValueError):
+            category = int(q["category"])
+        except (KeyError, TypeError, ValueError):
             continue
         answer = q.get("answer", q.get("adversarial_answer", ""))
         out.append(

@@ -235,13 +235,13 @@ def measure_conflicts(
 ) -> dict:
     """Conflict ratios over the memories after sessions t >= 2 (only the (episode, t) in `samples` when given)."""
     chosen = [
-        (s, st)
+        (s, st, st.memory)
         for s, eps in memories.items()
         for steps in eps.values()
         for st in steps
         if st.session >= 2 and st.memory is not None and (samples is None or (st.episode, st.session) in samples)
     ]
-    pairs = sum(len(conflict.judged_pairs(st.memory, max_pairs)) for _, st in chosen)
+    pairs = sum(len(conflict.judged_pairs(memory, max_pairs)) for _, _, memory in chosen)
     bar = tqdm(total=pairs, desc="NLI pairs", unit="pair", disable=not show_progress)
 
     def judged(a: str, b: str) -> str:
@@ -252,8 +252,8 @@ def measure_conflicts(
         s: {"all": conflict.ConflictCounts(), "updated": conflict.ConflictCounts()} for s in memories
     }
     rows = []
-    for strategy, st in chosen:
-        counts = conflict.conflicts(st.memory, judged, max_pairs)
+    for strategy, st, memory in chosen:
+        counts = conflict.conflicts(memory, judged, max_pairs)
         per[strategy]["all"].add(counts)
         if (st.episode, st.session) in updated:
             per[strategy]["updated"].add(counts)
@@ -322,8 +322,11 @@ def measure_votes(
 ) -> dict:
     strategies = list(memories)
     probes = [
-        (e, turn) for e in probe_episodes(episodes, memories) for turn in perplexity.probe_turns(e.probe.dialogue())
-    ]  # type: ignore[union-attr]
+        (e, turn)
+        for e in probe_episodes(episodes, memories)
+        if e.probe is not None
+        for turn in perplexity.probe_turns(e.probe.dialogue())
+    ]
     tallies = {(a, b): voting.PairTally(a, b) for a, b in combinations(strategies, 2)}
     examples = []
     bar = tqdm(

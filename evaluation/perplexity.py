@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from datetime import date
 
 from memory.prompts import chat_system_prompt
-from models.base import ChatModel, GenerationOptions, Message
+from models.base import ChatModel, GenerationOptions, Message, Role
 
 
 @dataclass(frozen=True)
 class ProbeTurn:
     """One reference response to score: the dialogue before it and the reference reply."""
 
-    history: tuple[tuple[str, str], ...]  # (role, text) turns before the reply
+    history: tuple[tuple[Role, str], ...]  # (role, text) turns before the reply
     reference: str
 
 
@@ -36,7 +36,7 @@ def probe_turns(dialogue: Sequence[dict], only_marked: bool = True) -> list[Prob
 
 def messages_for(turn: ProbeTurn, memory: Sequence[str], today: date, previous_date: date | None) -> list[Message]:
     msgs: list[Message] = [{"role": "system", "content": chat_system_prompt(list(memory), today, previous_date)}]
-    msgs += [{"role": role, "content": text} for role, text in turn.history]  # type: ignore[misc]
+    msgs += [{"role": role, "content": text} for role, text in turn.history]
     return msgs
 
 

@@ -10,7 +10,7 @@ import json
 import platform
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -82,9 +82,9 @@ def _bars(
     path: Path,
     title: str,
     groups: Sequence[str],
-    series: dict[str, Sequence[float | None]],
+    series: Mapping[str, Sequence[float | None]],
     ylabel: str,
-    errors: dict[str, Sequence[tuple[float, float] | None]] | None = None,
+    errors: Mapping[str, Sequence[tuple[float, float] | None]] | None = None,
 ) -> Path:
     """Grouped bar chart: one group per entry of `groups`, one bar per series."""
     plt = _plt()

@@ -6,6 +6,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -18,9 +19,9 @@ MAX_USERS = 2048  # indexes kept in memory; the least recently searched user's i
 @dataclass
 class Entry:
     version_id: int
-    index: object  # faiss.IndexIDMap2
+    index: Any  # faiss.IndexIDMap2 (faiss has no type hints)
     texts: dict[int, str]  # sentence id -> text
-    cue_index: object | None = None  # the same ids over their cue words (memory/cues.py), when any have them
+    cue_index: Any | None = None  # the same ids over their cue words (memory/cues.py), when any have them
     tokens: int | None = None  # the whole memory's token count, filled in by the first search that needs it
 
 
@@ -51,7 +52,7 @@ class IndexCache:
             rows[missing] = self.embedder.embed([items[i][0] for i in missing])
         return rows
 
-    def _index(self, ids: list[int], items: list[tuple[str, np.ndarray | None]]) -> object:
+    def _index(self, ids: list[int], items: list[tuple[str, np.ndarray | None]]) -> Any:
         index = self._faiss.IndexIDMap2(self._faiss.IndexFlatIP(self.embedder.dim))
         if ids:
             rows = self.embedder.index_rows(self._rows(items), [text for text, _ in items])
@@ -62,23 +63,15 @@ class IndexCache:
         def stored(vector: np.ndarray | None, s: Sentence) -> np.ndarray | None:
             return vector if s.embedder == self.embedder.name else None  # another embedder's vectors are re-made
 
-        sentences = version.sentences
-        index = self._index(
-            [int(s.id) for s in sentences],  # type: ignore[arg-type]
-            [(s.text, stored(s.embedding, s)) for s in sentences],
-        )
-        cued = [s for s in sentences if s.cues]
+        stored_rows = [(s.id, s) for s in version.sentences if s.id is not None]  # a committed version's: all
+        index = self._index([i for i, _ in stored_rows], [(s.text, stored(s.embedding, s)) for _, s in stored_rows])
+        cued = [(i, s.cues, s) for i, s in stored_rows if s.cues]
         cue_index = (
-            self._index(
-                [int(s.id) for s in cued],  # type: ignore[arg-type]
-                [(s.cues, stored(s.cue_embedding, s)) for s in cued],
-            )
+            self._index([i for i, _, _ in cued], [(cues, stored(s.cue_embedding, s)) for _, cues, s in cued])
             if cued
             else None
-        )  # type: ignore[misc]
-        entry = Entry(
-            version.id, index, {int(s.id): s.text for s in sentences if s.id is not None}, cue_index=cue_index
         )
+        entry = Entry(version.id, index, {i: s.text for i, s in stored_rows}, cue_index=cue_index)
         with self._lock:
             self._entries[version.user_id] = entry
             self._entries.move_to_end(version.user_id)
@@ -105,7 +98,7 @@ class IndexCache:
         query = query_vector.reshape(1, -1).astype(np.float32)
         for index in (entry.index, entry.cue_index):
             n = min(k, index.ntotal) if index is not None else 0
-            if n <= 0:
+            if index is None or n <= 0:
                 continue
             scores, ids = index.search(query, n)
             for i, score in zip(ids[0], scores[0]):

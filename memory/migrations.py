@@ -10,9 +10,9 @@ migrations = Migrations("keem")
 
 @migrations(name="m001_initial")
 def m001_initial(db: Database) -> None:
-    db["users"].create({"id": int, "name": str, "created_at": str}, pk="id", not_null={"name", "created_at"})
-    db["users"].create_index(["name"], unique=True)
-    db["sessions"].create(
+    db.table("users").create({"id": int, "name": str, "created_at": str}, pk="id", not_null={"name", "created_at"})
+    db.table("users").create_index(["name"], unique=True)
+    db.table("sessions").create(
         {
             "id": int,
             "user_id": int,
@@ -27,15 +27,15 @@ def m001_initial(db: Database) -> None:
         foreign_keys=[("user_id", "users", "id")],
         not_null={"user_id", "started_at", "status"},
     )
-    db["sessions"].create_index(["user_id", "started_at"])
-    db["turns"].create(
+    db.table("sessions").create_index(["user_id", "started_at"])
+    db.table("turns").create(
         {"id": int, "session_id": int, "user_id": int, "role": str, "text": str, "created_at": str},
         pk="id",
         foreign_keys=[("session_id", "sessions", "id"), ("user_id", "users", "id")],
         not_null={"session_id", "user_id", "role", "text", "created_at"},
     )
-    db["turns"].create_index(["session_id", "id"])
-    db["memory_versions"].create(
+    db.table("turns").create_index(["session_id", "id"])
+    db.table("memory_versions").create(
         {
             "id": int,
             "user_id": int,
@@ -54,8 +54,8 @@ def m001_initial(db: Database) -> None:
         foreign_keys=[("user_id", "users", "id")],
         not_null={"user_id", "number", "strategy", "status", "author", "created_at"},
     )
-    db["memory_versions"].create_index(["user_id", "number"], unique=True)
-    db["memory_sentences"].create(
+    db.table("memory_versions").create_index(["user_id", "number"], unique=True)
+    db.table("memory_sentences").create(
         {
             "id": int,
             "version_id": int,
@@ -71,8 +71,8 @@ def m001_initial(db: Database) -> None:
         foreign_keys=[("version_id", "memory_versions", "id"), ("user_id", "users", "id")],
         not_null={"version_id", "user_id", "position", "text", "provenance"},
     )
-    db["memory_sentences"].create_index(["version_id", "position"])
-    db["update_jobs"].create(
+    db.table("memory_sentences").create_index(["version_id", "position"])
+    db.table("update_jobs").create(
         {
             "id": int,
             "user_id": int,
@@ -91,21 +91,21 @@ def m001_initial(db: Database) -> None:
         not_null={"user_id", "session_id", "strategy", "status", "attempts", "created_at"},
         defaults={"attempts": 0},
     )
-    db["update_jobs"].create_index(["status", "id"])
-    db["update_jobs"].create_index(["session_id"], unique=True)
+    db.table("update_jobs").create_index(["status", "id"])
+    db.table("update_jobs").create_index(["session_id"], unique=True)
 
 
 @migrations(name="m002_memory_cues")
 def m002_memory_cues(db: Database) -> None:
     """Cue words the update model wrote for a sentence (memory/cues.py) and their vector, both optional."""
-    db["memory_sentences"].add_column("cues", str)
-    db["memory_sentences"].add_column("cue_embedding", bytes)
+    db.table("memory_sentences").add_column("cues", str)
+    db.table("memory_sentences").add_column("cue_embedding", bytes)
 
 
 @migrations(name="m003_user_strategy")
 def m003_user_strategy(db: Database) -> None:
     """The strategy a user trial assigned to the user (KEEM_STRATEGY=balanced); empty outside trials."""
-    db["users"].add_column("strategy", str)
+    db.table("users").add_column("strategy", str)
 
 
 @migrations(name="m004_job_leases")
@@ -113,9 +113,9 @@ def m004_job_leases(db: Database) -> None:
     """Update jobs are leased by the process that runs them (owner, lease expiry), and a failed attempt's retry
     time is stored with the job (epoch seconds), so no second process takes a live job and backoff survives
     restarts."""
-    db["update_jobs"].add_column("owner", str)
-    db["update_jobs"].add_column("lease_until", float)
-    db["update_jobs"].add_column("next_attempt_at", float)
+    db.table("update_jobs").add_column("owner", str)
+    db.table("update_jobs").add_column("lease_until", float)
+    db.table("update_jobs").add_column("next_attempt_at", float)
 
 
 @migrations(name="m005_trial_questionnaires")

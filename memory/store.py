@@ -226,6 +226,12 @@ class Store:
         rows = self._rows(sql, params)
         return rows[0] if rows else None
 
+    def _insert(self, table: str, row: dict[str, Any]) -> int:
+        """Insert one row (inside `write()`); its new integer id."""
+        pk = self.db.table(table).insert(row).last_pk
+        assert pk is not None, f"insert into {table} gave no row id"
+        return int(pk)
+
     # -- users ---------------------------------------------------------------------------------
     def find_user(self, name: str) -> int | None:
         row = self._one("select id from users where name = ?", [name])
@@ -241,7 +247,7 @@ class Store:
         with self.write():
             user_id = self.find_user(name)
             if user_id is None:
-                user_id = self.db["users"].insert({"name": name, "created_at": now_iso()}).last_pk
+                user_id = self._insert("users", {"name": name, "created_at": now_iso()})
             return int(user_id)
 
     def users(self) -> list[dict[str, Any]]:
@@ -284,18 +290,15 @@ class Store:
     # -- sessions and turns ---------------------------------------------------------------------
     def start_session(self, user_id: int, strategy: str, chat_model: str) -> int:
         with self.write():
-            return int(
-                self.db["sessions"]
-                .insert(
-                    {
-                        "user_id": user_id,
-                        "started_at": now_iso(),
-                        "strategy": strategy,
-                        "chat_model": chat_model,
-                        "status": "open",
-                    }
-                )
-                .last_pk
+            return self._insert(
+                "sessions",
+                {
+                    "user_id": user_id,
+                    "started_at": now_iso(),
+                    "strategy": strategy,
+                    "chat_model": chat_model,
+                    "status": "open",
+                },
             )
 
     def end_session(self, session_id: int, reason: str = "user") -> None:
@@ -327,12 +330,9 @@ class Store:
 
     def add_turn(self, session_id: int, user_id: int, role: str, text: str) -> int:
         with self.write():
-            return int(
-                self.db["turns"]
-                .insert(
-                    {"session_id": session_id, "user_id": user_id, "role": role, "text": text, "created_at": now_iso()}
-                )
-                .last_pk
+            return self._insert(
+                "turns",
+                {"session_id": session_id, "user_id": user_id, "role": role, "text": text, "created_at": now_iso()},
             )
 
     def turns(self, session_id: int) -> list[dict[str, Any]]:
@@ -425,26 +425,23 @@ class Store:
                         return existing
             last = self._one("select max(number) as n from memory_versions where user_id = ?", [user_id])
             number = int((last or {}).get("n") or 0) + 1
-            version_id = int(
-                self.db["memory_versions"]
-                .insert(
-                    {
-                        "user_id": user_id,
-                        "number": number,
-                        "session_id": session_id,
-                        "strategy": strategy,
-                        "status": status,
-                        "model_spec": model_spec,
-                        "prompt_hash": prompt_hash,
-                        "author": author,
-                        "note": note,
-                        "details": json.dumps(details or {}, ensure_ascii=False),
-                        "created_at": now_iso(),
-                    }
-                )
-                .last_pk
+            version_id = self._insert(
+                "memory_versions",
+                {
+                    "user_id": user_id,
+                    "number": number,
+                    "session_id": session_id,
+                    "strategy": strategy,
+                    "status": status,
+                    "model_spec": model_spec,
+                    "prompt_hash": prompt_hash,
+                    "author": author,
+                    "note": note,
+                    "details": json.dumps(details or {}, ensure_ascii=False),
+                    "created_at": now_iso(),
+                },
             )
-            self.db["memory_sentences"].insert_all(
+            self.db.table("memory_sentences").insert_all(
                 {
                     "version_id": version_id,
                     "user_id": user_id,
@@ -475,21 +472,18 @@ class Store:
             existing = self._one("select id from update_jobs where session_id = ?", [session_id])
             if existing:
                 return int(existing["id"])
-            return int(
-                self.db["update_jobs"]
-                .insert(
-                    {
-                        "user_id": user_id,
-                        "session_id": session_id,
-                        "strategy": strategy,
-                        "status": "pending",
-                        "stage": "queued",
-                        "attempts": 0,
-                        "created_at": now_iso(),
-                        "updated_at": now_iso(),
-                    }
-                )
-                .last_pk
+            return self._insert(
+                "update_jobs",
+                {
+                    "user_id": user_id,
+                    "session_id": session_id,
+                    "strategy": strategy,
+                    "status": "pending",
+                    "stage": "queued",
+                    "attempts": 0,
+                    "created_at": now_iso(),
+                    "updated_at": now_iso(),
+                },
             )
 
     def job(self, job_id: int) -> dict[str, Any]:

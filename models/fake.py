@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
 from models.base import ChatModel, ChatStream, ContinuationScore, Finish, GenerationOptions, Message, estimate_tokens
 from models.errors import GenerationError
@@ -38,7 +38,7 @@ def cut_to_budget(text: str, max_new_tokens: int) -> tuple[str, str]:
 class _BudgetedModel(ChatModel):
     """Streams a reply in small pieces, cut at the budget, and returns its Finish with token counts."""
 
-    def _emit(self, messages: list[Message], reply: str, options: GenerationOptions) -> ChatStream:
+    def _emit(self, messages: list[Message], reply: str, options: GenerationOptions) -> Generator[str, None, Finish]:
         text, reason = cut_to_budget(reply, options.max_new_tokens)
         for i in range(0, len(text), 4):  # small pieces, as real backends stream
             yield text[i : i + 4]

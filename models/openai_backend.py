@@ -63,7 +63,8 @@ class OpenAIChatModel(ChatModel):
     def _create(self, messages: list[Message], options: GenerationOptions, stream: bool):
         return self.client.with_options(timeout=options.timeout_s).chat.completions.create(
             model=self.model,
-            messages=list(messages),
+            # our Message is one of openai's message params; mypy does not match a TypedDict to their union
+            messages=list(messages),  # type: ignore[arg-type]
             stream=stream,  # type: ignore[arg-type]
             max_tokens=options.max_new_tokens,
             temperature=options.temperature,
