@@ -31,8 +31,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.lexical import BM25, rrf, weighted  # noqa: E402
 from memory.korean import content_words  # noqa: E402
-from memory.lexical import BM25, rrf, weighted  # noqa: E402
 from models.e5 import BACKGROUND_TURNS, E5Embedder, center_query, center_rows  # noqa: E402
 from models.embedders import Embedder, NgramEmbedder  # noqa: E402
 

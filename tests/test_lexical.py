@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from benchmarks.lexical import BM25, ranks, rrf, weighted, zscore
 from memory.korean import morphemes
-from memory.lexical import BM25, ranks, rrf, weighted, zscore
 
 
 def _bm25() -> BM25:
