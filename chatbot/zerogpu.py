@@ -73,11 +73,17 @@ class GPUChatModel(ChatModel):
         self.spec, self.context_window, self.description = inner.spec, inner.context_window, inner.description
 
     def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:
-        for item in self.gpu_stream(messages, options):
-            if isinstance(item, Finish):
-                return item
-            yield item
-        return None
+        """The reply's pieces; the GPU call is read to its end (or closed), so the GPU goes back at once."""
+        gpu, finish = self.gpu_stream(messages, options), None
+        try:
+            for item in gpu:
+                if isinstance(item, Finish):
+                    finish = item
+                else:
+                    yield item
+        finally:
+            gpu.close()  # a reader that stops early must not keep the GPU until garbage collection
+        return finish
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)

@@ -73,6 +73,7 @@ def test_reply_and_update_run_inside_gpu_functions_called_from_the_users_events(
         state = ui.login("민수")[0]
         _, frames = say(ui, "나 지난주에 부산으로 이사했어", state)
         assert "네, 잘 들었어요" in frames[-1][0][-1]["content"]
+        assert [c["event"] for c in spaces.calls if c.get("function") == "keem_reply"][-2:] == ["start", "end"]
         out = ui.end_session(state)
         assert "기억 갱신" in out[1] and state.job_id is not None
         time.sleep(0.2)  # the background worker leaves it alone on ZeroGPU
@@ -92,7 +93,7 @@ def test_reply_and_update_run_inside_gpu_functions_called_from_the_users_events(
 def test_an_update_the_gpu_time_limit_cuts_stays_pending_and_the_next_event_finishes_it(
     tmp_path: Path, spaces: Any
 ) -> None:
-    ui, model, worker = zero_ui(tmp_path, spaces)
+    ui, _model, worker = zero_ui(tmp_path, spaces)
     try:
         state = ui.login("민수")[0]
         say(ui, "나 다음 달에 마라톤 나가", state)
@@ -108,7 +109,9 @@ def test_an_update_the_gpu_time_limit_cuts_stays_pending_and_the_next_event_fini
         drain(ui.zero.catch_up(again))
         assert ui.bot.store.job(job_id)["status"] == "done"
         assert "마라톤" in " ".join(ui.bot.engine.current(state.user_id).texts)
-        first, second = [c["duration"] for c in spaces.calls if c["event"] == "start" and c["function"] == "keem_update"]
+        first, second = [
+            c["duration"] for c in spaces.calls if c["event"] == "start" and c["function"] == "keem_update"
+        ]
         assert second == min(2 * first, zerogpu.UPDATE_MAX_S)
     finally:
         worker.stop()
