@@ -11,6 +11,7 @@ import signal
 import sys
 from typing import Any
 
+from chatbot.options import EMBEDDER, MODELS, STORE, UPDATES, add_command, settings_from
 from chatbot.settings import Settings
 from models.errors import InputError
 
@@ -23,59 +24,47 @@ EPILOG = """examples:
   KEEM_AUTH='minsu:pw1,jiwoo:pw2' keem chat        # logins from the environment (a Space secret)"""
 
 
-def add_chat_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", help="SQLite file (KEEM_DB; default: the per-user data directory)")
-    p.add_argument("--model", help="chat model spec: hf:<id|path>, openai:<model>, demo, auto (KEEM_MODEL)")
-    p.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL; default: --model)")
-    p.add_argument(
-        "--embedder", help="auto (default), e5, use-multilingual, minilm, ngram, st:<id|path> (KEEM_EMBEDDER)"
-    )
-    p.add_argument(
-        "--strategy",
-        help="memory update strategy: keem (default), accumulate, operations, or balanced "
-        "(a user trial: one per user, balanced, kept) (KEEM_STRATEGY)",
-    )
-    p.add_argument(
-        "--memory-cues",
-        action="store_const",
-        const=True,
-        help="the update model also writes cue words for each new memory sentence, searched as a "
-        "second view (one extra call per update; KEEM_MEMORY_CUES=1)",
-    )
-    p.add_argument("--host", help="address to bind (KEEM_HOST; default 127.0.0.1, this machine only)")
-    p.add_argument("--port", type=int, help="port (KEEM_PORT; default 7860)")
-    p.add_argument(
+def _server_options() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    g = parser.add_argument_group("server")
+    g.add_argument("--host", help="address to bind (KEEM_HOST; default 127.0.0.1, this machine only)")
+    g.add_argument("--port", type=int, help="port (KEEM_PORT; default 7860)")
+    g.add_argument(
         "--idle-timeout-min",
         type=float,
         help="end a silent session after this many minutes (KEEM_IDLE_TIMEOUT_MIN; default 30)",
     )
-    p.add_argument(
+    g.add_argument(
         "--auth-file",
         help="require a login: a file with one name:password per line "
         "(or the KEEM_AUTH secret: name:password pairs, comma-separated)",
     )
-    p.add_argument("--share", action="store_true", help="also open a public gradio.live link (off by default)")
+    g.add_argument("--share", action="store_true", help="also open a public gradio.live link (off by default)")
+    return parser
 
 
 def add_chat_parser(subs: Any) -> argparse.ArgumentParser:
-    """Register the `chat` subcommand on the `keem` parser's subparsers."""
-    p = subs.add_parser(
+    """Register the `chat` subcommand on the `keem` parser's subparsers (`python app.py` runs it too)."""
+    return add_command(
+        subs,
         "chat",
-        help="serve the browser chat app (Gradio)",
+        "serve the browser chat app (Gradio)",
+        EPILOG,
         description="Serve the browser chat app: chat, end sessions, see and edit the memory.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[STORE, MODELS, EMBEDDER, UPDATES, _server_options()],
+        run=lambda settings, args: run_chat(gradio_bind(settings, args), args),
     )
-    add_chat_arguments(p)
-    return p
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Settings from KEEM_* and the flags (flags win), then where a Gradio host (HF Spaces) says to bind."""
-    settings = Settings.load(**vars(args))
+    return gradio_bind(settings_from(args), args)
+
+
+def gradio_bind(settings: Settings, args: argparse.Namespace) -> Settings:
+    """A host that launches Gradio apps (Hugging Face Spaces) says where to bind through GRADIO_SERVER_*; honour
+    it unless KEEM_HOST/KEEM_PORT or a flag chose."""
     extra: dict[str, Any] = {}
-    # a host that launches Gradio apps (Hugging Face Spaces) says where to bind through GRADIO_SERVER_*;
-    # honour it unless KEEM_HOST/KEEM_PORT or a flag chose
     if args.host is None and not os.environ.get("KEEM_HOST") and os.environ.get("GRADIO_SERVER_NAME"):
         extra["host"] = os.environ["GRADIO_SERVER_NAME"]
     if args.port is None and not os.environ.get("KEEM_PORT") and os.environ.get("GRADIO_SERVER_PORT", "").isdigit():

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from chatbot.options import (
+    EMBEDDER,
+    JSON,
+    MODELS,
+    STORE,
+    UPDATES,
+    USER,
+    USER_FILTER,
+    add_command,
+    add_group,
+    apply_settings,
+    settings_from,
+)
 from chatbot.settings import Settings
 from models.errors import InputError, KeemError
 
@@ -18,36 +31,13 @@ EPILOG_SESSION = """examples:
   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 keem session --user minsu --update-model openai:gpt-4o"""
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", help="SQLite file (KEEM_DB; default: the per-user data directory)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-
-
-def _sub(subs: Any, name: str, help_text: str, example: str) -> argparse.ArgumentParser:
-    p = subs.add_parser(
-        name,
-        help=help_text,
-        description=help_text,
-        epilog=f"example:\n  {example}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _common(p)
-    return p
-
-
-def _group(subs: Any, name: str, help_text: str, description: str, example: str) -> Any:
-    """A command group (`keem memory ...`): its parser with an example, and the subparsers for its commands."""
-    p = subs.add_parser(
-        name,
-        help=help_text,
-        description=description,
-        epilog=f"example:\n  {example}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    return p.add_subparsers(dest=f"{name}_command", required=True)
-
-
 def build_parser() -> argparse.ArgumentParser:
+    """Every `keem` command: argparse subcommands, the shared options from chatbot/options.py, a `run` each."""
+    from chatbot.chat_command import add_chat_parser
+    from evaluation import build_command
+    from evaluation.eval_command import EVAL_COMMANDS
+    from evaluation.train_command import add_train_parser
+
     parser = argparse.ArgumentParser(
         prog="keem",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -57,91 +47,80 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subs = parser.add_subparsers(dest="command", required=True)
 
-    s = subs.add_parser(
+    s = add_command(
+        subs,
         "session",
-        help="hold one chat session in the terminal, then update the memory",
+        "hold one chat session in the terminal, then update the memory",
+        EPILOG_SESSION,
         description="Hold one session (interactive, or scripted with one message per line), end it, "
         "run the memory update and print the new memory.",
-        epilog=EPILOG_SESSION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _common(s)
-    s.add_argument("--user", required=True, help="user name or participant code")
-    s.add_argument("--model", help="chat model spec: hf:<id|path>, openai:<model>, demo, auto (KEEM_MODEL)")
-    s.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL; default: --model)")
-    s.add_argument(
-        "--embedder",
-        help="auto (default: e5-small, else use-multilingual), e5, use-multilingual, "
-        "minilm, ngram, st:<id|path> (KEEM_EMBEDDER)",
-    )
-    s.add_argument(
-        "--strategy",
-        help="memory update strategy: keem (default), accumulate, operations, or balanced "
-        "(a user trial: one per user, balanced, kept) (KEEM_STRATEGY)",
-    )
-    s.add_argument(
-        "--memory-cues",
-        action="store_const",
-        const=True,
-        help="the update model also writes cue words for each new memory sentence, searched as a "
-        "second view (one extra call per update; KEEM_MEMORY_CUES=1)",
+        parents=[USER, STORE, MODELS, EMBEDDER, UPDATES],
+        run=_session,
     )
     s.add_argument("--script", type=Path, help="file with one user message per line (UTF-8)")
 
-    msubs = _group(
+    msubs = add_group(
         subs,
         "memory",
         "show, search, import or forget a user's memory",
         "Inspect and manage one user's memory.",
         "keem memory show --user minsu",
     )
-    p = _sub(
-        msubs, "show", "print a user's memory (latest version, or --version N)", "keem memory show --user minsu --json"
+    p = add_command(
+        msubs,
+        "show",
+        "print a user's memory (latest version, or --version N)",
+        "keem memory show --user minsu --json",
+        parents=[USER, STORE, JSON],
+        run=cmd_show,
     )
-    p.add_argument("--user", required=True)
     p.add_argument("--version", type=int, help="version number (default: latest)")
-    p = _sub(
+    add_command(
         msubs,
         "history",
         "list a user's memory versions with what each kept, added and removed",
         "keem memory history --user minsu",
+        parents=[USER, STORE, JSON],
+        run=cmd_history,
     )
-    p.add_argument("--user", required=True)
-    p = _sub(
+    p = add_command(
         msubs,
         "search",
         "find the memory sentences most relevant to a query",
         'keem memory search --user u1 --k 3 --json "손목 보호대는 이제 안 차도 돼?"',
+        parents=[USER, STORE, EMBEDDER, JSON],
+        run=cmd_search,
     )
-    p.add_argument("--user", required=True)
     p.add_argument("--k", type=int, default=5, help="how many sentences (default 5)")
-    p.add_argument("--embedder", help="embedder spec (KEEM_EMBEDDER)")
     p.add_argument("query")
-    p = _sub(
+    p = add_command(
         msubs,
         "import",
         "add sentences to a user's memory as a new version (creates the user if needed)",
         "keem memory import --user u1 mem.txt   # one sentence per line, or JSONL with a 'text' field",
+        parents=[USER, STORE, EMBEDDER, JSON],
+        run=cmd_import,
     )
-    p.add_argument("--user", required=True)
-    p.add_argument("--embedder", help="embedder spec (KEEM_EMBEDDER)")
     p.add_argument("file", type=Path)
-    _sub(
+    add_command(
         msubs,
         "users",
         "list every user with sessions, memory versions and trial strategy",
         "keem memory users --json   # browser-identity users appear as name#key (KEEM_IDENTITY=browser)",
+        parents=[STORE, JSON],
+        run=cmd_users,
     )
-    p = _sub(
+    p = add_command(
         msubs,
         "forget",
         "delete everything stored about a user (sessions, turns, every memory version)",
         "keem memory forget --user minsu --yes",
+        parents=[USER, STORE, JSON],
+        run=cmd_forget,
     )
-    p.add_argument("--user", required=True)
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
-    jsubs = _group(
+    jsubs = add_group(
         subs,
         "jobs",
         "list memory-update jobs, or retry failed ones",
@@ -149,42 +128,36 @@ def build_parser() -> argparse.ArgumentParser:
         "retried with backoff, at every start, or by `jobs retry`.",
         "keem jobs list --status failed",
     )
-    p = _sub(
+    p = add_command(
         jsubs,
         "list",
         "list update jobs with their status, attempts and last error",
         "keem jobs list --status failed --json",
+        parents=[USER_FILTER, STORE, JSON],
+        run=cmd_jobs_list,
     )
-    p.add_argument("--user", help="only this user's jobs")
     p.add_argument(
         "--status",
         choices=["pending", "running", "done", "failed"],
         action="append",
         help="only jobs with this status (repeatable; default: all)",
     )
-    p = _sub(
+    p = add_command(
         jsubs,
         "retry",
         "run failed update jobs again now (all, a user's, or the ones named)",
         "OPENAI_BASE_URL=http://127.0.0.1:8000/v1 keem jobs retry --user minsu --update-model openai:gpt-4o",
+        parents=[USER_FILTER, STORE, MODELS, EMBEDDER],
+        run=cmd_jobs_retry,
     )
     p.add_argument("job", type=int, nargs="*", help="job ids (default: every failed job)")
-    p.add_argument("--user", help="only this user's failed jobs")
-    p.add_argument("--model", help="chat model spec (KEEM_MODEL); the update model defaults to it")
-    p.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL)")
-    p.add_argument("--embedder", help="embedder spec (KEEM_EMBEDDER)")
     p.add_argument(
         "--no-run",
         action="store_true",
         help="only put them back in the queue, for the running app to take (it polls every second)",
     )
 
-    from chatbot.chat_command import add_chat_parser
-    from evaluation.build_command import add_build_parser
-    from evaluation.eval_command import add_eval_parser
-    from evaluation.train_command import add_train_parser
-
-    tsubs = _group(
+    tsubs = add_group(
         subs,
         "trial",
         "export and analyse what a user trial collected (participants, sessions, memories, questionnaires)",
@@ -193,12 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
         "consent and questionnaire, chatbot/study.py).",
         "keem trial export --out trial-data --pseudonymize",
     )
-    p = _sub(
+    p = add_command(
         tsubs,
         "export",
         "write participants.csv, sessions.jsonl, memory_versions.jsonl, questionnaire.csv and "
         "manifest.json into a new folder, personal data replaced by tags",
         "keem trial export --out trial-2026-11 --pseudonymize   # names -> P001...; key.csv maps them back",
+        parents=[STORE, JSON],
+        run=cmd_trial_export,
     )
     p.add_argument("--out", type=Path, required=True, help="a new (or empty) folder")
     p.add_argument("--pseudonymize", action="store_true", help="replace names by P001, P002, ... (key.csv maps back)")
@@ -208,12 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep phone numbers, e-mail addresses, ID, card and account numbers and street addresses "
         "as typed (default: replaced by tags such as [전화번호])",
     )
-    p = _sub(
+    p = add_command(
         tsubs,
         "report",
         "analyse an export: ratings per strategy and session with confidence intervals, "
         "Kruskal-Wallis and Holm-corrected Mann-Whitney tests, completion, memory size; report.md with PNGs",
         "keem trial report --export trial-2026-11 --out trial-2026-11-report --study study.toml",
+        parents=[JSON],
+        run=cmd_trial_report,
     )
     p.add_argument("--export", type=Path, required=True, help="a folder `keem trial export` wrote")
     p.add_argument("--out", type=Path, required=True, help="output folder (report.md, report.json, PNGs)")
@@ -222,11 +199,46 @@ def build_parser() -> argparse.ArgumentParser:
         help="the study plan (KEEM_STUDY): its strategies and sessions per participant "
         "(default: the strategies seen, the most sessions any participant held)",
     )
+
     add_chat_parser(subs)
-    add_build_parser(subs)
-    add_train_parser(subs)  # before add_eval_parser: it also adds `keem eval updater`
-    add_eval_parser(subs)
+    p = add_command(
+        subs,
+        "build-dataset",
+        build_command.HELP,
+        build_command.EXAMPLE,
+        description=build_command.DESCRIPTION,
+        parents=[JSON],
+        run=_build,
+    )
+    build_command.add_build_arguments(p)
+    # evaluation/train_command.py builds its own parser; it also registers `keem eval updater`, so it comes first
+    add_train_parser(subs).set_defaults(run=_train)
+    esubs = add_group(
+        subs,
+        "eval",
+        "evaluate memory strategies the way the KEEM paper does",
+        "Evaluate memory-update strategies: keyword recall, NLI conflict ratio, probe perplexity, pairwise "
+        "LLM voting, blind human scoring sheets, and retrieval hit@k.",
+        "examples:\n  " + "\n  ".join(_first_example(c.example) for c in EVAL_COMMANDS.values()),
+    )
+    for name, command in EVAL_COMMANDS.items():
+        p = add_command(
+            esubs,
+            name,
+            command.help,
+            command.example,
+            description=command.description,
+            parents=[JSON, EMBEDDER] if command.embedder else [JSON],
+            run=_eval,
+        )
+        command.add_arguments(p)
     return parser
+
+
+def _first_example(example: str) -> str:
+    """The first command line of an example or an "examples:" block."""
+    lines = [line.strip() for line in example.splitlines() if line.strip() and line.strip() != "examples:"]
+    return lines[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,40 +255,42 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None) -> int:
+    """Parse, then run the command's `run(settings, args)`; every command's KeemError is handled here, once."""
     args = build_parser().parse_args(argv)
+    run = vars(args).pop("run")  # the command's function; not an argument (reports record vars(args))
     try:
-        if args.command == "build-dataset":
-            from evaluation.build_command import run_build
-
-            return run_build(args)
-        if args.command == "train-updater":
-            from evaluation.train_command import run_train
-
-            return run_train(args)
-        if args.command == "eval":
-            from evaluation.eval_command import run_eval
-
-            return run_eval(args)
-        if args.command == "chat":
-            from chatbot.chat_command import run_chat, settings_from_args
-
-            return run_chat(settings_from_args(args), args)
-        settings = Settings.load(**vars(args))
-        if args.command == "session":
-            from chatbot.terminal import run_session
-
-            return run_session(settings, args)
-        if args.command == "trial":
-            return (cmd_trial_export if args.trial_command == "export" else cmd_trial_report)(settings, args)
-        if args.command == "jobs":
-            return cmd_jobs_list(settings, args) if args.jobs_command == "list" else cmd_jobs_retry(settings, args)
-        return MEMORY_COMMANDS[args.memory_command](settings, args)
+        return run(settings_from(args), args)
     except KeemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted; every turn so far is saved", file=sys.stderr)
         return 130
+
+
+# -- the commands other modules implement -------------------------------------------------------
+def _session(settings: Settings, args: argparse.Namespace) -> int:
+    from chatbot.terminal import run_session
+
+    return run_session(settings, args)
+
+
+def _build(settings: Settings, args: argparse.Namespace) -> int:
+    from evaluation.build_command import run_build
+
+    return run_build(args)
+
+
+def _train(settings: Settings, args: argparse.Namespace) -> int:
+    from evaluation.train_command import run_train
+
+    return run_train(args)
+
+
+def _eval(settings: Settings, args: argparse.Namespace) -> int:
+    from evaluation.eval_command import run_eval
+
+    return run_eval(apply_settings(args, settings))
 
 
 # -- memory commands (no chat model needed) ---------------------------------------------------
@@ -334,6 +348,10 @@ def cmd_jobs_list(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_stage(job_id: int, stage: str) -> None:
+    print(f"[job {job_id}: {stage}]", file=sys.stderr)
+
+
 def cmd_jobs_retry(settings: Settings, args: argparse.Namespace) -> int:
     """Failed jobs back to the queue; then run them here with the update model (unless --no-run)."""
     store = _store(settings)
@@ -353,9 +371,7 @@ def cmd_jobs_retry(settings: Settings, args: argparse.Namespace) -> int:
     failed = 0
     for job_id in ids:
         try:
-            version = bot.run_update(
-                job_id, lambda stage, job_id=job_id: print(f"[job {job_id}: {stage}]", file=sys.stderr)
-            )
+            version = bot.run_update(job_id, functools.partial(_print_stage, job_id))
         except KeemError as exc:
             failed += 1
             print(f"error: job {job_id} failed again and stays queued for retries ({exc})", file=sys.stderr)
@@ -411,7 +427,8 @@ def cmd_users(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
     store = _store(settings)
     user_id = store.require_user(args.user)
-    rows, previous = [], []
+    rows: list[dict[str, Any]] = []
+    previous: list[str] = []
     for v in store.versions(user_id):
         rows.append(
             {
@@ -585,15 +602,6 @@ def cmd_trial_report(settings: Settings, args: argparse.Namespace) -> int:
     )
     return 0
 
-
-MEMORY_COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
-    "show": cmd_show,
-    "history": cmd_history,
-    "search": cmd_search,
-    "import": cmd_import,
-    "users": cmd_users,
-    "forget": cmd_forget,
-}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -50,15 +50,18 @@ class Settings:
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None, **flags: Any) -> Settings:
-        """Defaults, then KEEM_<FIELD> from `env` (os.environ), then flags that are not None."""
+        """Defaults, then KEEM_<FIELD> from `env` (os.environ), then flags (field=value) that are not None."""
         env = os.environ if env is None else env
+        unknown = set(flags) - {f.name for f in fields(cls)}
+        if unknown:
+            raise TypeError(f"Settings has no field {', '.join(sorted(unknown))} (chatbot/options.py: SETTING_OF)")
         values: dict[str, Any] = {}
         for f in fields(cls):
             raw = env.get(f"KEEM_{f.name.upper()}")
             if raw is None or raw == "":
                 continue
             values[f.name] = _convert(f.name, raw, type(getattr(cls(), f.name)))
-        values.update({k: v for k, v in flags.items() if v is not None and k in {f.name for f in fields(cls)}})
+        values.update({k: v for k, v in flags.items() if v is not None})
         return replace(cls(), **values)
 
 

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
+from evaluation.episodes import FORMATS
 from models.errors import InputError
 
 EXAMPLE = """examples:
@@ -20,24 +20,22 @@ Run the same command again after an interruption: finished calls come from DIR/c
 already in DIR/dataset.jsonl or DIR/rejects.jsonl are not written twice."""
 
 
-def add_build_parser(subs: Any) -> argparse.ArgumentParser:
-    """Add the build-dataset subcommand to the `keem` parser's subparsers."""
-    p = subs.add_parser(
-        "build-dataset",
-        help="build a KEEM-style memory-update dataset from a multi-session corpus",
-        description="For every episode and session t >= 2: reflect the session summary with "
-        "emotions and causes, generate the updated memory, verify it against all "
-        "dialogues up to t. Passing rows -> DIR/dataset.jsonl, failing rows -> "
-        "DIR/rejects.jsonl.",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "build a KEEM-style memory-update dataset from a multi-session corpus"
+DESCRIPTION = (
+    "For every episode and session t >= 2: reflect the session summary with emotions and causes, generate the "
+    "updated memory, verify it against all dialogues up to t. Passing rows -> DIR/dataset.jsonl, failing rows -> "
+    "DIR/rejects.jsonl."
+)
+
+
+def add_build_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `keem build-dataset` (chatbot/cli.py adds the command, with --json)."""
     p.add_argument("input", type=Path, help="corpus file (or a folder of KMSC label JSON files)")
     p.add_argument(
         "--format",
         default="auto",
-        choices=["auto", "kmsc", "carecall", "msc", "locomo"],
-        help="input format (default: detected from the file)",
+        choices=["auto", *FORMATS],
+        help="input format (default: detected from the file; evaluation/episodes.py lists the fields read)",
     )
     p.add_argument(
         "--model",
@@ -58,8 +56,6 @@ def add_build_parser(subs: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--user-speaker", default="speaker1", help="KMSC speaker who is the user (default speaker1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    return p
 
 
 def _load_model(spec: str, args: argparse.Namespace):

@@ -1,7 +1,8 @@
 """`keem eval ...`: the evaluation harness on the command line.
 
-Subcommands are listed at the bottom of this module (`register`: name, help, arguments, run(args, load_model)).
-chatbot/cli.py only calls `add_eval_parser(subs)` and `run_eval(args)`.
+Subcommands are registered at the bottom of this module (`register`: name, help, arguments, run(args, load_model),
+example); chatbot/cli.py builds `keem eval <name>` from `EVAL_COMMANDS`, adding the shared --json option to each
+(and --embedder, KEEM_EMBEDDER, where `embedder=True`), and calls `run_eval(args)`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ class EvalCommand:
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, LoadModel], int]
-    example: str
+    example: str  # one command line, or an "examples:" block
+    description: str | None = None  # default: the help
+    embedder: bool = False  # takes the shared --embedder option (resolved with KEEM_EMBEDDER, as the app)
 
 
 EVAL_COMMANDS: dict[str, EvalCommand] = {}
@@ -41,35 +44,11 @@ def register(
     add_arguments: Callable[[argparse.ArgumentParser], None],
     run: Callable[[argparse.Namespace, LoadModel], int],
     example: str,
+    description: str | None = None,
+    embedder: bool = False,
 ) -> None:
     """Add a `keem eval <name>` subcommand (call before the parser is built)."""
-    EVAL_COMMANDS[name] = EvalCommand(help_text, add_arguments, run, example)
-
-
-def add_eval_parser(subs: Any) -> argparse.ArgumentParser:
-    """Add `eval` and its registered subcommands to the `keem` parser's subparsers."""
-    examples = "\n".join(f"  {c.example}" for c in EVAL_COMMANDS.values())
-    p = subs.add_parser(
-        "eval",
-        help="evaluate memory strategies the way the KEEM paper does",
-        description="Evaluate memory-update strategies: keyword recall, NLI conflict ratio, probe "
-        "perplexity, pairwise LLM voting, and blind human scoring sheets.",
-        epilog=f"examples:\n{examples}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    esubs = p.add_subparsers(dest="eval_command", required=True)
-    for name, command in EVAL_COMMANDS.items():
-        sp = esubs.add_parser(
-            name,
-            help=command.help,
-            description=command.help,
-            epilog=f"example:\n  {command.example}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        command.add_arguments(sp)
-        if "--json" not in sp._option_string_actions:
-            sp.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    return p
+    EVAL_COMMANDS[name] = EvalCommand(help_text, add_arguments, run, example, description, embedder)
 
 
 def run_eval(args: argparse.Namespace, load_model: LoadModel | None = None) -> int:
@@ -121,7 +100,6 @@ def _memory_args(p: argparse.ArgumentParser) -> None:
         "--chat-model",
         help="model spec writing the replies that are voted on (default: --ppl-model, else --update-model)",
     )
-    p.add_argument("--embedder", default="auto", help="embedder for the deletion guard (default auto, as in the app)")
     p.add_argument("--limit", type=int, help="only the first N episodes")
     p.add_argument("--seed", type=int, default=0, help="recorded in the report (decoding is greedy)")
     p.add_argument("--no-conflict", action="store_true", help="skip the NLI conflict analysis")
@@ -359,6 +337,7 @@ register(
     add_arguments=_memory_args,
     run=run_memory,
     example=MEMORY_EXAMPLE,
+    embedder=True,  # the deletion guard's, as in the app
 )
 register(
     "human-export",
@@ -379,5 +358,7 @@ register(
     retrieval_command.HELP,
     add_arguments=retrieval_command.add_retrieval_arguments,
     run=retrieval_command.run_retrieval,
-    example=retrieval_command.EXAMPLE,
+    example=retrieval_command.EPILOG,
+    description=retrieval_command.DESCRIPTION,
+    embedder=True,
 )

@@ -1,14 +1,12 @@
 """`keem eval retrieval --locomo FILE`: hit@k of the product's memory search on a LoCoMo-format file.
 
-Registered in evaluation/eval_command.py. Standalone:
-python -m evaluation.retrieval_command --locomo FILE [--k 5] [--embedder SPEC] [--json]
+Registered in evaluation/eval_command.py (which also gives it --embedder and --json).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import Any
 
 from evaluation.locomo import CATEGORY_NAMES, DEFAULT_CATEGORIES, Result, evaluate, load_locomo
@@ -33,23 +31,17 @@ EPILOG = """examples:
 
 
 def add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
-    p.description, p.epilog = DESCRIPTION, EPILOG  # whichever way the subcommand was registered
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--locomo", required=True, metavar="FILE", help="LoCoMo-format JSON (e.g. locomo10.json)")
     p.add_argument("--k", type=int, default=5, help="sentences retrieved per question (default 5)")
-    p.add_argument("--embedder", help="embedder spec (KEEM_EMBEDDER; default: the app's default embedder)")
     p.add_argument(
         "--categories",
         default=",".join(map(str, DEFAULT_CATEGORIES)),
         help="question categories to score, comma-separated (default 1,2,3,4)",
     )
     p.add_argument("--misses", action="store_true", help="also list every missed question with what came back")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(db=None)  # `keem` reads args.db for its settings; this command uses a temporary store
 
 
 HELP = "hit@k of memory search on a LoCoMo-format file (LoCoMo itself not bundled)"
-EXAMPLE = "keem eval retrieval --locomo locomo10.json --k 5 --embedder minilm --json"
 
 
 def _categories(raw: str) -> tuple[int, ...]:
@@ -119,18 +111,15 @@ def render(result: Result, path: str, with_misses: bool = False) -> str:
 
 
 def run_retrieval(args: argparse.Namespace, load_model: Any = None) -> int:
-    """The command body (the `keem eval` run signature; no chat model is needed).
-
-    The embedder is --embedder, else KEEM_EMBEDDER, else the app's default `auto`.
-    """
+    """The command body (the `keem eval` run signature; no chat model is needed). `args.embedder` is the one in
+    force (--embedder, else KEEM_EMBEDDER, else the app's default), as `keem` resolves it."""
     from models.errors import InputError
     from models.spec import load_embedder
 
     if args.k < 1:
         raise InputError("--k must be at least 1")
-    spec = args.embedder or os.environ.get("KEEM_EMBEDDER") or "auto"
     conversations = load_locomo(args.locomo)
-    result = evaluate(conversations, load_embedder(spec), k=args.k, categories=_categories(args.categories))
+    result = evaluate(conversations, load_embedder(args.embedder), k=args.k, categories=_categories(args.categories))
     if args.json:
         print(
             json.dumps(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -127,19 +128,57 @@ def test_unreachable_openai_server_is_one_line_and_writes_nothing(db, tmp_path, 
     assert run(capsys, "memory", "history", "--user", "minsu")[0] == 2  # no user was even created
 
 
-def test_every_command_has_help_with_an_example(capsys):
-    for argv in (
-        ["--help"],
-        ["session", "--help"],
-        ["memory", "show", "--help"],
-        ["memory", "history", "--help"],
-        ["memory", "search", "--help"],
-        ["memory", "import", "--help"],
-        ["memory", "forget", "--help"],
-    ):
-        with pytest.raises(SystemExit) as exit_:
-            main(argv)
-        assert exit_.value.code == 0 and "keem " in capsys.readouterr().out.split("example")[-1]
+def _help(capsys, argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--help"])
+    assert exit_.value.code == 0, argv
+    return capsys.readouterr().out
+
+
+def _subcommands(help_text: str) -> list[str]:
+    """The commands a group's usage line offers: its `{a,b,c} ...` (an option's choices have no `...`)."""
+    usage = help_text.split("\n\n")[0]
+    found = re.findall(r"(?:^|\s)\{([\w,-]+)\}\s+\.\.\.", usage)
+    return found[0].split(",") if found else []
+
+
+def test_every_command_and_group_has_help_with_an_example(capsys):
+    """Walks the parser as a user does, from `keem --help` down, so a new command is checked without listing it."""
+    seen, todo = [], [[]]
+    while todo:
+        argv = todo.pop()
+        text = _help(capsys, argv)
+        example = re.split(r"\n(?:example|examples):\n", text)[1:]
+        assert example and re.search(r"(keem|python app\.py) ", example[0]), f"`keem {' '.join(argv)}`: no example"
+        seen.append(" ".join(argv))
+        todo += [[*argv, name] for name in _subcommands(text)]
+    assert {"", "memory", "memory forget", "jobs retry", "trial report", "eval", "eval retrieval", "chat"} <= set(
+        seen
+    )  # the walk reached the groups and their commands
+
+
+def test_each_setting_option_names_a_settings_field_and_is_declared(capsys):
+    """`chatbot/options.py: SETTING_OF` is the one mapping from options to Settings; each side exists."""
+    from dataclasses import fields
+
+    from chatbot.cli import build_parser
+    from chatbot.options import SETTING_OF
+    from chatbot.settings import Settings
+
+    assert set(SETTING_OF.values()) <= {f.name for f in fields(Settings)}
+    declared: set[str] = set()
+    for argv in (["session", "--user", "a"], ["chat"], ["trial", "report", "--export", "e", "--out", "o"]):
+        declared |= set(vars(build_parser().parse_args(argv)))
+    assert set(SETTING_OF) <= declared
+    with pytest.raises(TypeError, match="no field nope"):
+        Settings.load({}, nope=1)  # a flag that matches no field is a mistake, not silently dropped
+
+
+def test_eval_commands_take_the_embedder_from_keem_embedder(capsys, monkeypatch):
+    locomo = "evaluation/fixtures/locomo_mini.json"
+    monkeypatch.setenv("KEEM_EMBEDDER", "ngram")
+    code, out, _ = run(capsys, "eval", "retrieval", "--locomo", locomo, "--json")
+    assert code == 0 and json.loads(out)["embedder"] == "ngram"  # as `keem session` would use it
 
 
 def test_memory_cues_flag_writes_cues_through_an_openai_compatible_server(db, tmp_path, capsys, monkeypatch):

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from chatbot.cli import build_parser
+from chatbot.options import apply_settings, settings_from
 from evaluation import conflict, human, keywords, perplexity, voting
-from evaluation.eval_command import EVAL_COMMANDS, add_eval_parser, run_eval
+from evaluation.eval_command import EVAL_COMMANDS, run_eval
 from models.fake import ScriptedChatModel
 
 FIXTURE = Path(__file__).parent.parent / "evaluation" / "fixtures" / "carecall_eval.json"
@@ -292,9 +294,9 @@ def fake_models(spec: str):
 
 
 def _keem(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="keem")
-    add_eval_parser(parser.add_subparsers(dest="command", required=True))
-    return parser.parse_args(argv)
+    """`keem eval ...` parsed as `keem` hands it to run_eval: the shared options resolved as the app's settings."""
+    args = build_parser().parse_args(argv)
+    return apply_settings(args, settings_from(args))
 
 
 def test_keem_eval_memory_on_the_carecall_fixture_writes_the_report(tmp_path, capsys):
