@@ -1,4 +1,8 @@
-"""Settings precedence: defaults < KEEM_* environment < flags."""
+"""Settings precedence: defaults < KEEM_* environment < flags; the README's settings table says the same."""
+
+import re
+from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -22,3 +26,55 @@ def test_default_db_lives_in_the_user_data_directory():
 def test_bad_env_value_says_which_variable():
     with pytest.raises(InputError, match="KEEM_K"):
         Settings.load({"KEEM_K": "many"})
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _readme_settings() -> list[tuple[list[str], list[str], list[str]]]:
+    """(KEEM_* names, flags, default values) of each row of the README's settings table."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Settings\n", 1)[1].split("\n#", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    out = []
+    for row in rows:
+        names, default = row.split(" | ")[:2]
+        defaults = [d.strip() for d in default.split(",")] if "," in default and "(" not in default else [default]
+        out.append((re.findall(r"KEEM_[A-Z0-9_]+", names), re.findall(r"--[a-z0-9-]+", names), defaults))
+    return out
+
+
+def _literal(cell: str) -> object:
+    """A default cell's value where it is a literal (`x`, a number, off, none); else the cell itself, unchecked."""
+    cell = cell.split(" (")[0].strip()
+    if cell.startswith("`") and cell.endswith("`"):
+        return cell.strip("`")
+    if re.fullmatch(r"\d+(\.\d+)?", cell):
+        return float(cell)
+    return {"off": False, "none": ""}.get(cell, ...)
+
+
+def test_readme_settings_table_is_the_settings_class():
+    """Every setting has a row with its variable, its flag (chatbot/options.py) and its default; every variable in
+    the table is a setting or one the code reads."""
+    from chatbot.options import SETTING_OF
+
+    settings = {f"KEEM_{f.name.upper()}": f for f in fields(Settings)}
+    flag_of = {SETTING_OF[dest]: "--" + dest.replace("_", "-") for dest in SETTING_OF}
+    source = "".join(
+        p.read_text(encoding="utf-8") for d in ("chatbot", "memory", "models") for p in (ROOT / d).glob("**/*.py")
+    )
+    listed: set[str] = set()
+    for names, flags, defaults in _readme_settings():
+        listed |= set(names)
+        for name in names:
+            assert name in settings or f'"{name}"' in source, f"README lists {name}, which nothing reads"
+        fields_here = [settings[n].name for n in names if n in settings]
+        assert sorted(flags) == sorted(flag_of[f] for f in fields_here if f in flag_of), names
+        if len(defaults) == len(names):
+            for name, cell in zip(names, defaults):
+                value, default = _literal(cell), settings[name].default if name in settings else ...
+                if value is ... or default is ... or (default == "" and value != ""):
+                    continue  # described, not a literal (an empty default: "the chat model", a per-user path)
+                assert value == (float(default) if type(default) in (int, float) else default), (name, cell)
+    assert set(settings) <= listed, f"settings missing from README: {sorted(set(settings) - listed)}"
