@@ -19,14 +19,18 @@ from evaluation.training_state import TrainConfig
 from memory.updaters.steps import DEFAULT_CEILING
 from models.errors import InputError
 
-SIZES = """what fits where (LoRA r=16 on rows of 1.5-2.5k tokens; README "Training your own updater" has the
-measured CPU figures and the GPU estimates):
-  CPU (2 cores)   test-size models only: SmolLM2-135M took 26 s a row (~2,300 tokens), 7 h per 1,000 rows and
-                  epoch; a 1B model is roughly ten times slower, a 7B one out of reach.
-  GPU 16 GB       7-8B with --4bit --gradient-checkpointing (tight), e.g. MLP-KTLim/llama-3-Korean-Bllossom-8B.
-  GPU 24 GB       7-8B or yanolja/EEVE-Korean-Instruct-10.8B-v1.0 with --4bit --gradient-checkpointing; ~3B in bf16.
-  GPU 40-48 GB    8-10.8B in bf16 with --gradient-checkpointing.
-  GPU 80 GB       10.8B in bf16; about 10-25 min per 1,000 rows and epoch on an A100 (estimated)."""
+SIZES = """what fits where (LoRA r=16; README "Training your own updater" has the basis of every figure):
+  CPU             test-size models only. Measured on this project's shared 2-core machine: the tests' tiny
+                  random Llama (0.23M parameters, ~880-token rows) 0.35-1.5 s a row, ~6-25 min per 1,000
+                  rows; SmolLM2-135M 26 s a row (~2,300 tokens), ~7 h per 1,000 rows and epoch, and over
+                  11 GB of RAM. A 1B model would take days per 1,000 rows (extrapolated); 7B is out of
+                  reach.
+  GPU estimates   (no GPU was measured; rows of ~1.5k tokens, per 1,000 rows and epoch)
+    16 GB         7-8B with --4bit --gradient-checkpointing (tight), e.g. MLP-KTLim/llama-3-Korean-Bllossom-8B.
+    24 GB         7-8B with --4bit --gradient-checkpointing, ~20-50 min; yanolja/EEVE-Korean-Instruct-10.8B-v1.0
+                  likewise, ~30-70 min; ~3B in bf16.
+    40-48 GB      8-10.8B in bf16 with --gradient-checkpointing.
+    80 GB         8B in bf16 ~11-19 min on an A100; 10.8B in bf16 ~10-26 min."""
 
 EXAMPLE = f"""examples:
   keem train-updater keem_ds/ --base hf:MLP-KTLim/llama-3-Korean-Bllossom-8B --out runs/updater --4bit \\

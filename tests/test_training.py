@@ -343,7 +343,8 @@ def test_help_says_what_size_fits_where(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["train-updater", "--help"])
     text = capsys.readouterr().out
-    assert "what fits where" in text and "CPU" in text and "--4bit" in text and "GPU 80 GB" in text
+    assert "what fits where" in text and "CPU" in text and "--4bit" in text and "80 GB" in text
+    assert "Measured on this project's" in text and "GPU estimates   (no GPU was measured" in text
 
 
 def test_the_fixture_is_what_the_builder_writes_and_holds_the_prompts_it_sent(tmp_path: Path) -> None:
