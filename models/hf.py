@@ -111,7 +111,7 @@ class TransformersChatModel(ChatModel):
         if adapter:
             self.model = _with_adapter(self.model, adapter, merge=not load_in_4bit)
         if "device_map" not in kwargs:
-            self.model.to(self.device)
+            self.model.to(self.device)  # type: ignore[arg-type]  # transformers types the wrapped .to without self
         self.model.eval()
         use_chat_template(self.tokenizer)
         self.context_window = context_window(self.model, max_context)
