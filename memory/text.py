@@ -16,7 +16,7 @@ UNKNOWN = "알 수 없음"
 def to_date(value: str | date | datetime | None) -> date | None:
     """A date from an ISO string, a date or a datetime; None stays None."""
     if value is None or (isinstance(value, date) and not isinstance(value, datetime)):
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, datetime):
         return value.date()
     return datetime.fromisoformat(value).date()

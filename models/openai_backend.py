@@ -65,7 +65,7 @@ class OpenAIChatModel(ChatModel):
             model=self.model,
             # our Message is one of openai's message params; mypy does not match a TypedDict to their union
             messages=list(messages),  # type: ignore[arg-type]
-            stream=stream,  # type: ignore[arg-type]
+            stream=stream,
             max_tokens=options.max_new_tokens,
             temperature=options.temperature,
             top_p=options.top_p,
