@@ -11,7 +11,7 @@ import signal
 import sys
 from typing import Any
 
-from chatbot.options import EMBEDDER, MODELS, STORE, UPDATES, add_command, settings_from
+from chatbot.options import EMBEDDER, MODELS, STORE, STUDY, UPDATES, add_command, settings_from
 from chatbot.settings import Settings
 from models.errors import InputError
 
@@ -21,7 +21,8 @@ EPILOG = """examples:
   keem chat --auth-file users.txt                  # one "name:password" per line; the login name is the identity
   KEEM_MODEL=hf:yanolja/EEVE-Korean-Instruct-10.8B-v1.0 keem chat --host 0.0.0.0
   KEEM_BACKUP_DIR=/mnt/bucket keem chat            # snapshots the database there; restores it when missing
-  KEEM_AUTH='minsu:pw1,jiwoo:pw2' keem chat        # logins from the environment (a Space secret)"""
+  KEEM_AUTH='minsu:pw1,jiwoo:pw2' keem chat        # logins from the environment (a Space secret)
+  KEEM_ADMIN_PASSWORD=... keem chat --study study.toml --auth-file participants.txt   # a user trial"""
 
 
 def _server_options() -> argparse.ArgumentParser:
@@ -51,7 +52,7 @@ def add_chat_parser(subs: Any) -> argparse.ArgumentParser:
         "serve the browser chat app (Gradio)",
         EPILOG,
         description="Serve the browser chat app: chat, end sessions, see and edit the memory.",
-        parents=[STORE, MODELS, EMBEDDER, UPDATES, _server_options()],
+        parents=[STORE, MODELS, EMBEDDER, UPDATES, STUDY, _server_options()],
         run=lambda settings, args: run_chat(gradio_bind(settings, args), args),
     )
 
@@ -125,6 +126,8 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     auth = logins(args)
+    from chatbot.study import study_from_settings
+    from chatbot.study_ui import admin_password
     from chatbot.terminal import load_bot
     from chatbot.ui import CSS, Backend, build_app, launch_options
     from chatbot.worker import Worker
@@ -137,6 +140,19 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
             print(f"finishing {waiting} memory update(s) left from an earlier run, in the background", file=sys.stderr)
         return bot, worker.start()
 
+    study = study_from_settings(settings)  # checked before anything loads: an error names the field
+    password = admin_password()
+    if study is not None:
+        print(
+            f"user trial {study.id}: {study.sessions} sessions per participant among {', '.join(study.strategies)}; "
+            + (
+                "organiser view on (KEEM_ADMIN_PASSWORD)"
+                if password
+                else "no organiser view: set the "
+                "KEEM_ADMIN_PASSWORD secret to have one (keem trial export works without it)"
+            ),
+            file=sys.stderr,
+        )
     # the page serves at once and says the models are loading; chat opens when they are ready
     backend = Backend.loading(load)
     per_browser = browser_identity(settings, auth)
@@ -146,7 +162,7 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
             "the same name typed elsewhere is another user",
             file=sys.stderr,
         )
-    app = build_app(backend, browser_identity=per_browser)
+    app = build_app(backend, browser_identity=per_browser, study=study, admin_password=password)
 
     def on_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt

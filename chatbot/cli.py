@@ -14,6 +14,7 @@ from chatbot.options import (
     JSON,
     MODELS,
     STORE,
+    STUDY,
     UPDATES,
     USER,
     USER_FILTER,
@@ -189,16 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
         "analyse an export: ratings per strategy and session with confidence intervals, "
         "Kruskal-Wallis and Holm-corrected Mann-Whitney tests, completion, memory size; report.md with PNGs",
         "keem trial report --export trial-2026-11 --out trial-2026-11-report --study study.toml",
-        parents=[JSON],
+        description="Without a study plan (--study / KEEM_STUDY) the strategies are the ones seen and the "
+        "sessions per participant the most any participant held.",
+        parents=[JSON, STUDY],
         run=cmd_trial_report,
     )
     p.add_argument("--export", type=Path, required=True, help="a folder `keem trial export` wrote")
     p.add_argument("--out", type=Path, required=True, help="output folder (report.md, report.json, PNGs)")
-    p.add_argument(
-        "--study",
-        help="the study plan (KEEM_STUDY): its strategies and sessions per participant "
-        "(default: the strategies seen, the most sessions any participant held)",
-    )
 
     add_chat_parser(subs)
     p = add_command(

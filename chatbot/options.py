@@ -59,6 +59,13 @@ MODELS, _g = _group("models")
 _g.add_argument("--model", help="chat model spec: hf:<id|path>, openai:<model>, demo, auto (KEEM_MODEL)")
 _g.add_argument("--update-model", help="model spec for memory updates (KEEM_UPDATE_MODEL; default: --model)")
 
+STUDY, _g = _group("user trial")
+_g.add_argument(
+    "--study",
+    help="a user trial's study plan, a TOML file (KEEM_STUDY): strategies, sessions per participant, the gap "
+    "between sessions, consent text and questionnaire (chatbot/study.py)",
+)
+
 UPDATES, _g = _group("memory updates")
 _g.add_argument(
     "--strategy",

@@ -177,22 +177,29 @@ class Chatbot:
             cue_writer=CueWriter(self.update_model) if settings.memory_cues else None,
         )
 
+    @staticmethod
+    def user_key(user_name: str, browser_key: str | None = None, hf_user: bool = False) -> str:
+        """The store's name for an identity: the typed name; with a `browser_key` the name *in that browser*
+        ("name#key"; a typed name can never contain '#'), so typing someone's name opens nothing of theirs; with
+        `hf_user` a signed-in Hugging Face username, "hf:<name>" (a typed name can never contain ':')."""
+        user_name = check_user_name(user_name)
+        return f"hf:{user_name}" if hf_user else f"{user_name}#{browser_key}" if browser_key else user_name
+
     def start(
         self, user_name: str, strategy: str | None = None, browser_key: str | None = None, hf_user: bool = False
     ) -> ChatSession:
-        """Open a session. With strategy 'balanced' (a user trial) each user keeps the strategy assigned at their
-        first session, the one with the fewest users so far. With a `browser_key` the user is the name *in that
-        browser* ("name#key"; a typed name can never contain '#'), so typing someone's name opens nothing of theirs.
-        With `hf_user` the name is a signed-in Hugging Face username, stored as "hf:<name>" (a typed name can never
-        contain ':')."""
+        """Open a session for the identity (see `user_key`). With strategy 'balanced' (a user trial) each user keeps
+        the strategy assigned at their first session, the one with the fewest users so far."""
         strategy = strategy or self.settings.strategy
         if strategy not in (*STRATEGIES, BALANCED):
             raise InputError(f"unknown strategy '{strategy}'; choose one of: {', '.join((*STRATEGIES, BALANCED))}")
-        user_name = check_user_name(user_name)
-        key = f"hf:{user_name}" if hf_user else f"{user_name}#{browser_key}" if browser_key else user_name
-        user_id = self.store.get_or_create_user(key)
+        user_id = self.store.get_or_create_user(self.user_key(user_name, browser_key, hf_user))
         if strategy == BALANCED:
             strategy = self.store.assign_strategy(user_id, STRATEGIES)
+        return self.open_session(user_id, check_user_name(user_name), strategy)
+
+    def open_session(self, user_id: int, user_name: str, strategy: str) -> ChatSession:
+        """A new session of a user who exists (the next session of a tab keeps its user and strategy)."""
         session_id = self.store.start_session(user_id, strategy, self.chat_model.spec)
         before = self.store.previous_session(user_id, session_id)
         previous_date = to_date(before["started_at"]) if before else None

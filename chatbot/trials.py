@@ -132,7 +132,7 @@ def export(store: Store, out: Path, pseudonymize: bool = False, scrub: bool = Tr
     _csv(out / "participants.csv", rows)
     _csv(out / "questionnaire.csv", answers, QUESTIONNAIRE_FIELDS)
     if pseudonymize:
-        _csv(out / "key.csv", [{"participant": alias[u["id"]], "name": _shown(u["name"])} for u in users])
+        _csv(out / "key.csv", [{"participant": alias[u["id"]], "name": shown_name(u["name"])} for u in users])
     counts["pii"] = scrubber.report()
     files = [*FILES, *(["key.csv"] if pseudonymize else [])]
     (out / "manifest.json").write_text(
@@ -161,7 +161,7 @@ def _aliases(users: list[dict[str, Any]], pseudonymize: bool, clean: Any) -> dic
         return {u["id"]: f"P{i:03d}" for i, u in enumerate(users, 1)}
     alias = {}
     for i, u in enumerate(users, 1):
-        shown = _shown(u["name"])
+        shown = shown_name(u["name"])
         cleaned = clean(shown)
         alias[u["id"]] = cleaned if cleaned == shown else f"{cleaned}-P{i:03d}"
     return alias
@@ -179,7 +179,7 @@ def _clean_version(version: dict[str, Any], clean: Any) -> dict[str, Any]:
     }
 
 
-def _shown(name: str) -> str:
+def shown_name(name: str) -> str:
     """A browser-identity user 'name#key' as 'name#abcdef': the full key is a credential and stays in the database."""
     base, sep, key = name.partition("#")
     return f"{base}#{key[:6]}" if sep else name

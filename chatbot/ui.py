@@ -29,6 +29,8 @@ from chatbot.render import (
     stage_text,
 )
 from chatbot.session import BALANCED, Chatbot, ChatSession, check_user_name, clean_message
+from chatbot.study import Study, next_allowed, refusal_message
+from chatbot.study_ui import StudyUI
 from chatbot.worker import Worker
 from memory.store import Sentence, Version
 from models.errors import InputError, KeemError, ModelUnavailableError
@@ -137,12 +139,34 @@ class Backend:
         return model_banner(self.bot)
 
 
-class ChatUI:
-    """Every event handler of the app; each takes the server-side UserState, never a user id from the client."""
+@dataclass(frozen=True)
+class Identity:
+    """Who is logging in: the name, the per-browser key (KEEM_IDENTITY=browser) and whether it is a signed-in
+    Hugging Face account; the store's user is Chatbot.user_key of these."""
 
-    def __init__(self, bot: Chatbot | Backend, worker: Worker | None = None, *, browser_identity: bool = False):
+    name: str
+    browser_key: str | None
+    hf_user: bool
+
+
+class ChatUI:
+    """Every event handler of the app; each takes the server-side UserState, never a user id from the client.
+
+    With a `study` (a user trial, chatbot/study_ui.py) strategies are hidden and a tab's next session opens only
+    when the study allows it."""
+
+    def __init__(
+        self,
+        bot: Chatbot | Backend,
+        worker: Worker | None = None,
+        *,
+        browser_identity: bool = False,
+        study: Study | None = None,
+    ):
         self.backend = bot if isinstance(bot, Backend) else Backend(bot, worker)
         self.browser_identity = browser_identity
+        self.study = study
+        self.login_outputs = 0  # how many outputs `login` gives on the page (build_app sets it)
         self.zero = zerogpu.ZeroGPU(self.backend) if zerogpu.active() else None  # GPU work in GPU functions
 
     @property
@@ -165,8 +189,22 @@ class ChatUI:
         backend = self.backend
         return backend.banner(), gr.Timer(active=not backend.done.is_set()), gr.update(**start_button(backend))
 
+    @property
+    def blind(self) -> bool:
+        """A trial participant must not learn their strategy."""
+        return self.study is not None or self.bot.settings.strategy == BALANCED
+
+    def may_start(self, state: UserState) -> None:
+        """In a study, refuse (Korean, with the date) a next session the study does not allow yet."""
+        if self.study is not None:
+            when = next_allowed(self.bot.store, state.user_id, self.study)
+            if when is not None:
+                raise InputError(refusal_message(when))
+
     def _fresh_session(self, state: UserState) -> None:
-        state.session = self.bot.start(state.name)
+        """The tab's next session: the same user and strategy as its last one."""
+        self.may_start(state)
+        state.session = self.bot.open_session(state.user_id, state.name, state.session.strategy)
         self.worker.track(state.session)
 
     def memory_outputs(self, state: UserState | None) -> tuple[str, str, Any, Any]:
@@ -177,12 +215,11 @@ class ChatUI:
         store = self.bot.store
         versions = store.versions(state.user_id)
         latest = versions[-1] if versions else None
-        blind = self.bot.settings.strategy == BALANCED  # a trial participant must not learn their strategy
         waiting = store.jobs(state.user_id, ("pending", "running", "failed"))
         jobs = render_jobs(waiting)
         return (
             f"{jobs}\n\n---\n\n{render_memory(latest)}" if jobs else render_memory(latest),
-            render_history(versions, show_strategy=not blind),
+            render_history(versions, show_strategy=not self.blind),
             gr.update(choices=choices(latest), value=None),
             gr.update(visible=any(j["status"] == "failed" for j in waiting)),
         )
@@ -209,25 +246,37 @@ class ChatUI:
         )
 
     # login
-    def login(
+    def identify(
         self,
         name: str,
         browser_key: str | None = None,
         request: gr.Request | None = None,
         profile: gr.OAuthProfile | None = None,
-    ) -> tuple[Any, ...]:
-        """Start a session for the typed name (or the authenticated user, which wins when auth is on).
-
-        With browser identity the user is the typed name in this browser: `browser_key` comes from the browser's
-        localStorage, and a browser without one (or with a malformed one) gets a new random key, returned last.
-        """
+    ) -> Identity:
+        """Who this login is: the authenticated user (auth on) wins, then a Hugging Face sign-in, then the typed
+        name. With browser identity the user is the typed name in this browser: `browser_key` comes from the
+        browser's localStorage, and a browser without one (or with a malformed one) gets a new random key."""
         username = getattr(request, "username", None) if request is not None else None
         account = None if username else hf_login.account(profile)  # signed in with Hugging Face
         name = check_user_name(username or account or name)
         key = None
         if self.browser_identity and not username and not account:
             key = browser_key if BROWSER_KEY.fullmatch(browser_key or "") else secrets.token_hex(16)
-        session = self.bot.start(name, browser_key=key, hf_user=account is not None)
+        return Identity(name, key, account is not None)
+
+    def login(
+        self,
+        name: str,
+        browser_key: str | None = None,
+        request: gr.Request | None = None,
+        profile: gr.OAuthProfile | None = None,
+        strategy: str | None = None,
+    ) -> tuple[Any, ...]:
+        """Start a session for the identity (see `identify`); with browser identity the key is returned last, for
+        the browser's localStorage. `strategy`: a study's assignment (else the settings decide)."""
+        who = self.identify(name, browser_key, request, profile)
+        name = who.name
+        session = self.bot.start(name, strategy=strategy, browser_key=who.browser_key, hf_user=who.hf_user)
         self.worker.track(session)
         state = UserState(session.user_id, name, session)
         out: tuple[Any, ...] = (
@@ -242,9 +291,9 @@ class ChatUI:
             gr.update(visible=False),
             *self.memory_outputs(state),
         )
-        if account is not None:  # this browser's own key stays for when it visits signed out
+        if who.hf_user:  # this browser's own key stays for when it visits signed out
             return (*out, gr.skip()) if self.browser_identity else out
-        return (*out, key) if self.browser_identity else out
+        return (*out, who.browser_key) if self.browser_identity else out
 
     def logout(self, state: UserState | None) -> tuple[Any, ...]:
         if state is not None:
@@ -269,6 +318,8 @@ class ChatUI:
                 raise InputError(
                     f"메시지가 이 모델에 너무 깁니다 ({need:,}토큰, 최대 {window // 2:,}토큰). 나누어 보내 주세요."
                 )
+            if state.session.ended:  # it would open the next session: in a study, only when allowed
+                self.may_start(state)
         except InputError as exc:
             gr.Warning(korean_error(exc) if getattr(exc, "code", None) else str(exc))
             return gr.update(), gr.update(), gr.update()
@@ -323,7 +374,14 @@ class ChatUI:
         """Stream the reply to one message (`stored`: its user turn is already in the database); returns False
         when a queued message could not be stored, which then goes back to the front of the queue."""
         if state.session.ended:
-            self._fresh_session(state)
+            try:
+                self._fresh_session(state)
+            except InputError as exc:  # a study's gap: the message waits, shown, and nothing is lost
+                with state.lock:
+                    state.pending.insert(0, text)
+                gr.Warning(str(exc))
+                yield self._view(state), gr.update(), self._note(state)
+                return False
             gr.Info("이전 대화가 끝나 새 대화를 시작했습니다.")
             stored = False
         session = state.session
@@ -546,17 +604,27 @@ def launch_options() -> dict[str, Any]:
 
 
 def build_app(
-    bot: Chatbot | Backend, worker: Worker | None = None, *, title: str = "KEEM 채팅", browser_identity: bool = False
+    bot: Chatbot | Backend,
+    worker: Worker | None = None,
+    *,
+    title: str = "KEEM 채팅",
+    browser_identity: bool = False,
+    study: Study | None = None,
+    admin_password: str | None = None,
 ) -> gr.Blocks:
     """The Blocks app; every event is private to the page (api_visibility='private') and reads identity from state.
 
     `bot` may be a loading `Backend`: the page serves at once and says the models are loading. With
-    `browser_identity` a random key kept in the browser's localStorage is part of who the user is.
+    `browser_identity` a random key kept in the browser's localStorage is part of who the user is. With a `study`
+    (a user trial) the page asks for consent first, spaces the sessions and asks the questionnaire after each; with
+    `admin_password` too, it has the organiser's view (chatbot/study_ui.py).
     """
-    ui = ChatUI(bot, worker, browser_identity=browser_identity)
+    ui = ChatUI(bot, worker, browser_identity=browser_identity, study=study)
+    trial = StudyUI(ui, study, admin_password) if study is not None else None
     hidden: dict[str, Any] = {"api_visibility": "private"}
     with gr.Blocks(title=title, analytics_enabled=False) as app:
         app.keem_ui = ui  # type: ignore[attr-defined]
+        app.keem_study = trial  # type: ignore[attr-defined]
         state = gr.State(None, delete_callback=ui.on_state_deleted)
         gr.Markdown(f"# {title}\n한 사람을 오래 기억하는 한국어 대화 상대. 대화가 끝나면 기억을 통째로 다시 씁니다.")
         banner = gr.Markdown(ui.backend.banner(), elem_classes=["keem-banner"], elem_id="model-banner")
@@ -567,6 +635,10 @@ def build_app(
             )
             start = gr.Button(**start_button(ui.backend), variant="primary", elem_id="start-button")
             hf_note = hf_login.login_controls() if hf_login.enabled() else None
+            gate_note = gr.Markdown(elem_id="study-note") if trial is not None else None
+        if trial is not None:  # a user trial: the consent text, and the questionnaire after each session
+            consent_box = trial.consent_box()
+            survey_box, survey_title, survey_fields = trial.survey_box()
         gr.on(
             [app.load, banner_timer.tick],
             ui.banner,
@@ -633,16 +705,38 @@ def build_app(
         cleared = [state, login_box, main_box, greeting, chat, hits, progress, *panel]
         # the key is only obfuscated in localStorage (Gradio sends the page its secret): the key is the credential
         key = [gr.BrowserState("", storage_key="keem-identity", secret="keem-identity")] if browser_identity else []
+        ui.login_outputs = len(after_login) + len(key)
         # no concurrency limit: a login is a few quick writes, and 20 at once must not wait in waves of 4
-        logged_in = gr.on(
-            [start.click, name.submit],
-            guarded(len(after_login) + len(key))(ui.login),
-            [name, *key],
-            [*after_login, *key],
-            concurrency_limit=None,
-            **hidden,
-        )
-        logout.click(guarded(len(cleared))(ui.logout), [state], cleared, **hidden)
+        if trial is None:
+            opened = [
+                gr.on(
+                    [start.click, name.submit],
+                    guarded(ui.login_outputs)(ui.login),
+                    [name, *key],
+                    [*after_login, *key],
+                    concurrency_limit=None,
+                    **hidden,
+                )
+            ]
+        else:  # consent, then the gap between sessions, decide; the chat opens only for an admitted participant
+            person = gr.State(None)
+            survey = [survey_box, survey_title, *survey_fields]
+            gated = [person, consent_box, gate_note, *survey]
+            opened = []
+            for trigger, handler, inputs in (
+                ([start.click, name.submit], trial.enter, [name, *key]),
+                ([trial.agree_button.click], trial.agree, [person]),
+            ):
+                opened.append(
+                    gr.on(trigger, guarded(len(gated))(handler), inputs, gated, concurrency_limit=None, **hidden).then(
+                        guarded(ui.login_outputs)(trial.open_chat), [person, *key], [*after_login, *key], **hidden
+                    )
+                )
+            trial.decline_button.click(guarded(len(gated))(trial.decline), [person], gated, **hidden)
+            trial.submit_button.click(
+                guarded(1 + len(survey))(trial.submit), [person, *survey_fields], [person, *survey], **hidden
+            )
+        signed_out = logout.click(guarded(len(cleared))(ui.logout), [state], cleared, **hidden)
         # sending only queues the message (never waiting behind other users' replies); `respond` then answers
         # everything queued. "multiple": a message sent while a reply streams must reach the server (Gradio's
         # default "once" would drop it); a respond started while another answers returns at once.
@@ -696,6 +790,16 @@ def build_app(
         add_btn.click(guarded(len(panel) + 1)(ui.add_sentence), [edit_text, state], [*panel, edit_text], **hidden)
         delete_btn.click(guarded(len(panel) + 1)(ui.delete_sentence), [pick, state], [*panel, edit_text], **hidden)
         forget_btn.click(guarded(len(cleared) + 1)(ui.forget), [confirm, state], [*cleared, confirm], **hidden)
+        if trial is not None:
+            ended.then(guarded(1 + len(survey))(trial.after_end), [state, person], [person, *survey], **hidden)
+            signed_out.then(trial.leave, None, gated, **hidden)
+            if trial.password is not None:  # no password, no organiser view at all
+                granted, password, unlock, view, overview, refresh, export, archive = trial.organiser_box()
+                unlock.click(
+                    guarded(4)(trial.unlock), [password, granted], [granted, view, overview, password], **hidden
+                )
+                refresh.click(guarded(1)(trial.refresh), [granted], [overview], **hidden)
+                export.click(guarded(1)(trial.download), [granted], [archive], **hidden)
         if ui.zero is not None:  # ZeroGPU: a user's memory updates run in their own events (chatbot/zerogpu.py)
-            ui.zero.wire([logged_in, ended, renewed, retried], state, progress, timer, **hidden)
+            ui.zero.wire([*opened, ended, renewed, retried], state, progress, timer, **hidden)
     return app

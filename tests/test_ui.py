@@ -291,7 +291,7 @@ def test_worker_ends_idle_sessions_and_recovers_after_a_crash(tmp_path: Path) ->
     bot2 = make_bot(tmp_path / "k.db")
     worker2 = Worker(bot2, poll_s=0.05).start()
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a bound, not a speed test: the machine may be busy
         while bot2.store.jobs(statuses=("pending", "running")) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(bot2.store.jobs(statuses=("done",))) == 2, bot2.store.jobs()
@@ -413,11 +413,14 @@ def serve(
     auth: list[tuple[str, str]] | None = None,
     model: ScriptedChatModel | None = None,
     browser_identity: bool = False,
+    study: Any = None,
+    admin_password: str | None = None,
+    **settings: Any,
 ) -> tuple[str, gr.Blocks, Chatbot, Worker]:
     """Launch the app in this process on a free 127.0.0.1 port; the caller closes app and worker."""
-    bot = make_bot(db, model)
+    bot = make_bot(db, model, **settings)
     worker = Worker(bot, poll_s=0.05).start()
-    app = build_app(bot, worker, browser_identity=browser_identity)
+    app = build_app(bot, worker, browser_identity=browser_identity, study=study, admin_password=admin_password)
     port = free_port()
     app.queue().launch(
         server_name="127.0.0.1",

@@ -1,0 +1,305 @@
+"""A user trial in the browser (KEEM_STUDY): consent before anything is stored, the gap between sessions, the
+questionnaire after every session, and the organiser's view behind KEEM_ADMIN_PASSWORD.
+
+The rules live in chatbot/study.py; this module is only the page: which box shows when, and what is said. A
+participant never sees their strategy. Nothing about a visitor is stored until they agree to the consent text:
+the user row is created by the agree button. Answers are checked whole before any is stored.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+from chatbot.render import md
+from chatbot.study import (
+    ALL_DONE,
+    KST,
+    Question,
+    Study,
+    assign_strategy,
+    give_consent,
+    has_consented,
+    next_allowed,
+    pending_questionnaires,
+    refusal_message,
+    session_number,
+    submit_answers,
+    trial_sessions,
+)
+from chatbot.trials import export, shown_name
+from models.errors import InputError
+
+if TYPE_CHECKING:
+    from chatbot.ui import ChatUI, UserState
+
+log = logging.getLogger(__name__)
+ADMIN_ENV = "KEEM_ADMIN_PASSWORD"
+WRONG_PASSWORD_DELAY_S = 1.0  # each wrong organiser password costs this long: guessing stays slow
+
+
+def admin_password(env: Mapping[str, str] | None = None) -> str | None:
+    """The organiser's password, only from the environment (a Space secret); None: no organiser view."""
+    value = (os.environ if env is None else env).get(ADMIN_ENV, "")
+    return value if value.strip() else None
+
+
+@dataclass
+class Participant:
+    """Who is at this tab in a study, held server-side like UserState: the identity typed or signed in, whether
+    they may chat now, and the session whose questionnaire is open."""
+
+    name: str
+    browser_key: str | None
+    hf_user: bool
+    key: str  # the store's user name for this identity (Chatbot.user_key)
+    user_id: int | None = None  # None until they agree: nothing is stored before
+    admitted: bool = False
+    survey: int | None = None  # the session whose questionnaire is shown
+
+
+class StudyUI:
+    """The study's handlers and boxes; `ui` is the app's ChatUI (identity, sessions, the memory tab)."""
+
+    def __init__(self, ui: ChatUI, study: Study, password: str | None):
+        self.ui, self.study, self.password = ui, study, password
+
+    @property
+    def store(self) -> Any:
+        return self.ui.bot.store
+
+    # -- admission ---------------------------------------------------------------------------------
+    def enter(
+        self,
+        name: str,
+        browser_key: str | None = None,
+        request: gr.Request | None = None,
+        profile: gr.OAuthProfile | None = None,
+    ) -> tuple[Any, ...]:
+        """The start button: (participant, consent box, note, *survey outputs). A visitor who has not agreed to
+        this study's consent text sees it, and nothing is stored; one who has is admitted unless it is too early
+        (the note says when to come back). Either way an unanswered questionnaire is offered."""
+        who = self.ui.identify(name, browser_key, request, profile)
+        key = self.ui.bot.user_key(who.name, who.browser_key, who.hf_user)
+        person = Participant(who.name, who.browser_key, who.hf_user, key, self.store.find_user(key))
+        if person.user_id is None or not has_consented(self.store, person.user_id, self.study):
+            return (person, gr.update(visible=True), "", *self.survey_outputs(None))
+        return self._admit(person)
+
+    def agree(self, person: Participant | None) -> tuple[Any, ...]:
+        """The agree button: the participant exists from now on, with their consent (time and text hash)."""
+        if person is None:
+            raise InputError("먼저 이름 또는 참가자 코드를 입력하고 '대화 시작'을 누르세요.")
+        person.user_id = self.store.get_or_create_user(person.key)
+        give_consent(self.store, person.user_id, self.study)
+        return self._admit(person)
+
+    def decline(self, person: Participant | None) -> tuple[Any, ...]:
+        return (
+            None,
+            gr.update(visible=False),
+            "동의하지 않으셨습니다. 아무것도 저장하지 않았습니다. 마음이 바뀌면 다시 '대화 시작'을 누르세요.",
+            *self.survey_outputs(None),
+        )
+
+    def leave(self) -> tuple[Any, ...]:
+        """The tab logged out: forget who was here (the next start asks again) and hide the study's boxes."""
+        return (None, gr.update(visible=False), "", *self.survey_outputs(None))
+
+    def _admit(self, person: Participant) -> tuple[Any, ...]:
+        assert person.user_id is not None
+        when = next_allowed(self.store, person.user_id, self.study)
+        person.admitted = when is None
+        note = "" if when is None else refusal_message(when)
+        if when is not None and when < ALL_DONE:
+            note += " 그때 다시 접속해 주세요."
+        pending = pending_questionnaires(self.store, person.user_id, self.study)
+        person.survey = pending[0]["id"] if pending else None
+        return (person, gr.update(visible=False), note, *self.survey_outputs(person))
+
+    def open_chat(
+        self,
+        person: Participant | None,
+        browser_key: str | None = None,
+        request: gr.Request | None = None,
+        profile: gr.OAuthProfile | None = None,
+    ) -> tuple[Any, ...]:
+        """Chained after enter/agree: opens the chat for an admitted participant with the study's strategy;
+        leaves the page as it is otherwise."""
+        if person is None or not person.admitted or person.user_id is None:
+            return tuple(gr.skip() for _ in range(self.ui.login_outputs))
+        person.admitted = False  # one chat per admission: a later start decides again
+        strategy = assign_strategy(self.store, person.user_id, self.study)
+        return self.ui.login(person.name, person.browser_key or browser_key, request, profile, strategy=strategy)
+
+    # -- the questionnaire ---------------------------------------------------------------------------
+    def survey_outputs(self, person: Participant | None) -> tuple[Any, ...]:
+        """(survey box, its title, one value per question): shown for `person.survey`, else hidden."""
+        if person is None or person.survey is None or person.user_id is None:
+            return (gr.update(visible=False), "", *(gr.update() for _ in self.study.questions))
+        number = session_number(self.store, person.user_id, person.survey)
+        title = (
+            f"### {number}번째 대화에 대한 설문\n"
+            "대화는 끝났고 기억 갱신은 따로 진행됩니다. 각 문항에 답한 뒤 **설문 제출**을 눌러 주세요. "
+            "창을 닫으면 다음 접속 때 다시 보여 드립니다."
+        )
+        return (gr.update(visible=True), title, *(gr.update(value=None) for _ in self.study.questions))
+
+    def after_end(self, state: UserState | None, person: Participant | None) -> tuple[Any, ...]:
+        """Chained after '대화 끝내기': the questionnaire of the session just ended (if they said anything in it)."""
+        if state is None or person is None or person.user_id != state.user_id or not state.session.ended:
+            return (person, *self.survey_outputs(None))
+        if session_number(self.store, state.user_id, state.session.session_id) is not None:
+            pending = pending_questionnaires(self.store, state.user_id, self.study)
+            ids = [p["id"] for p in pending]
+            person.survey = state.session.session_id if state.session.session_id in ids else person.survey
+        return (person, *self.survey_outputs(person))
+
+    def submit(self, person: Participant | None, *values: Any) -> tuple[Any, ...]:
+        """Store the open questionnaire, every answer or none (a bad or missing one is named, nothing written);
+        then the next unanswered one, if any."""
+        if person is None or person.user_id is None or person.survey is None:
+            raise InputError("답할 설문이 없습니다. 대화를 끝내면 설문이 나옵니다.")
+        answers = {q.id: _value(q, v) for q, v in zip(self.study.questions, values)}
+        submit_answers(self.store, person.survey, person.user_id, self.study, answers)
+        gr.Info("설문을 저장했습니다. 감사합니다.")
+        pending = pending_questionnaires(self.store, person.user_id, self.study)
+        person.survey = pending[0]["id"] if pending else None
+        return (person, *self.survey_outputs(person))
+
+    # -- the organiser's view ----------------------------------------------------------------------
+    def unlock(self, password: str, granted: bool) -> tuple[Any, ...]:
+        """(granted, organiser box, overview, password box): the right password opens the view for this tab."""
+        if self.password is None:
+            raise InputError(f"연구자 화면이 꺼져 있습니다: 서버에 {ADMIN_ENV}를 설정하고 다시 시작하세요.")
+        if not hmac.compare_digest((password or "").encode(), self.password.encode()):
+            log.warning("a wrong organiser password was given")
+            time.sleep(WRONG_PASSWORD_DELAY_S)
+            raise InputError("연구자 비밀번호가 틀렸습니다.")
+        return (True, gr.update(visible=True), self.overview(), "")
+
+    def refresh(self, granted: bool) -> str:
+        self._check(granted)
+        return self.overview()
+
+    def download(self, granted: bool) -> str:
+        """A zip of `keem trial export` (personal data scrubbed) for this tab's organiser to download."""
+        self._check(granted)
+        work = Path(tempfile.mkdtemp(prefix="keem-export-"))
+        stamp = datetime.now(KST).strftime("%Y%m%d-%H%M")
+        folder = work / f"{self.study.id}-{stamp}"
+        counts = export(self.store, folder)
+        archive = shutil.make_archive(str(folder), "zip", work, folder.name)
+        shutil.rmtree(folder)
+        replaced = sum(counts["pii"].values())
+        gr.Info(
+            f"내보냈습니다: 참가자 {counts['participants']}명, 설문 응답 {counts['answers']}개, "
+            f"가린 개인정보 {replaced}개."
+        )
+        return archive
+
+    def _check(self, granted: bool) -> None:
+        if granted is not True or self.password is None:
+            raise InputError("연구자 비밀번호를 먼저 입력하세요.")
+
+    def overview(self) -> str:
+        """Participants with sessions done / due and when the next may start, questionnaire completion, and the
+        update jobs that are waiting or failed, with their errors (Markdown; names escaped)."""
+        study, store, now = self.study, self.store, datetime.now(timezone.utc)
+        rows = [
+            f"### {md(study.title)} (`{md(study.id)}`)",
+            f"참가자마다 대화 {study.sessions}회, 대화 사이 최소 {study.min_gap.total_seconds() / 3600:g}시간.",
+            "",
+            "| 참가자 | 전략 | 끝낸 대화 | 남은 대화 | 다음 대화 가능 | 설문 | 갱신 대기 | 갱신 실패 |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        answered_by_user: dict[int, set[int]] = {}
+        for a in store.answers(study_id=study.id):
+            answered_by_user.setdefault(a["user_id"], set()).add(a["session_id"])
+        failures = []
+        consented = 0
+        for user in store.users():
+            if not has_consented(store, user["id"], study):
+                continue
+            consented += 1
+            done = trial_sessions(store, user["id"])
+            when = next_allowed(store, user["id"], study, now)
+            nxt = "지금" if when is None else "끝" if when >= ALL_DONE else f"{when.astimezone(KST):%m-%d %H:%M}"
+            jobs = store.jobs(user["id"], ("pending", "running", "failed"))
+            failed = [j for j in jobs if j["status"] == "failed"]
+            failures += [(user["name"], j) for j in failed]
+            rows.append(
+                f"| {md(shown_name(user['name']))} | {user['strategy'] or '-'} | {len(done)} | "
+                f"{max(study.sessions - len(done), 0)} | {nxt} | "
+                f"{len(answered_by_user.get(user['id'], set()))}/{len(done)} | "
+                f"{len(jobs) - len(failed)} | {len(failed)} |"
+            )
+        if not consented:
+            rows.append("| (아직 동의한 참가자가 없습니다) | | | | | | | |")
+        if failures:
+            rows += [
+                "",
+                "**실패한 기억 갱신** (참가자가 기억 탭에서, 또는 `keem jobs retry`로 다시 시도할 수 있습니다)",
+            ]
+            rows += [
+                f"- {md(shown_name(name))} · 작업 {j['id']} · {j['attempts']}회 시도 · "
+                f"{md((j['last_error'] or '')[:300])}"
+                for name, j in failures
+            ]
+        return "\n".join(rows)
+
+    # -- the page ------------------------------------------------------------------------------------
+    def consent_box(self) -> gr.Column:
+        """The consent text with agree / decline (hidden until a visitor who has not agreed presses start)."""
+        with gr.Column(visible=False, elem_id="consent") as box:
+            gr.Markdown(f"### {md(self.study.title)}\n\n{md(self.study.consent)}", elem_id="consent-text")
+            with gr.Row():
+                self.agree_button = gr.Button("동의하고 참여하기", variant="primary", elem_id="consent-agree")
+                self.decline_button = gr.Button("동의하지 않음", elem_id="consent-decline")
+        return box
+
+    def survey_box(self) -> tuple[gr.Column, gr.Markdown, list[Any]]:
+        with gr.Column(visible=False, elem_id="survey") as box:
+            title = gr.Markdown(elem_id="survey-title")
+            fields: list[Any] = []
+            for q in self.study.questions:
+                if q.kind == "likert":
+                    choices = [(f"{q.low + i} {label}", q.low + i) for i, label in enumerate(q.labels)]
+                    fields.append(gr.Radio(choices, label=q.text, elem_id=f"q-{q.id}"))
+                else:
+                    fields.append(gr.Textbox(label=q.text, lines=3, max_length=q.max_chars, elem_id=f"q-{q.id}"))
+            self.submit_button = gr.Button("설문 제출", variant="primary", elem_id="survey-submit")
+        return box, title, fields
+
+    def organiser_box(self) -> tuple[Any, ...]:
+        """Built only with a password: (granted state, password box, open button, view, overview, refresh, export,
+        file)."""
+        granted = gr.State(False)
+        with gr.Accordion("연구자 화면", open=False, elem_id="organiser"):
+            password = gr.Textbox(label="연구자 비밀번호", type="password", max_lines=1, elem_id="admin-password")
+            unlock = gr.Button("열기", elem_id="admin-open")
+            with gr.Column(visible=False, elem_id="organiser-view") as view:
+                overview = gr.Markdown(elem_id="organiser-overview")
+                with gr.Row():
+                    refresh = gr.Button("새로 고침", size="sm", elem_id="admin-refresh")
+                    export = gr.Button("내보내기 (개인정보 가림, zip)", size="sm", elem_id="admin-export")
+                archive = gr.File(label="내보낸 파일", interactive=False, elem_id="admin-file")
+        return granted, password, unlock, view, overview, refresh, export, archive
+
+
+def _value(q: Question, value: Any) -> Any:
+    """A field's value as the study checks it: a Radio gives the rating (or None), a Textbox the text."""
+    if q.kind == "likert" and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return value

@@ -1,0 +1,165 @@
+"""A simulated user trial in a real browser (issue 12): six participants with logins, three strategies balanced,
+two sessions each against a loopback model server; consent, chat, end, questionnaire; a third session too early;
+the organiser's view behind its password; then the PII-scrubbed export and the report."""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatbot.cli import main as keem
+from chatbot.study import study_from_dict
+from models.openai_backend import OpenAIChatModel
+from tests.fake_openai import FakeOpenAIServer
+from tests.test_browser import ARGS, CHROMIUM, needs_chromium
+from tests.test_ui import answer, serve
+
+pytestmark = pytest.mark.slow
+GAP_S = 30.0  # the study's minimum gap, shortened for the test (one round of six sessions takes longer)
+PEOPLE = [f"P00{i}" for i in range(1, 7)]
+PII = {  # what participants typed, and the tag the export must show instead
+    "010-2345-6789": "[전화번호]",
+    "minji.kim@example.com": "[이메일]",
+    "900101-2345678": "[주민등록번호]",
+    "서울시 마포구 월드컵로 212": "[주소]",
+}
+PLAN = {
+    "id": "pilot-browser",
+    "title": "기억하는 챗봇 사용자 연구",
+    "strategies": ["keem", "accumulate", "operations"],
+    "sessions": 3,
+    "min_gap_hours": GAP_S / 3600,
+    "consent": "연구 참여 동의서: 대화 내용은 연구에만 쓰이며 언제든 그만둘 수 있습니다.",
+}
+
+
+def reply(body: dict) -> str:
+    messages = body["messages"]
+    if "당신은 사용자와" in messages[0]["content"]:
+        return "그랬군요. 이야기해 줘서 고마워요. 조금 더 들려줄래요?"
+    return answer(messages)
+
+
+def sign_in(browser: Any, url: str, name: str) -> Any:
+    """A fresh browser context logged in as `name` (Gradio's login form), on the app's page."""
+    context = browser.new_context(locale="ko-KR", viewport={"width": 1200, "height": 1000})
+    response = context.request.post(f"{url}login", form={"username": name, "password": f"pw-{name}"})
+    assert response.status == 200, response.text()
+    page = context.new_page()
+    page.goto(url)
+    page.locator("#start-button").wait_for(timeout=15_000)
+    page.wait_for_function("() => !document.querySelector('#start-button').disabled", timeout=15_000)
+    return page
+
+
+def toast(page: Any, text: str) -> None:
+    page.get_by_text(text).first.wait_for(timeout=10_000)
+
+
+def hold_session(page: Any, text: str, ratings: tuple[int, ...], comment: str, first: bool) -> None:
+    page.locator("#start-button").click()
+    if first:
+        page.locator("#consent").get_by_text("연구 참여 동의서").wait_for(timeout=10_000)
+        page.locator("#consent-agree").click()
+    box = page.locator("#message-input textarea")
+    box.wait_for(state="visible", timeout=15_000)
+    box.fill(text)
+    box.press("Enter")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=bot]')].some(b => b.innerText.includes('고마워요'))",
+        timeout=20_000,
+    )
+    page.locator("#end-button").click()
+    survey = page.locator("#survey")
+    survey.get_by_text("번째 대화에 대한 설문").wait_for(timeout=10_000)
+    for item, rating in zip(("remembered", "understood", "natural", "again"), ratings):
+        page.locator(f"#q-{item}").get_by_text(f"{rating} ", exact=False).first.click()
+    page.locator("#q-comment textarea").fill(comment)
+    page.locator("#survey-submit").click()
+    toast(page, "설문을 저장했습니다")
+    survey.wait_for(state="hidden", timeout=10_000)
+
+
+@needs_chromium
+def test_a_six_participant_study_from_consent_to_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from playwright.sync_api import sync_playwright
+
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    db = tmp_path / "keem.db"
+    study = study_from_dict(PLAN)
+    logins = [(p, f"pw-{p}") for p in PEOPLE]
+    with FakeOpenAIServer(reply) as server, sync_playwright() as p:
+        model = OpenAIChatModel("fake-loopback", base_url=server.url, api_key="")
+        url, app, bot, worker = serve(
+            db, auth=logins, model=model, study=study, admin_password="organiser-pw", strategy="balanced"
+        )  # type: ignore[arg-type]
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            pii = list(PII)
+            for n in (1, 2):  # everyone's first session, then everyone's second (the gap has passed by then)
+                started = time.monotonic()
+                for i, person in enumerate(PEOPLE):
+                    page = sign_in(browser, url, person)
+                    said = f"{n}번째 대화: 요즘 이사 준비로 바빠. 연락처는 {pii[(i + n) % 4]} 야"
+                    hold_session(page, said, (1 + (i + n) % 5, 4, 3, 5), f"{person} 의견 {n}", first=n == 1)
+                    if n == 2 and i == 0:  # straight after, '새 대화 시작' is refused too, with the date
+                        page.locator("#new-session-button").click()
+                        toast(page, "이후에 할 수 있습니다")
+                    page.context.close()
+                if n == 1:
+                    time.sleep(max(0.0, GAP_S - (time.monotonic() - started)))
+
+            page = sign_in(browser, url, "P006")  # a third session, straight after: refused with the next date
+            page.locator("#start-button").click()
+            note = page.locator("#study-note")
+            note.get_by_text("이후에 할 수 있습니다").wait_for(timeout=10_000)
+            assert "다음 대화는" in note.inner_text()
+            assert not page.locator("#message-input textarea").is_visible()
+
+            page.get_by_text("연구자 화면").click()  # the participant cannot open the organiser's view
+            page.locator("#admin-password input").fill("P006")
+            page.locator("#admin-open").click()
+            toast(page, "비밀번호가 틀렸습니다")
+            assert not page.locator("#organiser-view").is_visible()
+            page.context.close()
+
+            page = sign_in(browser, url, "P001")  # the organiser, with the password, from any login
+            page.get_by_text("연구자 화면").click()
+            page.locator("#admin-password input").fill("organiser-pw")
+            page.locator("#admin-open").click()
+            overview = page.locator("#organiser-overview")
+            overview.get_by_text("P006").wait_for(timeout=10_000)
+            table = overview.inner_text()
+            assert all(person in table for person in PEOPLE) and "2/2" in table
+            page.context.close()
+        finally:
+            browser.close()
+            app.close()
+            worker.stop()
+
+    # every session was assigned one of the three strategies, balanced; six participants answered twice
+    strategies = [bot.store.find_user(person) for person in PEOPLE]
+    assigned = [r["strategy"] for r in bot.store.users()]
+    assert sorted(assigned) == sorted(["keem", "accumulate", "operations"] * 2) and None not in strategies
+    assert len(bot.store.answers(study_id="pilot-browser")) == 6 * 2 * 5
+
+    export = tmp_path / "export"
+    monkeypatch.setenv("KEEM_DB", str(db))
+    assert keem(["trial", "export", "--out", str(export)]) == 0
+    dump = "".join(f.read_text(encoding="utf-8") for f in export.iterdir())
+    for raw, tag in PII.items():
+        assert raw not in dump and tag in dump, raw
+    with open(export / "questionnaire.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 60 and {r["strategy"] for r in rows} == {"keem", "accumulate", "operations"}
+
+    report = tmp_path / "report"
+    assert keem(["trial", "report", "--export", str(export), "--out", str(report)]) == 0
+    text = (report / "report.md").read_text(encoding="utf-8")
+    assert all(s in text for s in ("keem", "accumulate", "operations")) and "Kruskal" in text
+    assert list(report.glob("*.png"))
