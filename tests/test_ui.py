@@ -652,6 +652,23 @@ def test_with_browser_identity_a_typed_name_opens_only_that_browsers_memory(tmp_
     assert bot.store.find_user("민수") is None  # no plain-name user to type into
 
 
+def test_the_next_session_of_a_tab_keeps_its_user_whatever_the_identity(tmp_path: Path) -> None:
+    """'새 대화 시작' (and a message after an ended session) opened the next session for the bare typed name, so a
+    per-browser user's second session went to another user."""
+    bot = make_bot(tmp_path / "k.db")
+    ui = ChatUI(bot, Worker(bot), browser_identity=True)
+    state = ui.login("민수", "")[0]
+    say(ui, "안녕", state)
+    ui.end_session(state)
+    ui.new_session(state)
+    assert state.session.user_id == state.user_id and not state.session.ended
+    ui.end_session(state)
+    say(ui, "다시 왔어", state)  # a message after the end opens the next session by itself
+    assert state.session.user_id == state.user_id
+    assert len(bot.store.users()) == 1  # "민수#<key>" only
+    assert len(bot.store.sessions(state.user_id)) == 3
+
+
 def test_browser_identity_is_on_for_a_public_space_without_logins(monkeypatch: pytest.MonkeyPatch) -> None:
     from chatbot.chat_command import browser_identity
 
