@@ -13,7 +13,7 @@ from typing import Any
 
 from evaluation.training_state import STATE, TrainConfig
 from models.errors import InputError, ModelSpecError, ModelUnavailableError
-from models.hf import use_chat_template
+from models.hf import four_bit_config, use_chat_template
 
 
 def base_source(spec: str) -> str:
@@ -85,17 +85,7 @@ def load_base(source: str, device: str, load_in_4bit: bool, *, quantize: bool = 
     if gguf:
         kwargs["gguf_file"] = gguf
     if load_in_4bit and quantize:
-        try:
-            import bitsandbytes  # noqa: F401
-            from transformers import BitsAndBytesConfig
-        except ImportError as exc:
-            raise ModelUnavailableError("--4bit needs bitsandbytes: pip install -e '.[train,gpu]'") from exc
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True,
-            bnb_4bit_quant_type="nf4",
-            bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16,
-        )
+        kwargs["quantization_config"] = four_bit_config("--4bit needs bitsandbytes: pip install -e '.[train,gpu]'")
         kwargs["device_map"] = {"": 0}
     try:
         model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)

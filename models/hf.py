@@ -58,6 +58,25 @@ def context_window(model: Any, max_context: int = 8192) -> int:
     return min(int(positions), max_context)
 
 
+def four_bit_config(missing: str) -> Any:
+    """How every 4-bit load quantizes: nf4 with double quantization, bf16 compute (QLoRA's recipe), so an adapter
+    trained on a 4-bit base (keem train-updater --4bit) runs on the same base in the app. `missing`: the error
+    to raise when bitsandbytes is not installed."""
+    import torch
+
+    try:
+        import bitsandbytes  # noqa: F401
+        from transformers import BitsAndBytesConfig
+    except ImportError as exc:
+        raise ModelUnavailableError(missing) from exc
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16,
+    )
+
+
 class TransformersChatModel(ChatModel):
     """bf16 on CUDA (optionally 4-bit), float32 on CPU; the tokenizer's chat template; streaming.
 
@@ -89,13 +108,8 @@ class TransformersChatModel(ChatModel):
         if self.device == "cuda":
             kwargs["dtype"] = torch.bfloat16
             if load_in_4bit:
-                try:
-                    import bitsandbytes  # noqa: F401
-                    from transformers import BitsAndBytesConfig
-                except ImportError as exc:
-                    raise ModelUnavailableError("4-bit loading needs bitsandbytes: pip install -e '.[gpu]'") from exc
-                kwargs["quantization_config"] = BitsAndBytesConfig(
-                    load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16
+                kwargs["quantization_config"] = four_bit_config(
+                    "4-bit loading needs bitsandbytes: pip install -e '.[gpu]'"
                 )
                 kwargs["device_map"] = "auto"
         else:
