@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 
 from models.base import ChatModel, ChatStream, Completion, Finish, GenerationOptions, Message, finish_reason
-from models.errors import GenerationError, ModelUnavailableError
+from models.errors import GenerationError, InputError, ModelUnavailableError
 
 
 class OpenAIChatModel(ChatModel):
@@ -119,7 +119,24 @@ class OpenAIChatModel(ChatModel):
             raise GenerationError(
                 f"lost the OpenAI-compatible server at {self.base_url} ({exc}); check that it is running"
             ) from exc
+        except self._openai.BadRequestError as exc:
+            if not _context_exceeded(exc):
+                raise GenerationError(
+                    f"the server at {self.base_url} refused the request (400): {exc.message}"
+                ) from exc
+            # the same error as a local model's prompt that does not fit: unusable output, never a failed job
+            raise InputError(
+                f"the prompt does not fit the context of {self.model} at {self.base_url} ({exc.message}); set "
+                "KEEM_OPENAI_CONTEXT to the context the server runs with, or shorten the message or lower the "
+                "memory budget (KEEM_TOKEN_BUDGET)"
+            ) from exc
         except self._openai.APIStatusError as exc:
             raise GenerationError(
                 f"the server at {self.base_url} answered {exc.status_code} after retries: {exc.message}"
             ) from exc
+
+
+def _context_exceeded(exc: Exception) -> bool:
+    """Whether a 400 says the request is past the model's context (OpenAI, vLLM and llama-server word it so)."""
+    text = f"{exc} {getattr(exc, 'body', '')}".lower()
+    return any(key in text for key in ("context_length_exceeded", "exceed_context", "context length", "context size"))

@@ -30,6 +30,29 @@ def tokens(text: str) -> list[str]:
     return pieces
 
 
+def context_error(flavor: str, context: int, prompt: int) -> dict:
+    """The 400 body a server sends for a request past its context: OpenAI's and vLLM's wording, llama-server's."""
+    if flavor == "llama-server":
+        return {
+            "error": {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": prompt,
+                "n_ctx": context,
+            }
+        }
+    return {
+        "error": {
+            "message": f"This model's maximum context length is {context} tokens. However, your messages resulted "
+            f"in {prompt} tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
 class FakeOpenAIServer:
     """Serves /v1/models and /v1/chat/completions (streaming or not) on 127.0.0.1."""
 
@@ -40,9 +63,11 @@ class FakeOpenAIServer:
         fail_first: int = 0,
         fail_status: int = 429,
         flavor: str = "openai",
+        context: int | None = None,
     ):
         assert flavor in ("openai", "ollama", "llama-server", "bare"), flavor
         self.reply, self.latency_s, self.flavor = reply, latency_s, flavor
+        self.context = context  # tokens the server really runs with: a longer request is refused as servers do
         self.fail_first, self.fail_status = fail_first, fail_status
         self.requests: list[dict] = []
         self.lock = threading.Lock()
@@ -99,11 +124,14 @@ class FakeOpenAIServer:
                 if failing:
                     self._json(server.fail_status, {"error": {"message": "injected failure"}})
                     return
+                prompt = sum(estimate_tokens(str(m.get("content", ""))) for m in body["messages"])
+                if server.context is not None and prompt + int(body.get("max_tokens") or 0) > server.context:
+                    self._json(400, context_error(server.flavor, server.context, prompt))
+                    return
                 text, reason = server.reply(body), "stop"
                 if body.get("max_tokens"):
                     text, reason = cut_to_budget(text, int(body["max_tokens"]))
                 reason = {"openai": reason, "llama-server": reason, "ollama": "stop", "bare": None}[server.flavor]
-                prompt = sum(estimate_tokens(str(m.get("content", ""))) for m in body["messages"])
                 usage = {
                     "prompt_tokens": prompt,
                     "completion_tokens": estimate_tokens(text),

@@ -14,7 +14,7 @@ from memory.updaters import make_updater
 from memory.updaters.base import UpdateInput
 from memory.updaters.guard import guard
 from models.embedders import NgramEmbedder
-from models.errors import GenerationError
+from models.errors import GenerationError, InputError
 from models.fake import ScriptedChatModel
 from tests.conftest import dead_owner
 
@@ -309,3 +309,24 @@ def test_parse_and_elapsed_helpers():
     assert elapsed_text(date(2024, 1, 1), date(2024, 1, 4)) == "3일"
     assert elapsed_text(date(2024, 1, 1), date(2024, 3, 1)) == "2개월"
     assert elapsed_text(None, date(2024, 1, 1)) == "첫 대화"
+
+
+@pytest.mark.parametrize("strategy", ["keem", "accumulate", "operations"])
+@pytest.mark.parametrize("flavor", ["openai", "llama-server"])
+def test_a_prompt_past_the_servers_context_is_unusable_output_for_every_strategy(strategy, flavor, store):
+    """One error policy: a prompt that does not fit (a local model's InputError, a server's 400) never fails the job;
+    the strategy falls back as for any unusable answer and keeps the previous memory."""
+    from models.openai_backend import OpenAIChatModel
+    from tests.fake_openai import FakeOpenAIServer
+
+    with FakeOpenAIServer(reply=lambda body: "사용자는 부산으로 이사했다.", context=60, flavor=flavor) as server:
+        model = OpenAIChatModel("fake", base_url=server.url, api_key="k", check=False, max_retries=0)
+        with pytest.raises(InputError, match=r"does not fit the context.*KEEM_OPENAI_CONTEXT"):
+            model.complete([{"role": "user", "content": "가" * 100}])
+        engine = MemoryEngine(store, NgramEmbedder())
+        uid, _sid, job = _session(store)
+        engine.commit(uid, [Sentence(t) for t in PREVIOUS], strategy="import", status="ok", author="import")
+        version = JobRunner(engine, lambda _: make_updater(strategy, model, engine.embedder)).run(job)
+    assert version is not None and version.status == "fallback", strategy
+    assert set(PREVIOUS) <= set(version.texts)  # nothing lost
+    assert store.job(job)["status"] == "done" and "KEEM_OPENAI_CONTEXT" in (version.note or ""), version.note

@@ -27,6 +27,8 @@ class AccumulateUpdater:
             "ok" if generated else "fallback",
             model_spec=self.model.spec,
             prompt_hash=prompt_hash("update_system", "summarize"),
-            note=None if generated else "the update model wrote no usable summary; kept the user's own words",
+            note=None
+            if generated
+            else self.steps.why("the update model wrote no usable summary; kept the user's own words"),
             details={"summary": summary, "problems": self.steps.problems},
         )

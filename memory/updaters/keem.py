@@ -52,7 +52,7 @@ class KeemUpdater:
             return UpdateResult(
                 accumulate(inp.previous, reflected),
                 "fallback",
-                note=_why("the update model wrote no usable summary; kept the user's own words", steps.problems),
+                note=steps.why("the update model wrote no usable summary; kept the user's own words"),
                 details=details,
                 **base,
             )
@@ -85,14 +85,8 @@ class KeemUpdater:
             accumulate(inp.previous, reflected),
             "fallback",
             details=details,
-            note=_why(
-                f"verification failed {self.attempts} times, kept previous memory + reflected summary: {problem}",
-                steps.problems,
+            note=steps.why(
+                f"verification failed {self.attempts} times, kept previous memory + reflected summary: {problem}"
             ),
             **base,
         )
-
-
-def _why(note: str, problems: list[str]) -> str:
-    """The fallback's note, with the model problems behind it (cut answers, prompts too long)."""
-    return f"{note} ({'; '.join(problems[-3:])})" if problems else note

@@ -99,6 +99,8 @@ class OperationsUpdater:
             "ok" if generated else "fallback",
             model_spec=self.model.spec,
             prompt_hash=prompt_hash("update_system", "summarize", "operations"),
-            note=None if generated else "the update model wrote no usable summary; kept the user's own words",
+            note=None
+            if generated
+            else self.steps.why("the update model wrote no usable summary; kept the user's own words"),
             details={"summary": summary, "operations": operations, "problems": self.steps.problems},
         )

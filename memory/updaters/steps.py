@@ -115,6 +115,10 @@ class Steps:
     def prompt_hash() -> str:
         return prompt_hash(*PROMPTS)
 
+    def why(self, note: str) -> str:
+        """A fallback's note with the model problems behind it (cut answers, prompts too long), every strategy's."""
+        return f"{note} ({'; '.join(self.problems[-3:])})" if self.problems else note
+
     # -- budgets and calls ---------------------------------------------------------------------------
     def rewrite_budget(self, texts: list[str]) -> int:
         """Output tokens to re-write these sentences: their tokens plus a margin and room for one more line."""
