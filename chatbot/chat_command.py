@@ -131,9 +131,13 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     from chatbot.terminal import load_bot
     from chatbot.ui import CSS, Backend, build_app, launch_options
     from chatbot.worker import Worker
+    from memory.backup import open_store
+
+    # here, not with the models: a database that cannot be used ends `keem chat` with one line (exit 2)
+    store = open_store(settings.db_path, settings.backup_dir)
 
     def load() -> tuple[Any, Worker]:
-        bot = load_bot(settings)
+        bot = load_bot(settings, store)
         worker = Worker(bot)
         waiting = worker.recover()
         if waiting:

@@ -9,7 +9,7 @@ from pathlib import Path
 from chatbot.session import Chatbot, ChatSession, check_user_name, clean_message
 from chatbot.settings import Settings
 from memory.backup import snapshot_if_configured
-from memory.store import Version
+from memory.store import Store, Version
 from models.errors import InputError, KeemError
 
 END_COMMANDS = ("/end", "/quit", "/끝")
@@ -44,9 +44,14 @@ def read_script(path: Path, max_chars: int) -> list[str]:
     return messages
 
 
-def load_bot(settings: Settings) -> Chatbot:
+def load_bot(settings: Settings, store: Store | None = None) -> Chatbot:
+    """The models and the store; the store is opened first, so a database that cannot be used is one error line
+    (the CLI's handler) before minutes of model loading."""
+    from memory.backup import open_store
     from models.demo import DEMO_NOTICE
     from models.spec import load_chat_model, load_embedder, resolve_auto
+
+    store = store or open_store(settings.db_path, settings.backup_dir)
 
     chat_spec, update_spec = resolve_auto(settings.model), resolve_auto(settings.update_model_spec)
     if "auto" in (settings.model, settings.update_model_spec):
@@ -59,7 +64,7 @@ def load_bot(settings: Settings) -> Chatbot:
     print(f"chat: {chat.description} | update: {update.description} | embedder: {embedder.name}", file=sys.stderr)
     if "demo" in (chat_spec, update_spec):
         print(DEMO_NOTICE, file=sys.stderr)
-    return Chatbot(settings, chat_model=chat, update_model=update, embedder=embedder)
+    return Chatbot(settings, chat_model=chat, update_model=update, embedder=embedder, store=store)
 
 
 def _say(session: ChatSession, text: str) -> None:

@@ -81,7 +81,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     """Run build-dataset from parsed arguments; returns the exit code (1 when some episodes failed)."""
-    from evaluation.builder import BuildConfig, build_dataset, estimate, stats_json, write_review
+    from evaluation.builder import BuildConfig, Output, build_dataset, estimate, stats_json, write_review
     from evaluation.episodes import detect_format, read_episodes
 
     _check(args)
@@ -99,7 +99,12 @@ def run_build(args: argparse.Namespace) -> int:
                 f"~${data['estimated_cost']:.2f} at ${args.price_per_1k_tokens}/1k tokens (no model was called)"
             )
         return 0
-    model = _load_model(args.model, args)
+    output = Output.open(args.out)  # a folder that cannot hold the build says so before the model loads
+    try:
+        model = _load_model(args.model, args)
+    except BaseException:
+        output.close()
+        raise
     concurrency = args.concurrency
     if not args.model.startswith("openai:") and concurrency > 1:
         print(f"note: {args.model} runs in this process; using --concurrency 1", file=sys.stderr)
@@ -115,7 +120,7 @@ def run_build(args: argparse.Namespace) -> int:
         guard=not args.no_guard,
     )
     try:
-        stats = build_dataset(episodes, model, config, timeout_s=args.timeout)
+        stats = build_dataset(episodes, model, config, timeout_s=args.timeout, output=output)
     except KeyboardInterrupt:
         print("\ninterrupted; run the same command again to resume (finished calls are cached)", file=sys.stderr)
         return 130

@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from evaluation.episodes import Episode, Session
 from memory.prompts import render
-from memory.store import Sentence, now_iso
+from memory.store import Sentence, now_iso, storage_error
 from memory.text import UNKNOWN, format_dialogue, lenient_date, lenient_sentences
 from memory.updaters.steps import DEFAULT_CEILING, Steps
 from models.base import ChatModel, Completion, Finish, GenerationOptions, Message, estimate_tokens
@@ -355,22 +355,58 @@ class EpisodeRunner:
         }
 
 
+@dataclass
+class Output:
+    """The build's files in DIR, held for the whole build: the lock, the call cache, the row files."""
+
+    lock_file: IO[str]
+    cache: CallCache
+    rows: RowFile
+    rejects: RowFile
+
+    @classmethod
+    def open(cls, out_dir: Path) -> Output:
+        """Open (creating) DIR's files; a folder that cannot hold them is one StorageError, as for --db."""
+        if out_dir.exists() and not out_dir.is_dir():
+            raise InputError(f"--out {out_dir} is a file; give a folder (created if missing)")
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            lock_file = _lock(out_dir)
+        except OSError as exc:  # the Store's diagnosis: read-only, full disk, ...
+            raise storage_error(str(out_dir / ".lock"), exc, "--out") from None
+        try:
+            return cls(
+                lock_file,
+                CallCache(out_dir / "calls.sqlite"),
+                RowFile(out_dir / "dataset.jsonl"),
+                RowFile(out_dir / "rejects.jsonl"),
+            )
+        except (sqlite3.Error, OSError) as exc:
+            lock_file.close()
+            failed = exc.filename if isinstance(exc, OSError) and exc.filename else out_dir / "calls.sqlite"
+            raise storage_error(str(failed), exc, "--out") from None
+        except BaseException:
+            lock_file.close()
+            raise
+
+    def close(self) -> None:
+        self.cache.close()
+        self.rows.close()
+        self.rejects.close()
+        self.lock_file.close()
+
+
 class DatasetBuilder:
     """Builds dataset.jsonl / rejects.jsonl in `config.out_dir` from episodes with one chat model."""
 
-    def __init__(self, model: ChatModel, config: BuildConfig, *, timeout_s: float = 120.0):
+    def __init__(
+        self, model: ChatModel, config: BuildConfig, *, timeout_s: float = 120.0, output: Output | None = None
+    ):
         self.model, self.config, self.timeout_s = model, config, timeout_s
         self.system = render("update_system")
         self.prompt_hash = Steps.prompt_hash()
-        config.out_dir.mkdir(parents=True, exist_ok=True)
-        self.lock_file = _lock(config.out_dir)
-        try:
-            self.cache = CallCache(config.out_dir / "calls.sqlite")
-            self.rows = RowFile(config.out_dir / "dataset.jsonl")
-            self.rejects = RowFile(config.out_dir / "rejects.jsonl")
-        except BaseException:
-            self.lock_file.close()
-            raise
+        self.output = output or Output.open(config.out_dir)
+        self.cache, self.rows, self.rejects = self.output.cache, self.output.rows, self.output.rejects
         self.done = self.rows.keys | self.rejects.keys
         self.stats = BuildStats()
         self.lock = threading.Lock()
@@ -469,18 +505,20 @@ class DatasetBuilder:
             self.stats.seconds = time.perf_counter() - started
             if self.bar is not None:
                 self.bar.close()
-            self.cache.close()
-            self.rows.close()
-            self.rejects.close()
-            self.lock_file.close()
+            self.output.close()
         return self.stats
 
 
 def build_dataset(
-    episodes: Iterable[Episode], model: ChatModel, config: BuildConfig, timeout_s: float = 120.0
+    episodes: Iterable[Episode],
+    model: ChatModel,
+    config: BuildConfig,
+    timeout_s: float = 120.0,
+    output: Output | None = None,
 ) -> BuildStats:
-    """Build (or resume) a KEEM-style dataset in config.out_dir; see the module docstring."""
-    return DatasetBuilder(model, config, timeout_s=timeout_s).run(episodes)
+    """Build (or resume) a KEEM-style dataset in config.out_dir; see the module docstring. `output`: its files,
+    when the caller opened them first (`Output.open`: before a model loads)."""
+    return DatasetBuilder(model, config, timeout_s=timeout_s, output=output).run(episodes)
 
 
 # -- dry run ---------------------------------------------------------------------------------------

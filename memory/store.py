@@ -108,8 +108,9 @@ def _owner_is_dead(owner: str | None) -> bool:
     return False
 
 
-def storage_error(path: str, exc: BaseException) -> StorageError:
-    """What went wrong with the database file, in one line with the fix (`code` for the UI's translation)."""
+def storage_error(path: str, exc: BaseException, flag: str = "--db (KEEM_DB)") -> StorageError:
+    """What went wrong with the database file, in one line with the fix (`code` for the UI's translation); `flag`
+    is the option that chose the place (the dataset builder's is --out)."""
     text = str(exc).lower()
     folder = Path(path).resolve().parent
     try:
@@ -118,13 +119,15 @@ def storage_error(path: str, exc: BaseException) -> StorageError:
         free = None
     if Path(path).is_dir():
         return StorageError(
-            f"{path} is a folder, not a database file; point --db (KEEM_DB) at a file such as {Path(path) / 'keem.db'}",
+            f"{path} is a folder, not a database file; point {flag} at a file such as {Path(path) / 'keem.db'}"
+            if flag.startswith("--db")
+            else f"{path} is a folder, not a database file; move it away or give another {flag}",
             code="storage_folder",
             path=path,
         )
     if "not a database" in text or "malformed" in text:
         return StorageError(
-            f"{path} is not a keem database (SQLite says: {exc}); point --db (KEEM_DB) at another "
+            f"{path} is not a keem database (SQLite says: {exc}); point {flag} at another "
             "file, or restore it from a backup",
             code="storage_not_sqlite",
             path=path,
@@ -143,12 +146,12 @@ def storage_error(path: str, exc: BaseException) -> StorageError:
     ):
         return StorageError(
             f"{path} cannot be written (read-only file or folder); fix its permissions or point "
-            "--db (KEEM_DB) at a writable place",
+            f"{flag} at a writable place",
             code="storage_read_only",
             path=path,
         )
     return StorageError(
-        f"cannot use the database {path} ({exc}); check the file and its folder, or point --db (KEEM_DB) elsewhere",
+        f"cannot use the database {path} ({exc}); check the file and its folder, or point {flag} elsewhere",
         code="storage_other",
         path=path,
     )

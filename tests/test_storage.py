@@ -43,6 +43,32 @@ def test_a_folder_or_a_file_that_is_no_database_is_one_line_with_the_fix(tmp_pat
     assert stranger.read_text(encoding="utf-8") == "my shopping list\n"  # untouched
 
 
+def test_every_command_that_stores_ends_the_same_way_before_loading_a_model(tmp_path, capsys, monkeypatch):
+    """The CLI's one handler: the store is opened before any model loads (an unreachable server would be another
+    error), by `keem chat` too, whose models load in the background; the builder's --out the same."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    script, lines = tmp_path / "s.txt", tmp_path / "m.txt"
+    script.write_text("안녕\n", encoding="utf-8")
+    lines.write_text("사용자는 부산에 산다\n", encoding="utf-8")
+    model = ["--model", "openai:x", "--embedder", "ngram"]
+    for argv in (
+        ["session", "--user", "minsu", "--script", str(script), *model],
+        ["chat", "--port", "7989", *model],
+        ["jobs", "retry", *model],
+        ["memory", "import", "--user", "minsu", str(lines), "--embedder", "ngram"],
+        ["trial", "export", "--out", str(tmp_path / "export")],
+    ):
+        code, _, err = run(capsys, *argv, "--db", str(tmp_path))
+        assert code == 2, argv
+        one_line_error(err, "is a folder", "--db")
+    out = tmp_path / "ds"
+    (out / "calls.sqlite").mkdir(parents=True)
+    fixture = Path(__file__).parents[1] / "evaluation" / "fixtures" / "carecall.json"
+    code, _, err = run(capsys, "build-dataset", str(fixture), "--out", str(out), "--model", "openai:x", "--no-progress")
+    assert code == 2
+    one_line_error(err, "calls.sqlite is a folder", "--out")
+
+
 def test_a_read_only_mount_and_a_full_disk_say_so_and_lose_nothing(tmp_path, capsys):
     sentences = tmp_path / "mem.txt"
     sentences.write_text("사용자는 고양이 두 마리를 키운다.\n", encoding="utf-8")
