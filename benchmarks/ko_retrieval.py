@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.lexical import BM25, rrf, weighted  # noqa: E402
+from evaluation.files import read_json  # noqa: E402
 from memory.korean import content_words  # noqa: E402
 from models.e5 import BACKGROUND_TURNS, E5Embedder, center_query, center_rows  # noqa: E402
 from models.embedders import Embedder, NgramEmbedder  # noqa: E402
@@ -131,7 +132,7 @@ def write_cues(users: list[User], spec: str, path: Path) -> dict[str, str]:
     from memory.cues import CueWriter
     from models.spec import load_chat_model
 
-    cues: dict[str, str] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    cues: dict[str, str] = read_json(path, if_invalid="delete it to write the cues again") if path.exists() else {}
     writer = CueWriter(load_chat_model(spec))
     for u in users:
         if all(m in cues for m in u.ids):
@@ -187,7 +188,7 @@ def tune(users: list[User], parts: list[Scorer], grid: list[float]) -> tuple[lis
 
 def load(path: Path) -> list[User]:
     users = []
-    for u in json.loads(path.read_text(encoding="utf-8"))["users"]:
+    for u in read_json(path)["users"]:
         user = User(u["user"], [m["text"] for m in u["memory"]], [m["id"] for m in u["memory"]], u["queries"])
         user.bm25.fit(user.memory)
         users.append(user)
@@ -204,7 +205,7 @@ def candidates(users: list[User], args: argparse.Namespace) -> tuple[dict[str, S
         makers["minilm"] = minilm
     if not args.no_e5:
         makers["e5"] = E5Embedder
-    cues = json.loads(args.cues.read_text(encoding="utf-8")) if args.cues else {}
+    cues = read_json(args.cues, if_missing="write it with --write-cues FILE --cues-model SPEC") if args.cues else {}
     for key, make in makers.items():
         try:
             vec[key] = Vectors(make(), users, variants=key in ("use", "e5"), cues=cues if key == "e5" else None)

@@ -18,20 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from chatbot.trial_stats import compare, mean_ci
+from evaluation.files import read_json, read_jsonl
 from evaluation.report import _bars, _fmt, _provenance, _table, base_meta
 from memory.updaters import STRATEGIES
 from models.errors import InputError
 
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                raise InputError(f"{path} line {number} is not JSON; export the trial again") from None
-    return rows
+AGAIN = "export the trial again (keem trial export)"
 
 
 def load_export(folder: Path) -> dict[str, Any]:
@@ -47,10 +39,10 @@ def load_export(folder: Path) -> dict[str, Any]:
             answers = list(csv.DictReader(f))
     manifest = folder / "manifest.json"
     return {
-        "sessions": _jsonl(folder / "sessions.jsonl"),
-        "versions": _jsonl(folder / "memory_versions.jsonl"),
+        "sessions": read_jsonl(folder / "sessions.jsonl", if_invalid=AGAIN),
+        "versions": read_jsonl(folder / "memory_versions.jsonl", if_invalid=AGAIN),
         "answers": answers,
-        "manifest": json.loads(manifest.read_text(encoding="utf-8")) if manifest.is_file() else {},
+        "manifest": read_json(manifest, if_invalid=AGAIN) if manifest.is_file() else {},
     }
 
 

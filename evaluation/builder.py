@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from evaluation.episodes import Episode, Session
+from evaluation.files import read_json, read_jsonl
 from memory.prompts import render
 from memory.store import Sentence, now_iso, storage_error
 from memory.text import UNKNOWN, format_dialogue, lenient_date, lenient_sentences
@@ -457,7 +458,9 @@ class DatasetBuilder:
             "guard": self.config.guard,
         }
         if path.exists():
-            old = json.loads(path.read_text(encoding="utf-8"))
+            old = read_json(path, if_invalid="delete it to start over, or use a new --out directory")
+            if not isinstance(old, dict):
+                raise InputError(f"{path} is not a build record; delete it to start over, or use a new --out")
             for k in ("model", "prompt_hash", "guard"):
                 if old.get(k) != current[k]:
                     raise InputError(
@@ -609,7 +612,7 @@ def write_review(out_dir: Path, n: int, seed: int = 0) -> Path:
     """A CSV of `n` rows to score by hand: spread evenly over session steps, real updates first within each
     (an update: the memory is not just previous memory + reflected summary), in a seeded random order."""
     path = out_dir / "dataset.jsonl"
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+    rows = read_jsonl(path, if_invalid="delete that line, or the file, and build again") if path.exists() else []
     if not rows:
         raise InputError(f"{path} has no rows to review yet; build the dataset first")
     rng = random.Random(seed)

@@ -1,4 +1,5 @@
-"""Reading the files the evaluation commands are handed: UTF-8 text or JSON, or one InputError saying what to fix."""
+"""Reading the files the evaluation commands are handed: UTF-8 text, JSON or JSONL, or one InputError saying what
+to fix."""
 
 from __future__ import annotations
 
@@ -33,3 +34,16 @@ def read_json(path: Path, *, if_missing: str = "", if_invalid: str = "fix the fi
         raise InputError(
             f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); {if_invalid}"
         ) from None
+
+
+def read_jsonl(path: Path, *, if_missing: str = "", if_invalid: str = "fix the file") -> list[Any]:
+    """One parsed JSON value per non-blank line; `if_invalid` is the fix named for a line that does not parse."""
+    rows = []
+    for number, line in enumerate(read_text(path, if_missing=if_missing).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path} line {number} is not valid JSON ({exc.msg}); {if_invalid}") from None
+    return rows

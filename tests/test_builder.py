@@ -344,6 +344,12 @@ def test_command_builds_resumes_and_exports_review(
     assert len(server.requests) == 14
     review = (tmp_path / "review.csv").read_text(encoding="utf-8-sig").splitlines()
     assert review[1].split(",")[2] == "2" and "#3" in "".join(review[2:])  # one row per session step
+    (tmp_path / "run.json").write_text('{"model": ', encoding="utf-8")  # a record cut short
+    with fast(FakeOpenAIServer(reply=server_reply)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        assert keem(["build-dataset", *args]) == 2
+    err = capsys.readouterr().err
+    assert "run.json is not valid JSON" in err and "use a new --out" in err and "Traceback" not in err
 
 
 def test_review_puts_real_updates_first(tmp_path: Path) -> None:

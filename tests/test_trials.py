@@ -257,6 +257,10 @@ def test_the_report_of_an_export_without_ratings_says_so(tmp_path, monkeypatch, 
     assert (tmp_path / "r" / "memory_size.png").stat().st_size > 0 and not (tmp_path / "r" / "ratings.png").exists()
     assert main(["trial", "report", "--export", str(tmp_path / "nope"), "--out", str(tmp_path / "r2")]) == 2
     assert "give --export the folder" in capsys.readouterr().err
+    (tmp_path / "x" / "manifest.json").write_text('{"trial": ', encoding="utf-8")  # a file cut short
+    assert main(["trial", "report", "--export", str(tmp_path / "x"), "--out", str(tmp_path / "r3")]) == 2
+    err = capsys.readouterr().err
+    assert "manifest.json is not valid JSON" in err and "export the trial again" in err and "Traceback" not in err
 
 
 def test_the_report_statistics_match_their_textbook_values():
