@@ -214,3 +214,42 @@ def test_signed_in_with_hugging_face_the_memory_follows_the_account_and_a_visito
         finally:
             store.close()
         assert "hf:minsu-hf" not in names and any(n.startswith("minsu-hf#") for n in names), names
+
+
+@needs_chromium
+def test_on_zerogpu_the_demo_app_replies_and_updates_inside_gpu_calls(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """The acceptance run: the stand-in `spaces` package reports ZeroGPU and `python app.py --model demo` serves."""
+    log = tmp_path / "spaces.jsonl"
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "zerogpu_stub"), str(ROOT)]),
+        "SPACES_ZERO_GPU": "true",
+        "SPACES_STUB_LOG": str(log),
+        # one short model call per update: the 135M demo model makes 3-10 tokens a second on 2 busy CPU cores, and
+        # it rambles to its budget (cut, retried at twice that, then the never-lose fallback keeps the user's words)
+        "KEEM_STRATEGY": "accumulate",
+        "KEEM_REPLY_MAX_TOKENS": "24",
+        "KEEM_UPDATE_MAX_TOKENS": "24",
+    }
+    with app_process(tmp_path, "demo", env) as url:
+        page = browser.new_context(locale="ko-KR").new_page()
+        page.goto(url)
+        page.locator("#start-button").get_by_text("대화 시작").wait_for(timeout=120_000)
+        page.locator("#name-input textarea, #name-input input").first.fill("민수")
+        page.locator("#start-button").click()
+        box = page.locator("#message-input textarea")
+        box.wait_for(state="visible", timeout=15_000)
+        box.fill("I moved to Busan last week.")
+        box.press("Enter")
+        page.wait_for_function(
+            "() => { const b = document.querySelectorAll('[data-testid=bot]');"
+            " return b.length && b[b.length-1].innerText.trim().length > 1 && b[b.length-1].innerText != '…'; }",
+            timeout=120_000,
+        )
+        page.locator("#end-button").click()
+        page.locator("#progress").get_by_text("완료").wait_for(timeout=240_000)
+        open_tab(page, "기억")
+        page.locator("#memory").get_by_text("현재 기억 v1").wait_for(timeout=15_000)
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    ran = {e["function"] for e in events if e["event"] == "end"}
+    assert {"keem_reply", "keem_update"} <= ran, events
+    assert events[0]["event"] == "import" and not events[0]["torch_loaded"]
