@@ -38,10 +38,11 @@ test: $(STAMP) browser lint
 test-fast: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not slow"
 
-# Lint and format check (configured in pyproject.toml); `ruff format .` fixes the format.
+# Lint, format and type checks (configured in pyproject.toml); `ruff format .` fixes the format.
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 bench: $(STAMP)
 	$(PY) benchmarks/turn_overhead.py

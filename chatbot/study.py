@@ -207,7 +207,7 @@ def _field(data: Mapping[str, Any], name: str, kind: type, where: str, example: 
     value = data.get(name)
     if value is None:
         raise InputError(f"{where}: field '{name}' is missing; add it ({example})")
-    if isinstance(value, bool) or not isinstance(value, kind) or (kind is str and not value.strip()):
+    if isinstance(value, bool) or not isinstance(value, kind) or (isinstance(value, str) and not value.strip()):
         what = "a whole number" if kind is int else "a non-empty string"
         raise InputError(f"{where}: field '{name}' = {value!r} must be {what} ({example})")
     return value
@@ -296,7 +296,7 @@ def assign_strategy(store: Store, user_id: int, study: Study) -> str:
 def trial_sessions(store: Store, user_id: int) -> list[dict[str, Any]]:
     """The participant's sessions in which they said something, oldest first, each with its `number` (1, 2, ...)
     and `last_at` (the time of its last message)."""
-    out = []
+    out: list[dict[str, Any]] = []
     for s in store.sessions(user_id):
         turns = store.turns(s["id"])
         if any(t["role"] == "user" for t in turns):

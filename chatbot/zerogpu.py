@@ -21,7 +21,7 @@ import functools
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from memory.jobs import Computed
@@ -68,7 +68,7 @@ def reply_duration(messages: list[Message], options: GenerationOptions = Generat
 class GPUChatModel(ChatModel):
     """A chat model whose generation runs in a GPU function; counting tokens and the rest stay here."""
 
-    def __init__(self, inner: ChatModel, gpu_stream: Callable[..., Iterator[Any]]):
+    def __init__(self, inner: ChatModel, gpu_stream: Callable[..., Generator[Any, None, None]]):
         self.inner, self.gpu_stream = inner, gpu_stream
         self.spec, self.context_window, self.description = inner.spec, inner.context_window, inner.description
 
