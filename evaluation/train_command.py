@@ -1,9 +1,9 @@
 """`keem train-updater`: LoRA-train a local memory updater on a built dataset; report.md with loss curves.
 
 chatbot/cli.py calls `add_train_parser(subs)` before it builds `keem eval` from evaluation/eval_command.py's
-registry (this also registers `keem eval updater`, evaluation/updater_eval.py), and `run_train(args)`. The training is evaluation/training.py (the loop), with
-training_data.py (rows -> examples), training_model.py (base, LoRA, merge), training_state.py (record,
-checkpoints, resume); the report is training_report.py.
+registry (this also registers `keem eval updater`, evaluation/updater_eval.py), and `run_train(args)`.
+The training is evaluation/training.py (the loop), with training_data.py (rows -> examples), training_model.py
+(base, LoRA, merge), training_state.py (record, checkpoints, resume); the report is training_report.py.
 """
 
 from __future__ import annotations
