@@ -45,18 +45,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from models.fake import stage_of  # noqa: E402
 from tests.fake_openai import FakeOpenAIServer  # noqa: E402
 
-# the memory-update prompts' stage markers (memory/prompts/*.txt); anything else is a chat turn
-STAGES = {
-    "summarize": "요약으로 정리하세요",
-    "reflect": "감정과 그 감정의 원인",
-    "update": "새 기억으로 통합",
-    "verify": "새 기억이 올바른지",
-    "guard": "새 기억에서 빠졌습니다",
-    "operations": "PASS: 새 문장의 내용이",
-    "cues": "단서",
-}
 TOPICS = [
     "부산으로 이사한",
     "테니스를 시작한",
@@ -85,7 +76,7 @@ def reply(body: dict[str, Any]) -> str:
     and add the new ones, checks pass; chat echoes the user's message (so a reply sent to the wrong user leaks)."""
     messages = body["messages"]
     prompt = str(messages[-1]["content"])
-    stage = next((s for s, m in STAGES.items() if m in prompt), "chat")
+    stage = stage_of(prompt) or "chat"
     if stage == "summarize":
         users = [
             line[4:].strip() for line in prompt.rsplit("\n대화 (", 1)[-1].splitlines() if line.startswith("사용자:")

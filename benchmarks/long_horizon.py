@@ -57,18 +57,10 @@ from memory.updaters import STRATEGIES, UpdateInput, make_updater
 from models.base import ChatModel, ChatStream, Completion, GenerationOptions, Message
 from models.embedders import Embedder
 from models.errors import GenerationError
-from models.fake import RealisticChatModel
+from models.fake import RealisticChatModel, stage_of
 from models.spec import load_chat_model, load_embedder
 
 WRAPPING = ("think", "preamble", "fences", "numbering", "bullets", "english", "repeat", "free_verdict")
-MARKERS = {
-    "operations": "PASS: 새 문장의 내용이 이미 기억에 있다",
-    "summarize": "요약으로 정리하세요",
-    "reflect": "감정과 그 감정의 원인",
-    "update": "새 기억으로 통합",
-    "verify": "새 기억이 올바른지",
-    "guard": "새 기억에서 빠졌습니다",
-}
 CONTAINMENT = 0.6
 
 
@@ -541,7 +533,7 @@ class Oracle:
 
     def __call__(self, messages: list[Message]) -> str:
         prompt = messages[-1]["content"]
-        stage = next((s for s, marker in MARKERS.items() if marker in prompt), None)
+        stage = stage_of(prompt)
         if stage == "summarize":
             return "\n".join(f.text for f in self._stated(section(prompt, "\n대화 (", "요약:")))
         if stage == "reflect":

@@ -18,6 +18,23 @@ from models.base import ChatModel, ChatStream, ContinuationScore, Finish, Genera
 from models.errors import GenerationError
 
 Reply = str | BaseException
+# Which update step a prompt is (memory/prompts/<step>.txt holds each marker), for fakes that answer by step
+STAGE_MARKERS = {
+    "operations": "PASS: 새 문장의 내용이",
+    "summarize": "요약으로 정리하세요",
+    "reflect": "감정과 그 감정의 원인",
+    "update": "새 기억으로 통합",
+    "verify": "새 기억이 올바른지",
+    "guard": "새 기억에서 빠졌습니다",
+    "cues": "쓸 만한 낱말을 문장마다 적으세요",
+}
+
+
+def stage_of(prompt: str) -> str | None:
+    """The update step whose prompt this is, or None (a chat turn, or another prompt)."""
+    return next((stage for stage, marker in STAGE_MARKERS.items() if marker in prompt), None)
+
+
 Responder = Callable[[list[Message]], str]
 
 

@@ -22,7 +22,8 @@ from memory.text import parse_sentences
 from memory.updaters import make_updater
 from memory.updaters.base import UpdateInput
 from memory.updaters.steps import Steps
-from models.fake import RealisticChatModel, ScriptedChatModel
+from models.fake import STAGE_MARKERS, RealisticChatModel, ScriptedChatModel
+from models.fake import stage_of as step_of
 from tests.fake_openai import FakeOpenAIServer
 
 THINGS = [
@@ -79,15 +80,6 @@ def fact(thing: str, i: int) -> str:
 FACTS = [fact(thing, i) for i, thing in enumerate(THINGS)]
 YOGA = "사용자는 2026년 12월부터 아침마다 요가를 한다."
 SCRIPT = "나 이번 달부터 아침마다 요가를 시작했어!\n30분씩 하는데 몸이 가벼워.\n"
-MARKERS = {
-    "summarize": "요약으로 정리하세요",
-    "reflect": "감정과 그 감정의 원인",
-    "update": "새 기억으로 통합",
-    "verify": "새 기억이 올바른지",
-    "guard": "새 기억에서 빠졌습니다",
-    "operations": "PASS: 새 문장의 내용이",
-    "cues": "단서",
-}
 
 
 def section(prompt: str, start: str, end: str) -> list[str]:
@@ -97,7 +89,7 @@ def section(prompt: str, start: str, end: str) -> list[str]:
 
 
 def stage_of(prompt: str) -> str:
-    return next((s for s, marker in MARKERS.items() if marker in prompt), "chat")
+    return step_of(prompt) or "chat"
 
 
 def ideal(messages: list[dict[str, Any]]) -> str:
@@ -380,3 +372,13 @@ def test_the_builder_never_writes_a_cut_answer_into_a_row(tmp_path):
     assert reject["reason"] == "the update produced no usable sentence" and reject["memory"] == []
     assert [c["finish"] for c in reject["calls"] if c["stage"] == "update"] == ["length", "length"]
     assert any("not used" in p for p in reject["problems"])
+
+
+def test_each_stage_marker_the_fakes_answer_by_is_in_its_prompt_file_and_no_other() -> None:
+    """The fakes tell update steps apart by a phrase of each prompt: a reworded prompt must fail here, not make
+    every fake answer it as chat."""
+    prompts = Path(__file__).resolve().parents[1] / "memory" / "prompts"
+    texts = {p.stem: p.read_text(encoding="utf-8") for p in prompts.glob("*.txt")}
+    for stage, marker in STAGE_MARKERS.items():
+        assert [name for name, text in texts.items() if marker in text] == [stage], (stage, marker)
+        assert step_of(texts[stage]) == stage

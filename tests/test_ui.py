@@ -33,23 +33,16 @@ from chatbot.worker import Worker
 from memory.store import Sentence
 from models.embedders import NgramEmbedder
 from models.errors import GenerationError, InputError, KeemError
-from models.fake import ScriptedChatModel
+from models.fake import ScriptedChatModel, stage_of
 from tests.conftest import dead_owner
 
 SECRET = "사용자는 비밀번호를 고양이 이름 나비로 정했다"
-MARKERS = {
-    "summarize": "요약으로 정리하세요",
-    "reflect": "감정과 그 감정의 원인",
-    "update": "새 기억으로 통합",
-    "verify": "새 기억이 올바른지",
-    "guard": "새 기억에서 빠졌습니다",
-}
 
 
 def answer(messages: list[dict[str, Any]]) -> str:
     """A scripted model for both chat and updates: update stages answer from their prompt, chat echoes kindly."""
     prompt = messages[-1]["content"]
-    stage = next((s for s, marker in MARKERS.items() if marker in prompt), None)
+    stage = stage_of(prompt)
     if stage == "summarize":
         dialogue = prompt.rsplit("\n대화 (", 1)[-1]
         users = [line[4:].strip() for line in dialogue.splitlines() if line.startswith("사용자:")]

@@ -15,16 +15,8 @@ from memory.updaters.base import UpdateInput
 from memory.updaters.guard import guard
 from models.embedders import NgramEmbedder
 from models.errors import GenerationError, InputError
-from models.fake import ScriptedChatModel
+from models.fake import STAGE_MARKERS, ScriptedChatModel, stage_of
 from tests.conftest import dead_owner
-
-MARKERS = {
-    "summarize": "요약으로 정리하세요",
-    "reflect": "감정과 그 감정의 원인",
-    "update": "새 기억으로 통합",
-    "verify": "새 기억이 올바른지",
-    "guard": "새 기억에서 빠졌습니다",
-}
 
 
 class StageModel(ScriptedChatModel):
@@ -37,7 +29,7 @@ class StageModel(ScriptedChatModel):
 
     def _answer(self, messages):
         prompt = messages[-1]["content"]
-        stage = next(s for s, marker in MARKERS.items() if marker in prompt)
+        stage = stage_of(prompt)
         self.asked.append(stage)
         queue = self.answers[stage]
         answer = queue.pop(0) if len(queue) > 1 else queue[0]
@@ -147,7 +139,7 @@ def _guard(new, judge="예", previous=PREVIOUS):
         new,
         session_texts=[t["text"] for t in DIALOGUE if t["role"] == "user"],
         judge=lambda s: (
-            parse_yes_no(answer := model.complete([{"role": "user", "content": MARKERS["guard"] + s}]).text),
+            parse_yes_no(answer := model.complete([{"role": "user", "content": STAGE_MARKERS["guard"] + s}]).text),
             answer,
         ),
     )
