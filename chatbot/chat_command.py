@@ -133,6 +133,9 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     from chatbot.worker import Worker
     from memory.backup import open_store
 
+    # before anything is opened or loaded: a study plan's mistake is one line naming the field (exit 2)
+    study = study_from_settings(settings)
+    password = admin_password()
     # here, not with the models: a database that cannot be used ends `keem chat` with one line (exit 2)
     store = open_store(settings.db_path, settings.backup_dir)
 
@@ -144,8 +147,6 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
             print(f"finishing {waiting} memory update(s) left from an earlier run, in the background", file=sys.stderr)
         return bot, worker.start()
 
-    study = study_from_settings(settings)  # checked before anything loads: an error names the field
-    password = admin_password()
     if study is not None:
         print(
             f"user trial {study.id}: {study.sessions} sessions per participant among {', '.join(study.strategies)}; "

@@ -246,3 +246,14 @@ def test_the_readme_example_is_a_valid_study_plan(tmp_path):
     example = re.search(r"```toml\n(.*?)```", readme[readme.index("## User trials") :], re.S).group(1)
     study = load_study(write_study(tmp_path, example))
     assert study.strategies == ("keem", "accumulate") and [q.id for q in study.questions] == ["remembered"]
+
+
+def test_keem_chat_with_a_bad_study_plan_stops_with_one_line_before_it_opens_anything(tmp_path, capsys):
+    from chatbot.cli import main
+
+    plan = write_study(tmp_path, STUDY.replace("sessions = 3", "sessions = 0"))
+    db = tmp_path / "never.db"
+    assert main(["chat", "--study", str(plan), "--db", str(db), "--model", "demo"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "field 'sessions'" in err and "\n" not in err and "Traceback" not in err
+    assert not db.exists()  # nothing opened, nothing loaded
