@@ -218,7 +218,7 @@ class StudyUI:
         update jobs that are waiting or failed, with their errors (Markdown; names escaped)."""
         study, store, now = self.study, self.store, datetime.now(timezone.utc)
         rows = [
-            f"### {md(study.title)} (`{md(study.id)}`)",
+            f"### {md(study.title)} ({md(study.id)})",
             f"참가자마다 대화 {study.sessions}회, 대화 사이 최소 {study.min_gap.total_seconds() / 3600:g}시간.",
             "",
             "| 참가자 | 전략 | 끝낸 대화 | 남은 대화 | 다음 대화 가능 | 설문 | 갱신 대기 | 갱신 실패 |",
