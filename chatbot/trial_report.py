@@ -19,7 +19,7 @@ from typing import Any
 
 from chatbot.trial_stats import compare, mean_ci
 from evaluation.files import read_json, read_jsonl
-from evaluation.report import _bars, _fmt, _provenance, _table, base_meta
+from evaluation.report import bar_chart, base_meta, fmt, md_table, provenance
 from memory.updaters import STRATEGIES
 from models.errors import InputError
 
@@ -177,8 +177,8 @@ def _cell(summary: dict[str, Any], digits: int = 2) -> str:
     if not summary["n"]:
         return "–"
     ci = summary["ci95"]
-    interval = f" [{_fmt(ci[0], digits)}, {_fmt(ci[1], digits)}]" if ci else ""
-    return f"{_fmt(summary['mean'], digits)}{interval} (n={summary['n']})"
+    interval = f" [{fmt(ci[0], digits)}, {fmt(ci[1], digits)}]" if ci else ""
+    return f"{fmt(summary['mean'], digits)}{interval} (n={summary['n']})"
 
 
 def _p(value: float) -> str:
@@ -201,7 +201,7 @@ def write_report(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
         "",
         "## Participation",
         "",
-        _table(
+        md_table(
             [
                 "Strategy",
                 "participants",
@@ -221,7 +221,7 @@ def write_report(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
                     part[s]["sessions"],
                     part[s]["questionnaires"],
                     part[s]["user_turns"],
-                    _fmt(part[s]["turns_per_session"], 1),
+                    fmt(part[s]["turns_per_session"], 1),
                 ]
                 for s in strategies
             ],
@@ -230,17 +230,17 @@ def write_report(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
         "A participant with fewer sessions than planned counts as dropped out (or, while the trial runs, not "
         "done yet). Participants who reached each session:",
         "",
-        _table(["Strategy", *sessions], [[s, *(part[s]["reached"][n] for n in numbers)] for s in strategies]),
+        md_table(["Strategy", *sessions], [[s, *(part[s]["reached"][n] for n in numbers)] for s in strategies]),
         "",
         "User turns per session, mean [95% CI]:",
         "",
-        _table(
+        md_table(
             ["Strategy", *sessions],
             [[s, *(_cell(part[s]["turns_by_session"][n], 1) for n in numbers)] for s in strategies],
         ),
         "",
     ]
-    files["turns"] = _bars(
+    files["turns"] = bar_chart(
         out_dir / "turns.png",
         "User turns per session",
         sessions,
@@ -255,10 +255,10 @@ def write_report(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
         "",
         "Sentences in the memory written after each session, mean [95% CI]:",
         "",
-        _table(["Strategy", *sessions], [[s, *(_cell(memory[s][n], 1) for n in numbers)] for s in strategies]),
+        md_table(["Strategy", *sessions], [[s, *(_cell(memory[s][n], 1) for n in numbers)] for s in strategies]),
         "",
     ]
-    files["memory_size"] = _bars(
+    files["memory_size"] = bar_chart(
         out_dir / "memory_size.png",
         "Memory size after each session",
         sessions,
@@ -284,7 +284,7 @@ def write_report(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
         f"{sum(texts.values())} free-text answers ({', '.join(f'{s}: {texts[s]}' for s in strategies)}); "
         "read them in questionnaire.csv (scrubbed of personal data when the export was).",
         "",
-        _provenance(result["meta"]),
+        provenance(result["meta"]),
         "",
     ]
     files["report"] = out_dir / "report.md"
@@ -317,7 +317,7 @@ def _ratings_md(
     md = [
         f"{ratings['answers']} ratings. Items:",
         "",
-        _table(["Item", "Question"], [[i, ratings["questions"][i]] for i in items]),
+        md_table(["Item", "Question"], [[i, ratings["questions"][i]] for i in items]),
         "",
         "### Overall",
         "",
@@ -328,10 +328,10 @@ def _ratings_md(
             else "; with few participants it may reach past the scale: give --study to cut it there]:"
         ),
         "",
-        _table(["Strategy", *items], [[s, *(_cell(overall[s][i]) for i in items)] for s in strategies]),
+        md_table(["Strategy", *items], [[s, *(_cell(overall[s][i]) for i in items)] for s in strategies]),
         "",
     ]
-    files["ratings"] = _bars(
+    files["ratings"] = bar_chart(
         out_dir / "ratings.png",
         "Ratings (participant means)",
         items,
@@ -346,14 +346,14 @@ def _ratings_md(
         md += [
             f"**{i}** ({ratings['questions'][i]}), mean [95% CI]:",
             "",
-            _table(
+            md_table(
                 ["Strategy", *sessions],
                 [[s, *(_cell(ratings["by_session"][s][i][n]) for n in numbers)] for s in strategies],
             ),
             "",
         ]
         path = out_dir / f"ratings_{i}.png"
-        files[f"ratings_{i}"] = _bars(
+        files[f"ratings_{i}"] = bar_chart(
             path,
             f"{i} by session",
             sessions,
@@ -371,14 +371,14 @@ def _ratings_md(
     ]
     tests = ratings["tests"]
     md += [
-        _table(
+        md_table(
             ["Item", "H", "df", "p", "n per strategy"],
             [
                 [i, "–", "–", "–", f"skipped: {tests[i]['skipped']}"]
                 if tests[i]["kruskal"] is None
                 else [
                     i,
-                    _fmt(tests[i]["kruskal"]["H"], 2),
+                    fmt(tests[i]["kruskal"]["H"], 2),
                     tests[i]["kruskal"]["df"],
                     _p(tests[i]["kruskal"]["p"]),
                     ", ".join(f"{s}: {n}" for s, n in tests[i]["kruskal"]["n"].items()),
@@ -389,12 +389,12 @@ def _ratings_md(
         "",
     ]
     pairs = [
-        [i, f"{p['a']} vs {p['b']}", _fmt(p["U"], 1), _p(p["p"]), _p(p["p_holm"]), _fmt(p["r"], 2)]
+        [i, f"{p['a']} vs {p['b']}", fmt(p["U"], 1), _p(p["p"]), _p(p["p_holm"]), fmt(p["r"], 2)]
         for i in items
         for p in tests[i]["pairs"]
     ]
     if pairs:
-        md += [_table(["Item", "A vs B", "U", "p", "p (Holm)", "r"], pairs), ""]
+        md += [md_table(["Item", "A vs B", "U", "p", "p (Holm)", "r"], pairs), ""]
     return md
 
 

@@ -55,7 +55,7 @@ def base_meta(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
 
 
-def _fmt(value: Any, digits: int = 3, pct: bool = False) -> str:
+def fmt(value: Any, digits: int = 3, pct: bool = False) -> str:
     if value is None:
         return "–"
     if pct:
@@ -63,7 +63,7 @@ def _fmt(value: Any, digits: int = 3, pct: bool = False) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -78,7 +78,7 @@ def _plt():
     return plt
 
 
-def _bars(
+def bar_chart(
     path: Path,
     title: str,
     groups: Sequence[str],
@@ -110,7 +110,7 @@ def _bars(
     return path
 
 
-def _provenance(meta: dict) -> str:
+def provenance(meta: dict) -> str:
     lines = [
         "## Reproducibility",
         "",
@@ -157,7 +157,7 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
     md += [
         "## Memory updates",
         "",
-        _table(
+        md_table(
             ["Strategy", *sorted({k for v in result["updates"].values() for k in v})],
             [
                 [
@@ -181,13 +181,13 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
         "Share of the TextRank x TF-IDF keywords of the full session dialogues (sessions 1..t) found among the "
         "nouns of the memory after session t.",
         "",
-        _table(
+        md_table(
             ["Strategy", *(f"top {k}" for k in sizes)],
-            [[s, *(_fmt(kw[s]["mean"][k]) for k in sizes)] for s in strategies],
+            [[s, *(fmt(kw[s]["mean"][k]) for k in sizes)] for s in strategies],
         ),
         "",
     ]
-    files["keyword_recall"] = _bars(
+    files["keyword_recall"] = bar_chart(
         out_dir / "keyword_recall.png",
         "Keyword recall",
         [f"top {k}" for k in sizes],
@@ -204,7 +204,7 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
         f"`{result['meta']['models'].get('nli') or result['meta']['models'].get('judge')}`"
         f"; 'updated' = the {result['conflict']['updated_samples']} samples where an update occurred.",
         "",
-        _table(
+        md_table(
             [
                 "Strategy",
                 "pairs",
@@ -224,9 +224,9 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
                     cf[s]["all"]["entailment"],
                     cf[s]["all"]["neutral"],
                     cf[s]["all"]["invalid"],
-                    _fmt(cf[s]["all"]["ratio"], pct=True),
+                    fmt(cf[s]["all"]["ratio"], pct=True),
                     cf[s]["updated"]["pairs"],
-                    _fmt(cf[s]["updated"]["ratio"], pct=True),
+                    fmt(cf[s]["updated"]["ratio"], pct=True),
                 ]
                 for s in strategies
             ],
@@ -241,7 +241,7 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
             f"every run): {judged:,} of {total:,} pairs judged, so the ratios are estimates.",
             "",
         ]
-    files["conflict"] = _bars(
+    files["conflict"] = bar_chart(
         out_dir / "conflict.png",
         "Conflict ratio",
         ["all samples", "updated samples"],
@@ -257,26 +257,26 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
             "Token-weighted perplexity of the reference responses at the probe turns, with each strategy's final "
             "memory in the chat system prompt.",
             "",
-            _table(
+            md_table(
                 ["Model", *strategies],
-                [[f"`{ppl['model']}`", *(_fmt(ppl["strategies"][s]["perplexity"], 2) for s in strategies)]],
+                [[f"`{ppl['model']}`", *(fmt(ppl["strategies"][s]["perplexity"], 2) for s in strategies)]],
             ),
             "",
-            _table(
+            md_table(
                 ["Strategy", "probe turns", "tokens", "log-prob"],
                 [
                     [
                         s,
                         ppl["strategies"][s]["turns"],
                         ppl["strategies"][s]["n_tokens"],
-                        _fmt(ppl["strategies"][s]["logprob"], 2),
+                        fmt(ppl["strategies"][s]["logprob"], 2),
                     ]
                     for s in strategies
                 ],
             ),
             "",
         ]
-        files["perplexity"] = _bars(
+        files["perplexity"] = bar_chart(
             out_dir / "perplexity.png",
             f"Perplexity ({ppl['model']})",
             ["probe session"],
@@ -295,23 +295,23 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
             "win needs the same pick in both orders, anything else is a tie. Win rate over decisive votes, "
             "Wilson 95% interval.",
             "",
-            _table(
+            md_table(
                 ["Strategy", "wins", "decisive votes", "win rate", "95% CI"],
                 [
                     [
                         s,
                         vt["share"][s]["wins"],
                         vt["share"][s]["decisive"],
-                        _fmt(vt["share"][s]["rate"], pct=True),
+                        fmt(vt["share"][s]["rate"], pct=True),
                         "–"
                         if not vt["share"][s]["ci95"]
-                        else " – ".join(_fmt(bound, pct=True) for bound in vt["share"][s]["ci95"]),
+                        else " – ".join(fmt(bound, pct=True) for bound in vt["share"][s]["ci95"]),
                     ]
                     for s in strategies
                 ],
             ),
             "",
-            _table(
+            md_table(
                 ["A vs B", "A wins", "B wins", "ties", "invalid", "A win rate", "95% CI"],
                 [
                     [
@@ -320,17 +320,17 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
                         p["wins_b"],
                         p["ties"],
                         p["invalid"],
-                        _fmt(p["win_rate_a"], pct=True),
+                        fmt(p["win_rate_a"], pct=True),
                         "–"
                         if not p["ci95_a"]
-                        else f"{_fmt(p['ci95_a'][0], pct=True)} – {_fmt(p['ci95_a'][1], pct=True)}",
+                        else f"{fmt(p['ci95_a'][0], pct=True)} – {fmt(p['ci95_a'][1], pct=True)}",
                     ]
                     for p in vt["pairs"]
                 ],
             ),
             "",
         ]
-        files["voting"] = _bars(
+        files["voting"] = bar_chart(
             out_dir / "voting.png",
             "Vote win rate (decisive votes)",
             ["all pairings"],
@@ -342,7 +342,7 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
     else:
         md += [f"Skipped: {result.get('voting_skipped', 'no probe sessions')}.", ""]
 
-    md += [_provenance(result["meta"]), ""]
+    md += [provenance(result["meta"]), ""]
     files["report"] = out_dir / "report.md"
     files["report"].write_text("\n".join(md), encoding="utf-8")
     files["json"] = out_dir / "result.json"
@@ -362,15 +362,15 @@ def write_human_report(tables: dict, meta: dict, out_dir: Path) -> dict[str, Pat
         "",
         "## Emotion and cause reflection (0-2)",
         "",
-        _table(
+        md_table(
             ["Strategy", "items", "ratings", "reflected (score 2)", "score"],
             [
                 [
                     s,
                     refl[s]["items"],
                     refl[s]["ratings"],
-                    _fmt(refl[s]["full_rate"], pct=True),
-                    _fmt(refl[s]["mean"], 2),
+                    fmt(refl[s]["full_rate"], pct=True),
+                    fmt(refl[s]["mean"], 2),
                 ]
                 for s in strategies
                 if s in refl
@@ -388,26 +388,26 @@ def write_human_report(tables: dict, meta: dict, out_dir: Path) -> dict[str, Pat
                     s,
                     f"Session {step}" if step != "all" else "all",
                     v["items"],
-                    _fmt(v["update_need_rate"], pct=True),
-                    _fmt(v["mean"], 2),
+                    fmt(v["update_need_rate"], pct=True),
+                    fmt(v["mean"], 2),
                 ]
             )
     md += [
-        _table(["Strategy", "Sessions", "items", "update needed", "accuracy score"], rows),
+        md_table(["Strategy", "Sessions", "items", "update needed", "accuracy score"], rows),
         "",
         "## Inter-rater agreement",
         "",
-        _table(
+        md_table(
             ["Task", "items rated by 2+", "Krippendorff's alpha (ordinal)", "Fleiss' kappa"],
             [
-                [t, a["items"], _fmt(a["krippendorff_alpha_ordinal"]), _fmt(a["fleiss_kappa"])]
+                [t, a["items"], fmt(a["krippendorff_alpha_ordinal"]), fmt(a["fleiss_kappa"])]
                 for t, a in tables["agreement"].items()
             ],
         ),
         "",
     ]
     files = {
-        "png": _bars(
+        "png": bar_chart(
             out_dir / "human.png",
             "Human scores (0-2)",
             ["reflection", "update"],
@@ -418,7 +418,7 @@ def write_human_report(tables: dict, meta: dict, out_dir: Path) -> dict[str, Pat
             "mean score",
         )
     }
-    md += ["![human scores](human.png)", "", _provenance(meta), ""]
+    md += ["![human scores](human.png)", "", provenance(meta), ""]
     files["report"] = out_dir / "human.md"
     files["report"].write_text("\n".join(md), encoding="utf-8")
     files["json"] = out_dir / "human.json"

@@ -60,7 +60,7 @@ def _n(count: int) -> str:
     return f"{count} question" + ("" if count == 1 else "s")
 
 
-def _fmt(x: float | None) -> str:
+def fmt(x: float | None) -> str:
     return "  -  " if x is None else f"{x:.3f}"
 
 
@@ -69,7 +69,7 @@ def render(result: Result, path: str, with_misses: bool = False) -> str:
     k = result.k
     lines = [
         f"LoCoMo retrieval: {path}",
-        f"embedder {result.embedder}, k={k}: hit@{k} = {_fmt(data['hit_at_k'])} "
+        f"embedder {result.embedder}, k={k}: hit@{k} = {fmt(data['hit_at_k'])} "
         f"({data['hits']}/{data['queries']} questions; {len(result.per_conversation)} conversations, "
         f"{data['observations']} observations, {data['seconds']:.1f} s)",
         "",
@@ -79,13 +79,13 @@ def render(result: Result, path: str, with_misses: bool = False) -> str:
     rows = [(f"{c} {t['name']}", t) for c, t in data["per_category"].items()] + [("all", data)]
     for label, t in rows:
         lines.append(
-            f"{label:<16}{t['queries']:>10}{t['hits']:>7}{_fmt(t['hit_at_k']):>9}{_fmt(t['mrr_at_k']):>9}"
-            f"{t['reachable']:>11}{_fmt(t['hit_at_k_reachable']):>22}"
+            f"{label:<16}{t['queries']:>10}{t['hits']:>7}{fmt(t['hit_at_k']):>9}{fmt(t['mrr_at_k']):>9}"
+            f"{t['reachable']:>11}{fmt(t['hit_at_k_reachable']):>22}"
         )
     lines += ["", f"{'conversation':<16}{'observations':>13}{'questions':>10}{'hits':>7}{f'hit@{k}':>9}"]
     for c in data["per_conversation"]:
         lines.append(
-            f"{c['sample_id']:<16}{c['observations']:>13}{c['queries']:>10}{c['hits']:>7}{_fmt(c['hit_at_k']):>9}"
+            f"{c['sample_id']:<16}{c['observations']:>13}{c['queries']:>10}{c['hits']:>7}{fmt(c['hit_at_k']):>9}"
         )
     notes = []
     if data["queries"] > data["reachable"]:

@@ -35,7 +35,7 @@ def plot_losses(record: dict[str, Any], path: Path) -> None:
 
 
 def write_report(out: Path, record: dict[str, Any]) -> Path:
-    from evaluation.report import _table, git_commit, versions
+    from evaluation.report import git_commit, md_table, versions
 
     plot_losses(record, out / "loss.png")
     state, data, model, config = record["state"], record["data"], record["model"], record["config"]
@@ -62,7 +62,7 @@ def write_report(out: Path, record: dict[str, Any]) -> Path:
         ("Runs after the first resumed from the last checkpoint." if len(record["commands"]) > 1 else ""),
         "",
         "## Data",
-        _table(
+        md_table(
             ["what", "value"],
             [
                 ["dataset", f"`{data['path']}`"],
@@ -84,7 +84,7 @@ def write_report(out: Path, record: dict[str, Any]) -> Path:
         ),
         "",
         "## Prompts",
-        _table(
+        md_table(
             ["what", "hash"],
             [
                 ["update prompt files now (update_system + update)", f"`{record['prompts']['update']}`"],
@@ -103,7 +103,7 @@ def write_report(out: Path, record: dict[str, Any]) -> Path:
     lines += [
         "",
         "## Model and training",
-        _table(
+        md_table(
             ["what", "value"],
             [
                 ["base", f"`{model['base']}`"],
@@ -137,7 +137,7 @@ def write_report(out: Path, record: dict[str, Any]) -> Path:
         "## Loss",
         "![loss curves](loss.png)",
         "",
-        _table(["step", "validation loss"], [[p["step"], f"{p['loss']:.4f}"] for p in state["val"]])
+        md_table(["step", "validation loss"], [[p["step"], f"{p['loss']:.4f}"] for p in state["val"]])
         if state["val"]
         else "No validation episodes (--val-fraction 0, or a single episode).",
         "",

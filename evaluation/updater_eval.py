@@ -271,10 +271,10 @@ def _cell(value: Any, kind: str) -> str:
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
-    from evaluation.report import _table
+    from evaluation.report import md_table
 
     specs = list(results)
-    return _table(
+    return md_table(
         ["", *[f"`{s}`" for s in specs]],
         [[label, *[_cell(results[s].get(key), kind) for s in specs]] for key, label, kind in ROWS],
     )

@@ -163,4 +163,3 @@ def test_a_study_file_with_a_mistake_names_the_field(tmp_path: Path) -> None:
     path.write_text('id = "x"\ntitle = "t"\nsessions = 0\nconsent = "c"\n', encoding="utf-8")
     with pytest.raises(InputError, match="field 'sessions'"):
         load_study(path)
-
