@@ -18,7 +18,7 @@ from typing import Any
 from evaluation import retrieval_command
 from evaluation.conflict import MAX_PAIRS
 from evaluation.episodes import FORMATS
-from evaluation.files import read_json
+from evaluation.files import file_sha256, read_json
 from models.errors import InputError, NotSupportedError
 
 LoadModel = Callable[[str], Any]
@@ -162,7 +162,7 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
     meta = {
         **base_meta(),
         "data": str(args.data),
-        "data_sha256": me.file_sha256(args.data),
+        "data_sha256": file_sha256(args.data),
         "seed": args.seed,
         "format": episodes[0].source,
         "episode_ids": [e.id for e in episodes],

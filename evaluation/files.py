@@ -3,6 +3,7 @@ to fix."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -47,3 +48,14 @@ def read_jsonl(path: Path, *, if_missing: str = "", if_invalid: str = "fix the f
         except json.JSONDecodeError as exc:
             raise InputError(f"{path} line {number} is not valid JSON ({exc.msg}); {if_invalid}") from None
     return rows
+
+
+def file_sha256(path: Path) -> str:
+    """The file's SHA-256; for a folder (KMSC), over its files' names and bytes in order."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    if not path.is_dir():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(path)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()

@@ -14,7 +14,6 @@ out of the keyword-recall and conflict measurements of every strategy, so all ar
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -57,17 +56,6 @@ def session_dates(ep: Episode) -> list[date]:
     for s in [*ep.sessions, *([ep.probe] if ep.probe else [])]:
         out.append(lenient_date(s.date) or (out[-1] + timedelta(days=7) if out else FIRST_DATE))
     return out
-
-
-def file_sha256(path: Path) -> str:
-    """The file's SHA-256; for a folder (KMSC), over its files' names and bytes in order."""
-    path = Path(path)
-    digest = hashlib.sha256()
-    if not path.is_dir():
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(str(file.relative_to(path)).encode() + b"\0" + file.read_bytes())
-    return digest.hexdigest()
 
 
 # -- building memories ---------------------------------------------------------------------------

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from evaluation.training_data import Example, Prepared, dataset_file, file_sha256, prepare, read_rows
+from evaluation.files import file_sha256
+from evaluation.training_data import Example, Prepared, dataset_file, prepare, read_rows
 from evaluation.training_model import (
     add_lora,
     base_source,

@@ -63,10 +63,6 @@ def passing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("verdict", PASSED) == PASSED and r["memory"]]
 
 
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def split_episodes(episode_ids: list[str], val_fraction: float, seed: int) -> tuple[list[str], list[str]]:
     """(train, validation) episode ids: a seeded shuffle, at least one validation episode when there are two."""
     ids = sorted(set(episode_ids))

@@ -281,8 +281,9 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace, load_model: Callable[[str], Any]) -> int:
+    from evaluation.files import file_sha256
     from evaluation.report import base_meta
-    from evaluation.training_data import dataset_file, file_sha256, passing, read_rows
+    from evaluation.training_data import dataset_file, passing, read_rows
 
     if (args.limit is not None and args.limit < 1) or args.attempts < 1 or args.update_max_tokens < 1:
         raise InputError("--limit, --attempts and --update-max-tokens must be at least 1")
