@@ -7,6 +7,7 @@ import logging
 import re
 import secrets
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,9 @@ from models.errors import InputError, KeemError, ModelUnavailableError
 
 log = logging.getLogger(__name__)
 BROWSER_KEY = re.compile(r"[0-9a-f]{32}")
+# A streaming reply shows at most one frame per FRAME_S: every frame sends the chat again, and at a frame per token
+# 20 users' replies kept the server busy enough to slow everyone's (the last pieces always show, in the final frame)
+FRAME_S = 0.05
 
 
 @dataclass
@@ -397,9 +401,12 @@ class ChatUI:
                 return False
         state.current = Answering(session, len(session.history) - 1, text)  # shown as "…" until the first piece
         try:
+            shown_at = 0.0
             for piece in session.reply():
                 state.current.reply += piece
-                yield self._view(state), gr.update(), self._note(state)
+                if time.monotonic() - shown_at >= FRAME_S:  # the rest of this frame's pieces come with the next
+                    shown_at = time.monotonic()
+                    yield self._view(state), gr.update(), self._note(state)
         except Exception as exc:  # what streamed so far is already saved by the session
             if not isinstance(exc, KeemError):
                 log.exception("chat turn failed")
