@@ -28,7 +28,6 @@ from evaluation.training_model import (
     import_peft,
     import_torch,
     load_base,
-    load_tokenizer,
     pick_device,
 )
 from evaluation.training_state import (
@@ -46,7 +45,7 @@ from evaluation.training_state import (
     write_state,
 )
 from memory.updaters.steps import Steps
-from models.hf import context_window, eos_ids, use_chat_template
+from models.hf import context_window, eos_ids, load_tokenizer, use_chat_template
 
 
 def lr_at(step: int, total: int, config: TrainConfig) -> float:

@@ -13,7 +13,7 @@ from typing import Any
 
 from evaluation.training_state import STATE, TrainConfig
 from models.errors import InputError, ModelSpecError, ModelUnavailableError
-from models.hf import four_bit_config, use_chat_template
+from models.hf import load_causal_lm, load_tokenizer
 
 
 def base_source(spec: str) -> str:
@@ -55,48 +55,16 @@ def pick_device(config: TrainConfig) -> str:
     return device
 
 
-def load_tokenizer(source: str) -> Any:
-    from transformers import AutoTokenizer
-
-    from models.hf import split_gguf
-
-    folder, gguf = split_gguf(source)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, **({"gguf_file": gguf} if gguf else {}))
-    except (OSError, ValueError) as exc:
-        raise ModelUnavailableError(
-            f"cannot load the tokenizer of '{source}' ({str(exc).splitlines()[0]}); check "
-            "the hub id or path, or that the hub is reachable (HF_TOKEN for gated models)"
-        ) from exc
-    use_chat_template(tokenizer)
-    return tokenizer
-
-
 def load_base(source: str, device: str, load_in_4bit: bool, *, quantize: bool = True) -> Any:
-    """The base model to train on (or, with quantize=False, to merge into): bf16 on CUDA (nf4 with 4-bit),
-    float32 on CPU."""
-    torch = import_torch()
-    from transformers import AutoModelForCausalLM
-
-    from models.hf import split_gguf
-
-    folder, gguf = split_gguf(source)
-    kwargs: dict[str, Any] = {"dtype": torch.bfloat16 if device == "cuda" else torch.float32}
-    if gguf:
-        kwargs["gguf_file"] = gguf
-    if load_in_4bit and quantize:
-        kwargs["quantization_config"] = four_bit_config("--4bit needs bitsandbytes: pip install -e '.[train,gpu]'")
-        kwargs["device_map"] = {"": 0}
-    try:
-        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
-    except (OSError, ValueError) as exc:
-        raise ModelUnavailableError(
-            f"cannot load '{source}' with transformers ({str(exc).splitlines()[0]}); check "
-            "the hub id or path, or that the hub is reachable"
-        ) from exc
-    if "device_map" not in kwargs:
-        model.to(device)  # type: ignore[arg-type]  # transformers types the wrapped PreTrainedModel.to without self
-    return model
+    """The base model to train on (or, with quantize=False, to merge into): the app's loader (models/hf.py), on
+    the one GPU with 4-bit."""
+    return load_causal_lm(
+        source,
+        device,
+        four_bit=load_in_4bit and quantize,
+        missing_4bit="--4bit needs bitsandbytes: pip install -e '.[train,gpu]'",
+        device_map={"": 0},
+    )
 
 
 def add_lora(model: Any, config: TrainConfig) -> Any:

@@ -77,6 +77,52 @@ def four_bit_config(missing: str) -> Any:
     )
 
 
+def cannot_load(source: str, exc: BaseException) -> ModelUnavailableError:
+    return ModelUnavailableError(
+        f"cannot load '{source}' with transformers ({str(exc).splitlines()[0]}); "
+        "check the hub id or path, or that the hub is reachable (HF_TOKEN for gated models)"
+    )
+
+
+def load_tokenizer(source: str) -> Any:
+    """The tokenizer of `source` (a folder, a hub id, or a .gguf file in either), with a chat template
+    (FALLBACK_TEMPLATE where it has none)."""
+    from transformers import AutoTokenizer
+
+    folder, gguf_file = split_gguf(source)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, **({"gguf_file": gguf_file} if gguf_file else {}))
+    except (OSError, ValueError) as exc:
+        raise cannot_load(source, exc) from exc
+    use_chat_template(tokenizer)
+    return tokenizer
+
+
+def load_causal_lm(
+    source: str, device: str, *, four_bit: bool = False, missing_4bit: str = "", device_map: Any = "auto"
+) -> Any:
+    """The weights of `source` (a folder, a hub id, or a .gguf file in either) on `device`: bf16 on CUDA, nf4
+    4-bit there with `four_bit` (placed by `device_map`; `missing_4bit` is the error without bitsandbytes),
+    float32 on CPU. The one loader of the app's backend and of `keem train-updater`."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    folder, gguf_file = split_gguf(source)
+    kwargs: dict[str, Any] = {"dtype": torch.bfloat16 if device == "cuda" else torch.float32}
+    if gguf_file:
+        kwargs["gguf_file"] = gguf_file
+    if four_bit and device == "cuda":
+        kwargs["quantization_config"] = four_bit_config(missing_4bit)
+        kwargs["device_map"] = device_map
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise cannot_load(source, exc) from exc
+    if "device_map" not in kwargs:
+        model.to(device)  # type: ignore[arg-type]  # transformers types the wrapped .to without self
+    return model
+
+
 class TransformersChatModel(ChatModel):
     """bf16 on CUDA (optionally 4-bit), float32 on CPU; the tokenizer's chat template; streaming.
 
@@ -96,38 +142,21 @@ class TransformersChatModel(ChatModel):
     ):
         try:
             import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+            import transformers  # noqa: F401  (what load_tokenizer and load_causal_lm need)
         except ImportError as exc:  # pragma: no cover - the base install has them
             raise ModelUnavailableError(f"transformers/torch missing ({exc}); run `make install`") from exc
-        folder, gguf_file = split_gguf(source)
         self.spec = spec or f"hf:{source}"
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        kwargs: dict[str, Any] = {}
-        if gguf_file:
-            kwargs["gguf_file"] = gguf_file
-        if self.device == "cuda":
-            kwargs["dtype"] = torch.bfloat16
-            if load_in_4bit:
-                kwargs["quantization_config"] = four_bit_config(
-                    "4-bit loading needs bitsandbytes: pip install -e '.[gpu]'"
-                )
-                kwargs["device_map"] = "auto"
-        else:
-            kwargs["dtype"] = torch.float32
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(folder, **({"gguf_file": gguf_file} if gguf_file else {}))
-            self.model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
-        except (OSError, ValueError) as exc:
-            raise ModelUnavailableError(
-                f"cannot load '{source}' with transformers ({str(exc).splitlines()[0]}); "
-                "check the hub id or path, or that the hub is reachable (HF_TOKEN for gated models)"
-            ) from exc
+        self.tokenizer = load_tokenizer(source)
+        self.model = load_causal_lm(
+            source,
+            self.device,
+            four_bit=load_in_4bit,
+            missing_4bit="4-bit loading needs bitsandbytes: pip install -e '.[gpu]'",
+        )
         if adapter:
             self.model = _with_adapter(self.model, adapter, merge=not load_in_4bit)
-        if "device_map" not in kwargs:
-            self.model.to(self.device)  # type: ignore[arg-type]  # transformers types the wrapped .to without self
         self.model.eval()
-        use_chat_template(self.tokenizer)
         self.context_window = context_window(self.model, max_context)
         self.description = (
             f"{source}"
