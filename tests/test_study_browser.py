@@ -5,8 +5,10 @@ the organiser's view behind its password; then the PII-scrubbed export and the r
 from __future__ import annotations
 
 import csv
+import io
 import os
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +138,14 @@ def test_a_six_participant_study_from_consent_to_report(tmp_path: Path, monkeypa
             overview.get_by_text("P006").wait_for(timeout=10_000)
             table = overview.inner_text()
             assert all(person in table for person in PEOPLE) and "2/2" in table
+            page.locator("#admin-export").click()  # the scrubbed export, as a zip to download
+            link = page.locator("#admin-file a").first
+            link.wait_for(timeout=30_000)
+            archive = page.context.request.get(link.get_attribute("href"))
+            assert archive.status == 200 and archive.body()[:2] == b"PK"
+            with zipfile.ZipFile(io.BytesIO(archive.body())) as z:
+                unzipped = "".join(z.read(n).decode("utf-8") for n in z.namelist())
+            assert all(raw not in unzipped and tag in unzipped for raw, tag in PII.items())
             page.context.close()
         finally:
             browser.close()
