@@ -231,17 +231,16 @@ class Client:
         self.session_hash = uuid.uuid4().hex
         self.http = httpx.Client(base_url=app.url, timeout=120)
 
+    def body(self, name: str, data: list[Any]) -> dict[str, Any]:
+        """What the page posts to run an event (queued or not)."""
+        fn = self.app.fns[name]
+        return {"data": data, "fn_index": fn, "session_hash": self.session_hash, "event_data": None, "trigger_id": None}
+
     def event(self, name: str, data: list[Any]) -> Result:
         """Run a queued event; returns every SSE message (the frames the page would render)."""
         joined = self.http.post(
             "gradio_api/queue/join",
-            json={
-                "data": data,
-                "fn_index": self.app.fns[name],
-                "session_hash": self.session_hash,
-                "event_data": None,
-                "trigger_id": None,
-            },
+            json=self.body(name, data),
         )
         joined.raise_for_status()
         messages: list[dict[str, Any]] = []
@@ -258,13 +257,7 @@ class Client:
         """An unqueued event (queue=False), posted as the page posts it."""
         answer = self.http.post(
             "gradio_api/run/predict",
-            json={
-                "data": data,
-                "fn_index": self.app.fns[name],
-                "session_hash": self.session_hash,
-                "event_data": None,
-                "trigger_id": None,
-            },
+            json=self.body(name, data),
         )
         body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
         msg = {"msg": "process_completed", "success": answer.status_code == 200, "output": body}
