@@ -11,9 +11,9 @@ import sys
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 if __name__ == "__main__":
-    from chatbot import zerogpu
+    from chatbot.deploy import zerogpu
 
     zerogpu.active()  # on ZeroGPU the `spaces` package must be imported before torch
-    from chatbot.cli import main
+    from chatbot.cli.main import main
 
     sys.exit(main(["chat", *sys.argv[1:]]))

@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluation.builder import BuildConfig, build_dataset
-from evaluation.episodes import Episode, Session, Turn
+from evaluation.corpora.episodes import Episode, Session, Turn
 from models.base import Completion, GenerationOptions, Message
 from models.openai_backend import OpenAIChatModel
 from tests.fake_openai import FakeOpenAIServer

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from chatbot.session import Chatbot
+from chatbot.bot import Chatbot
 from chatbot.settings import Settings
 from memory.store import Sentence
 from models import GenerationOptions, load_chat_model, load_embedder

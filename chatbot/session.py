@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
+from typing import TYPE_CHECKING
 
-from chatbot.settings import Settings
-from memory.backup import open_store
-from memory.cues import CueWriter
-from memory.engine import Hit, MemoryEngine
-from memory.jobs import JobRunner
+from memory.engine import Hit
 from memory.prompts import chat_system_prompt
-from memory.store import Store, Version
-from memory.text import to_date
-from memory.updaters import STRATEGIES, make_updater
-from models.base import ChatModel, GenerationOptions, Message
-from models.embedders import Embedder
+from models.base import GenerationOptions, Message
 from models.errors import InputError
+
+if TYPE_CHECKING:
+    from chatbot.bot import Chatbot
 
 BALANCED = "balanced"  # KEEM_STRATEGY for user trials: strategies assigned per user, balanced, kept across sessions
 
@@ -150,74 +146,3 @@ class ChatSession:
             )
         self.ended = True
         return job
-
-
-class Chatbot:
-    """Wires the store, memory engine, chat model, update model and job runner; models come in built."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        chat_model: ChatModel,
-        embedder: Embedder,
-        update_model: ChatModel | None = None,
-        store: Store | None = None,
-    ):
-        self.settings = settings
-        self.store = store or open_store(settings.db_path, settings.backup_dir)
-        self.chat_model = chat_model
-        self.update_model = update_model or chat_model
-        self.engine = MemoryEngine(self.store, embedder, count_tokens=chat_model.count_tokens)
-        self.runner = JobRunner(
-            self.engine,
-            lambda strategy: make_updater(
-                strategy, self.update_model, embedder, max_new_tokens=settings.update_max_tokens
-            ),
-            cue_writer=CueWriter(self.update_model) if settings.memory_cues else None,
-        )
-
-    @staticmethod
-    def user_key(user_name: str, browser_key: str | None = None, hf_user: bool = False) -> str:
-        """The store's name for an identity: the typed name; with a `browser_key` the name *in that browser*
-        ("name#key"; a typed name can never contain '#'), so typing someone's name opens nothing of theirs; with
-        `hf_user` a signed-in Hugging Face username, "hf:<name>" (a typed name can never contain ':')."""
-        user_name = check_user_name(user_name)
-        return f"hf:{user_name}" if hf_user else f"{user_name}#{browser_key}" if browser_key else user_name
-
-    def start(
-        self, user_name: str, strategy: str | None = None, browser_key: str | None = None, hf_user: bool = False
-    ) -> ChatSession:
-        """Open a session for the identity (see `user_key`). With strategy 'balanced' (a user trial) each user keeps
-        the strategy assigned at their first session, the one with the fewest users so far."""
-        strategy = strategy or self.settings.strategy
-        if strategy not in (*STRATEGIES, BALANCED):
-            raise InputError(f"unknown strategy '{strategy}'; choose one of: {', '.join((*STRATEGIES, BALANCED))}")
-        user_id = self.store.get_or_create_user(self.user_key(user_name, browser_key, hf_user))
-        if strategy == BALANCED:
-            strategy = self.store.assign_strategy(user_id, STRATEGIES)
-        return self.open_session(user_id, check_user_name(user_name), strategy)
-
-    def open_session(self, user_id: int, user_name: str, strategy: str) -> ChatSession:
-        """A new session of a user who exists (the next session of a tab keeps its user and strategy)."""
-        session_id = self.store.start_session(user_id, strategy, self.chat_model.spec)
-        before = self.store.previous_session(user_id, session_id)
-        previous_date = to_date(before["started_at"]) if before else None
-        self.engine.warm(user_id)
-        return ChatSession(self, user_id, user_name, session_id, strategy, previous_date)
-
-    def run_update(self, job_id: int, on_stage: Callable[[str], None] | None = None) -> Version | None:
-        return self.runner.run(job_id, on_stage)
-
-    def resume_jobs(self, on_stage: Callable[[str], None] | None = None) -> list[Version]:
-        """Finish jobs a crash or shutdown left behind (each job at most once per call)."""
-        self.runner.resume()
-        done = []
-        for job in self.store.jobs(statuses=("pending",)):
-            try:
-                version = self.runner.run(job["id"], on_stage)
-            except Exception:  # recorded on the job; the next start retries it
-                continue
-            if version is not None:
-                done.append(version)
-        return done

@@ -35,10 +35,10 @@ class Settings:
     host: str = "127.0.0.1"  # KEEM_HOST
     port: int = 7860  # KEEM_PORT
     idle_timeout_min: float = 30.0  # KEEM_IDLE_TIMEOUT_MIN
-    identity: str = "auto"  # KEEM_IDENTITY: auto, name or browser (chatbot/chat_command.py: browser_identity)
+    identity: str = "auto"  # KEEM_IDENTITY: auto, name or browser (chatbot/cli/chat.py: browser_identity)
     backup_dir: str = ""  # KEEM_BACKUP_DIR: snapshot the database into this folder (memory/backup.py)
     backup_every_min: float = 10.0  # KEEM_BACKUP_EVERY_MIN: how often, when something changed
-    study: str = ""  # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/study.py)
+    study: str = ""  # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/trials/study.py)
 
     @property
     def db_path(self) -> str:
@@ -54,7 +54,7 @@ class Settings:
         env = os.environ if env is None else env
         unknown = set(flags) - {f.name for f in fields(cls)}
         if unknown:
-            raise TypeError(f"Settings has no field {', '.join(sorted(unknown))} (chatbot/options.py: SETTING_OF)")
+            raise TypeError(f"Settings has no field {', '.join(sorted(unknown))} (chatbot/cli/options.py: SETTING_OF)")
         values: dict[str, Any] = {}
         for f in fields(cls):
             raw = env.get(f"KEEM_{f.name.upper()}")

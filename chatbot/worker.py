@@ -8,8 +8,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from chatbot import zerogpu
-from chatbot.session import Chatbot, ChatSession
+from chatbot.bot import Chatbot
+from chatbot.deploy import zerogpu
+from chatbot.session import ChatSession
 from memory.backup import Backups
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ class Worker:
 
     A job that fails goes back to pending with its retry time in the database (memory/jobs.py retry_delay: 30 s,
     doubling, at most an hour, over about two hours) and is retried here when that time comes, not in a hot loop.
-    On ZeroGPU (chatbot/zerogpu.py) it runs no jobs (`run_jobs` is False): each user's own events run them.
+    On ZeroGPU (chatbot/deploy/zerogpu.py) it runs no jobs (`run_jobs` is False): each user's own events run them.
     With KEEM_BACKUP_DIR set it also snapshots the database there every KEEM_BACKUP_EVERY_MIN when something
     changed, at once after a forget (dropping the snapshots that still hold the user), and at shutdown.
     """

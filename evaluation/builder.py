@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from evaluation.episodes import Episode, Session
+from evaluation.corpora.episodes import Episode, Session
 from evaluation.files import read_json, read_jsonl
 from memory.prompts import render
 from memory.store import Sentence, now_iso, storage_error

@@ -1,6 +1,6 @@
 """`keem eval memory`: build each strategy's memories over a multi-session dataset, then measure them.
 
-Data: any corpus `evaluation/episodes.py` reads (CareCall-memory JSON above all; KMSC, MSC, LoCoMo too), as the
+Data: any corpus `evaluation/corpora/episodes.py` reads (CareCall-memory JSON above all; KMSC, MSC, LoCoMo too), as the
 same Episode model the dataset builder uses. Session dates the corpus lacks (or gives in no ISO form) are
 counted a week apart from 2024-01-01. The probe (fifth) session's turns marked `"probe": true` are the
 references for perplexity and voting.
@@ -23,8 +23,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from evaluation import conflict, keywords, perplexity, voting
-from evaluation.episodes import Episode, read_episodes
+from evaluation.corpora.episodes import Episode, read_episodes
+from evaluation.metrics import conflict, keywords, perplexity, voting
 from memory.store import Sentence
 from memory.text import format_dialogue, lenient_date
 from memory.updaters import make_updater
@@ -40,7 +40,7 @@ FIRST_DATE = date(2024, 1, 1)
 
 # -- loading --------------------------------------------------------------------------------------
 def load_eval_data(path: Path, fmt: str | None = None) -> list[Episode]:
-    """The episodes of a corpus (see evaluation/episodes.py), each with at least one session of dialogue."""
+    """The episodes of a corpus (see evaluation/corpora/episodes.py), each with at least one session of dialogue."""
     episodes = read_episodes(path, fmt)
     for ep in episodes:
         if not ep.sessions or not any(s.turns for s in ep.sessions):

@@ -351,7 +351,7 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
 
 
 def write_human_report(tables: dict, meta: dict, out_dir: Path) -> dict[str, Path]:
-    """human.md, human.json and human.png from evaluation.human.tables()."""
+    """human.md, human.json and human.png from evaluation.metrics.human.tables()."""
     out_dir.mkdir(parents=True, exist_ok=True)
     strategies = sorted(set(tables["reflection"]) | set(tables["update"]))
     refl = tables["reflection"]

@@ -98,9 +98,9 @@ class JobRunner:
     ) -> Version | None:
         """Run one pending job (the given one, else the oldest). Returns the new version, or None.
 
-        `compute` runs the model part in place of `self.compute` (on ZeroGPU, inside a GPU function:
-        chatbot/zerogpu.py); claiming, stages and the commit stay here. Exceptions are recorded on the job (pending
-        again after a backoff, up to `max_attempts`) and re-raised.
+        `compute` runs the model part in place of `self.compute` (on ZeroGPU, inside a GPU function,
+        chatbot/deploy/zerogpu.py); claiming, stages and the commit stay here. Exceptions are recorded on the job
+        (pending again after a backoff, up to `max_attempts`) and re-raised.
         """
         job = self.store.claim_job(job_id)
         if job is None:

@@ -120,7 +120,7 @@ def m004_job_leases(db: Database) -> None:
 
 @migrations(name="m005_trial_questionnaires")
 def m005_trial_questionnaires(db: Database) -> None:
-    """User trials (chatbot/study.py): a participant's consent to a study, and their questionnaire answers per
+    """User trials (chatbot/trials/study.py): a participant's consent to a study, and their questionnaire answers per
     session. Both go with the user when "forget" deletes their sessions and then the user (ON DELETE CASCADE)."""
     db.execute("""create table consents (
         id integer primary key,

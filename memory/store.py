@@ -600,7 +600,7 @@ class Store:
                 )
             return len(stale)
 
-    # -- user trials: consent and questionnaire answers (chatbot/study.py) ------------------------
+    # -- user trials: consent and questionnaire answers (chatbot/trials/study.py) ------------------------
     def record_consent(
         self, user_id: int, study_id: str, text_hash: str, at: datetime | str | None = None
     ) -> dict[str, Any]:
@@ -631,7 +631,7 @@ class Store:
     ) -> int:
         """Store one session's questionnaire, all answers or none; returns how many were written.
 
-        `check(answers) -> rows` (chatbot/study.py: Study.check_answers) validates the answers against the study
+        `check(answers) -> rows` (chatbot/trials/study.py: Study.check_answers) validates the answers against the study
         and returns rows of item, kind, question and value; it raises InputError naming the first bad answer.
         Without it, an int is a rating and a str a free text. A second submission for the same session is refused.
         """

@@ -7,7 +7,7 @@ This module sits at the bottom of the import graph (chatbot -> memory -> models)
 class KeemError(Exception):
     """Base class: an error whose message is meant for the user, one line, with a fix.
 
-    `code` (with `params`) names the error for front ends that show it in another language (chatbot/render.py),
+    `code` (with `params`) names the error for front ends that show it in another language (chatbot/web/render.py),
     so they never parse the English message.
     """
 

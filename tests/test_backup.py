@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from chatbot.cli import main
-from chatbot.session import Chatbot
+from chatbot.bot import Chatbot
+from chatbot.cli.main import main
 from chatbot.settings import Settings
 from chatbot.worker import Worker
 from memory.backup import KEEP, Backups, open_store

@@ -321,7 +321,7 @@ def text_of(message: dict[str, Any]) -> str:
 
 
 def test_sigkill_mid_session_loses_no_shown_turn_and_the_restart_finishes_the_update(tmp_path: Path) -> None:
-    from chatbot.ui import build_app
+    from chatbot.web.app import build_app
     from chatbot.worker import Worker
 
     db = tmp_path / "keem.db"

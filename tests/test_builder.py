@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from chatbot.cli import main as keem
+from chatbot.cli.main import main as keem
 from evaluation.builder import BuildConfig, build_dataset, estimate, write_review
-from evaluation.episodes import read_episodes
+from evaluation.corpora.episodes import read_episodes
 from models.errors import GenerationError, InputError
 from models.fake import ScriptedChatModel
 from tests.fake_openai import FakeOpenAIServer
@@ -275,7 +275,7 @@ def test_killed_process_resumes_with_one_row_per_step(tmp_path: Path) -> None:
         command = [
             sys.executable,
             "-m",
-            "chatbot.cli",
+            "chatbot.cli.main",
             "build-dataset",
             str(corpus),
             "--model",

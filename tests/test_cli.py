@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from chatbot.cli import main
+from chatbot.cli.main import main
 
 MEMORY = [
     "사용자는 테니스를 치다가 손목을 다쳐서 속상해했다",
@@ -158,11 +158,11 @@ def test_every_command_and_group_has_help_with_an_example(capsys):
 
 
 def test_each_setting_option_names_a_settings_field_and_is_declared(capsys):
-    """`chatbot/options.py: SETTING_OF` is the one mapping from options to Settings; each side exists."""
+    """`chatbot/cli/options.py: SETTING_OF` is the one mapping from options to Settings; each side exists."""
     from dataclasses import fields
 
-    from chatbot.cli import build_parser
-    from chatbot.options import SETTING_OF
+    from chatbot.cli.main import build_parser
+    from chatbot.cli.options import SETTING_OF
     from chatbot.settings import Settings
 
     assert set(SETTING_OF.values()) <= {f.name for f in fields(Settings)}
@@ -219,7 +219,7 @@ def test_memory_cues_flag_writes_cues_through_an_openai_compatible_server(db, tm
 
 def test_a_failed_update_becomes_a_version_by_jobs_retry_or_by_a_restart(db, tmp_path, capsys, monkeypatch):
     """The update model is down for every attempt (the job ends failed, its error kept), then healthy again."""
-    from chatbot.session import Chatbot
+    from chatbot.bot import Chatbot
     from chatbot.settings import Settings
     from chatbot.worker import Worker
     from memory.jobs import MAX_ATTEMPTS
@@ -291,7 +291,7 @@ def test_a_failed_update_becomes_a_version_by_jobs_retry_or_by_a_restart(db, tmp
 
 
 def test_imports_and_scripts_past_their_size_are_refused_at_once_with_what_to_do(db, tmp_path, capsys):
-    from chatbot.cli import MAX_IMPORT_SENTENCES
+    from chatbot.cli.main import MAX_IMPORT_SENTENCES
 
     huge = tmp_path / "huge.txt"
     huge.write_text("".join(f"사용자는 {i}번째 문장이다\n" for i in range(MAX_IMPORT_SENTENCES + 1)), encoding="utf-8")

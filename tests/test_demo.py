@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from chatbot.cli import main
+from chatbot.cli.main import main
 
 pytestmark = pytest.mark.slow
 

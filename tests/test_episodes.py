@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.episodes import detect_format, normalize_date, read_episodes
+from evaluation.corpora.episodes import detect_format, normalize_date, read_episodes
 from models.errors import InputError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "evaluation" / "fixtures"

@@ -7,8 +7,8 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from chatbot import hf_login
-from chatbot.ui import ChatUI
+from chatbot.web import identity as hf_login
+from chatbot.web.app import ChatUI
 from chatbot.worker import Worker
 from memory.store import Sentence
 from models.errors import InputError

@@ -1,9 +1,16 @@
-"""Imports point downward only (README "Layout"): chatbot -> evaluation -> memory -> models, nothing back up."""
+"""The layout's rules (README "Layout"): imports point downward only, chatbot -> training -> evaluation -> memory ->
+models, nothing back up; inside chatbot, the core (bot, settings, session, worker) and deploy/ know nothing of the
+front ends (web/, cli/, trials/); no import cycles; every module imports on its own."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # what each package may import from the project (itself included); benchmarks/ and tests/ are never imported
@@ -11,26 +18,98 @@ ALLOWED = {
     "models": {"models"},
     "memory": {"memory", "models"},
     "evaluation": {"evaluation", "memory", "models"},
-    "chatbot": {"chatbot", "evaluation", "memory", "models"},
+    "training": {"training", "evaluation", "memory", "models"},
+    "chatbot": {"chatbot", "training", "evaluation", "memory", "models"},
 }
 PROJECT = {*ALLOWED, "benchmarks", "tests", "app"}
+FRONT_ENDS = ("chatbot.web", "chatbot.cli", "chatbot.trials")
 
 
-def _imports(path: Path) -> set[str]:
+def _modules(path: Path) -> set[str]:
+    """Every project module `path` imports, by dotted name (relative imports are not used here)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
+            found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
-    return found & PROJECT
+            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in found if name.split(".")[0] in PROJECT}
+
+
+def _name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _all_modules() -> list[Path]:
+    return sorted(path for package in ALLOWED for path in (ROOT / package).glob("**/*.py"))
 
 
 def test_imports_point_downward_only():
     wrong = [
         f"{path.relative_to(ROOT)} imports {name}"
-        for package, allowed in ALLOWED.items()
-        for path in sorted((ROOT / package).glob("**/*.py"))
-        for name in sorted(_imports(path) - allowed)
+        for path in _all_modules()
+        for name in sorted(_modules(path))
+        if name.split(".")[0] not in ALLOWED[path.relative_to(ROOT).parts[0]]
     ]
     assert not wrong, wrong
+
+
+def test_chatbot_core_knows_no_front_end():
+    core = [p for p in (ROOT / "chatbot").glob("**/*.py") if not _name(p).startswith(FRONT_ENDS)]
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in core
+        for name in sorted(_modules(path))
+        if name.startswith(FRONT_ENDS)
+    ]
+    assert not wrong, wrong
+
+
+def test_no_import_cycles():
+    """Module-level imports only form no cycle (imports inside functions are the deliberate lazy ones)."""
+    names = {_name(p): p for p in _all_modules()}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = set()
+        for node in tree.body:
+            if isinstance(node, ast.If):  # `if TYPE_CHECKING:` imports do not run
+                continue
+            if isinstance(node, ast.Import):
+                top |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                top |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        graph[name] = {t for t in top if t in names and t != name}
+    seen: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        seen[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if seen.get(nxt) == 1:
+                pytest.fail("import cycle: " + " -> ".join([*stack[stack.index(nxt) :], nxt]))
+            if nxt not in seen:
+                visit(nxt)
+        stack.pop()
+        seen[node] = 2
+
+    for node in sorted(graph):
+        if node not in seen:
+            visit(node)
+
+
+def test_every_module_imports_on_its_own():
+    """`python -c "import X"` for every module, in one fresh interpreter per package (a module that only imports
+    after a sibling was imported first fails here)."""
+    for package in ALLOWED:
+        names = [_name(p) for p in sorted((ROOT / package).glob("**/*.py"))]
+        code = (
+            "import importlib, sys\n"
+            "for n in sys.argv[1:]:\n"
+            "    importlib.import_module(n)\n"
+            f"    [sys.modules.pop(m) for m in list(sys.modules) if m.split('.')[0] in {set(ALLOWED)!r}]\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code, *names], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert importlib.import_module("app")

@@ -1,4 +1,4 @@
-"""LoCoMo-format retrieval evaluation (evaluation/locomo.py, `keem eval retrieval`) on a hand-written fixture.
+"""LoCoMo-format retrieval evaluation (evaluation/corpora/locomo.py, `keem eval retrieval`) on a hand-written fixture.
 
 Hand count of evaluation/fixtures/locomo_mini.json:
   conv-a: 11 observations; 9 questions = 8 of categories 1-4 (one, "breakfast", cites D3:1 which no observation
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.cli import main as keem
-from evaluation.locomo import dia_ids, evaluate, load_locomo, observations
+from chatbot.cli.main import main as keem
+from evaluation.corpora.locomo import dia_ids, evaluate, load_locomo, observations
 from models.embedders import NgramEmbedder
 
 
@@ -45,7 +45,7 @@ def test_fixture_parses_to_the_hand_count(conversations):
 
 def test_retrieval_reads_the_same_episodes_as_the_builder(conversations):
     """One reader: the sessions' observations are every speaker's, their summary speaker_a's."""
-    from evaluation.episodes import read_episodes
+    from evaluation.corpora.episodes import read_episodes
 
     (first, _) = read_episodes(FIXTURE)
     session = first.sessions[0]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.cli import build_parser
-from chatbot.options import apply_settings, settings_from
-from evaluation import conflict, human, keywords, perplexity, voting
-from evaluation.eval_command import EVAL_COMMANDS, run_eval
+from chatbot.cli.main import build_parser
+from chatbot.cli.options import apply_settings, settings_from
+from evaluation.commands.eval import EVAL_COMMANDS, run_eval
+from evaluation.metrics import conflict, human, keywords, perplexity, voting
 from models.fake import ScriptedChatModel
 
 FIXTURE = Path(__file__).parent.parent / "evaluation" / "fixtures" / "carecall_eval.json"
@@ -76,7 +76,7 @@ def test_a_large_memory_is_judged_on_a_reproducible_sample_of_pairs():
 
 
 def test_a_local_nli_classifier_judges_pairs_without_an_llm(tmp_path):
-    from evaluation.conflict import ClassifierNLIJudge
+    from evaluation.metrics.conflict import ClassifierNLIJudge
     from models.errors import ModelSpecError
     from tests.conftest import build_nli_classifier
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from chatbot.pii import TAGS, Scrubber, scrub
+from chatbot.trials.pii import TAGS, Scrubber, scrub
 
 FOUND = [
     ("제 번호는 010-2345-6789 이에요", "제 번호는 [전화번호] 이에요"),

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from chatbot.session import Chatbot
-from chatbot.ui import Backend, ChatUI, build_app, launch_options
+from chatbot.bot import Chatbot
+from chatbot.web.app import Backend, ChatUI, build_app, launch_options
 from chatbot.worker import Worker
 from tests.test_browser import browser, enter, needs_chromium  # noqa: F401  (browser is a fixture)
 from tests.test_ui import free_port, make_bot

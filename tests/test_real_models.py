@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from chatbot.cli import main
+from chatbot.cli.main import main
 from evaluation.builder import BuildConfig, build_dataset
-from evaluation.episodes import Episode, Session, Turn
+from evaluation.corpora.episodes import Episode, Session, Turn
 from memory.store import Sentence
 from memory.text import parse_sentences
 from memory.updaters import make_updater

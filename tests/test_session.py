@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chatbot.session import Chatbot, check_user_name, clean_message
+from chatbot.bot import Chatbot
+from chatbot.session import check_user_name, clean_message
 from chatbot.settings import Settings
 from memory.store import Sentence
 from models.embedders import NgramEmbedder

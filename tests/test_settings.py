@@ -55,9 +55,9 @@ def _literal(cell: str) -> object:
 
 
 def test_readme_settings_table_is_the_settings_class():
-    """Every setting has a row with its variable, its flag (chatbot/options.py) and its default; every variable in
+    """Every setting has a row with its variable, its flag (chatbot/cli/options.py) and its default; every variable in
     the table is a setting or one the code reads."""
-    from chatbot.options import SETTING_OF
+    from chatbot.cli.options import SETTING_OF
 
     settings = {f"KEEM_{f.name.upper()}": f for f in fields(Settings)}
     flag_of = {SETTING_OF[dest]: "--" + dest.replace("_", "-") for dest in SETTING_OF}

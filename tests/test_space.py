@@ -32,7 +32,7 @@ def test_front_matter_names_a_gradio_app_the_project_can_run():
     python = SpecifierSet(pyproject["project"]["requires-python"])
     assert str(meta["python_version"]) + ".0" in python
     assert KOREAN_LLAMA.removeprefix("hf:") in meta["models"]  # the model `auto` loads on a GPU
-    assert meta["hf_oauth"] is True  # the 'Hugging Face로 로그인' button (chatbot/hf_login.py)
+    assert meta["hf_oauth"] is True  # the 'Hugging Face로 로그인' button (chatbot/web/identity.py)
 
 
 def test_requirements_mirror_the_project_dependencies():

@@ -12,10 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chatbot.cli import main
+from chatbot.cli.main import main
 from tests.conftest import fill, tmpfs
 
-KEEM = [sys.executable, "-m", "chatbot.cli"]
+KEEM = [sys.executable, "-m", "chatbot.cli.main"]
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from chatbot.settings import Settings
-from chatbot.study import (
+from chatbot.trials.study import (
     ALL_DONE,
     DEFAULT_QUESTIONS,
     assign_strategy,
@@ -249,7 +249,7 @@ def test_the_readme_example_is_a_valid_study_plan(tmp_path):
 
 
 def test_keem_chat_with_a_bad_study_plan_stops_with_one_line_before_it_opens_anything(tmp_path, capsys):
-    from chatbot.cli import main
+    from chatbot.cli.main import main
 
     plan = write_study(tmp_path, STUDY.replace("sessions = 3", "sessions = 0"))
     db = tmp_path / "never.db"

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from chatbot.cli import main as keem
-from chatbot.study import study_from_dict
+from chatbot.cli.main import main as keem
+from chatbot.trials.study import study_from_dict
 from models.openai_backend import OpenAIChatModel
 from tests.fake_openai import FakeOpenAIServer
 from tests.test_browser import ARGS, CHROMIUM, needs_chromium

@@ -1,4 +1,4 @@
-"""A user trial in the app's handlers (chatbot/study_ui.py): consent before anything is stored, the gap between
+"""A user trial in the app's handlers (chatbot/trials/web.py): consent before anything is stored, the gap between
 sessions, the questionnaire after each session (completable later, once), and the organiser's view."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from chatbot.study import load_study, study_from_dict
-from chatbot.study_ui import Participant, StudyUI, admin_password
-from chatbot.ui import UserState, build_app
+from chatbot.trials.study import load_study, study_from_dict
+from chatbot.trials.web import Participant, StudyUI, admin_password
+from chatbot.web.app import UserState, build_app
 from chatbot.worker import Worker
 from models.errors import InputError
 from tests.test_ui import make_bot, say

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from chatbot.cli import build_parser, main
-from evaluation.training_data import prepare, read_rows, split_episodes, update_call
-from evaluation.training_state import checkpoints
+from chatbot.cli.main import build_parser, main
 from memory.prompts import render
 from models.base import estimate_tokens
 from models.errors import ModelSpecError, ModelUnavailableError
 from tests.conftest import build_tiny_llama
+from training.data import prepare, read_rows, split_episodes, update_call
+from training.state import checkpoints
 
 pytest.importorskip("peft")
 # peft asks transformers 5 a deprecated question when it wraps a model; not ours to fix.
@@ -54,7 +54,7 @@ def section(prompt: str, start: str, end: str) -> list[str]:
 
 def teacher(corpus: Path = CORPUS):
     """The scripted strong model the fixture was built with: it writes the corpus's integrated memories."""
-    from evaluation.episodes import read_episodes
+    from evaluation.corpora.episodes import read_episodes
 
     after = {tuple(s.summary): s.memory_after for e in read_episodes(corpus) for s in e.sessions if s.memory_after}
 
@@ -179,9 +179,9 @@ def test_the_adapter_loads_through_the_hf_spec_and_updates_a_scripted_session(
 # not) and says so, so the test can SIGKILL it there: no exception handler, `finally` or atexit runs.
 KILLED_CHILD = """
 import sys, time
-from chatbot.cli import build_parser
-from evaluation.train_command import command_line, config_from_args
-from evaluation.training import train
+from chatbot.cli.main import build_parser
+from training.command import command_line, config_from_args
+from training.train import train
 
 config = config_from_args(build_parser().parse_args(sys.argv[1:]))
 
@@ -253,7 +253,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_like_an_uninterrupted
 def test_eval_updater_prints_the_table_for_the_trained_model_and_a_scripted_fake(
     trained: Path, base: str, tmp_path: Path, capsys
 ) -> None:
-    from evaluation.eval_command import run_eval
+    from evaluation.commands.eval import run_eval
     from models.fake import ScriptedChatModel
     from models.spec import load_chat_model
 
@@ -299,9 +299,9 @@ def test_eval_updater_prints_the_table_for_the_trained_model_and_a_scripted_fake
 
 
 def test_kept_verbatim_counts_what_the_model_dropped_and_the_guard_restored() -> None:
-    from evaluation.episodes import read_episodes
-    from evaluation.updater_eval import update_row
+    from evaluation.corpora.episodes import read_episodes
     from models.fake import ScriptedChatModel
+    from training.evaluate import update_row
 
     row = next(r for r in read_rows(DATA) if r["key"] == "tr01#3")
     episode = next(e for e in read_episodes(CORPUS) if e.id == "tr01")
@@ -352,7 +352,7 @@ def test_the_fixture_is_what_the_builder_writes_and_holds_the_prompts_it_sent(tm
     import os
 
     from evaluation.builder import BuildConfig, build_dataset
-    from evaluation.episodes import read_episodes
+    from evaluation.corpora.episodes import read_episodes
     from models.fake import ScriptedChatModel
 
     model = ScriptedChatModel(responder=teacher(), spec="fake:teacher")

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from chatbot.cli import main
-from chatbot.render import render_history
-from chatbot.session import Chatbot
+from chatbot.bot import Chatbot
+from chatbot.cli.main import main
 from chatbot.settings import Settings
+from chatbot.web.render import render_history
 from memory.updaters import STRATEGIES
 from models.embedders import NgramEmbedder
 from models.errors import InputError
@@ -127,7 +127,7 @@ def _held(bot: Chatbot, name: str, *texts: str):
 
 
 def test_an_export_carries_no_personal_data_only_tags_and_the_database_keeps_it(tmp_path, monkeypatch, capsys):
-    from chatbot.study import load_study, submit_answers
+    from chatbot.trials.study import load_study, submit_answers
     from memory.store import Sentence
 
     db = tmp_path / "t.db"
@@ -195,7 +195,7 @@ def test_an_export_carries_no_personal_data_only_tags_and_the_database_keeps_it(
 
 
 def test_the_report_compares_every_strategy_with_ratings_tests_and_plots(tmp_path, monkeypatch, capsys):
-    from chatbot.study import load_study, submit_answers
+    from chatbot.trials.study import load_study, submit_answers
 
     db = tmp_path / "t.db"
     bot = _bot(db)
@@ -264,7 +264,7 @@ def test_the_report_of_an_export_without_ratings_says_so(tmp_path, monkeypatch, 
 
 
 def test_the_report_statistics_match_their_textbook_values():
-    from chatbot.trial_stats import compare, holm, mean_ci
+    from chatbot.trials.stats import compare, holm, mean_ci
 
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     summary = mean_ci([2, 3, 4, 5])  # mean 3.5, sd 1.29, t(0.975, 3) = 3.182

@@ -15,8 +15,12 @@ import gradio as gr
 import httpx
 import pytest
 
-from chatbot.chat_command import add_chat_parser, settings_from_args
-from chatbot.render import (
+from chatbot.bot import Chatbot
+from chatbot.cli.chat import add_chat_parser, settings_from_args
+from chatbot.session import check_user_name, clean_message
+from chatbot.settings import Settings
+from chatbot.web.app import Backend, ChatUI, UserState, build_app, launch_options
+from chatbot.web.render import (
     is_emotion,
     korean_error,
     md,
@@ -27,9 +31,6 @@ from chatbot.render import (
     stage_text,
     version_diff,
 )
-from chatbot.session import Chatbot, check_user_name, clean_message
-from chatbot.settings import Settings
-from chatbot.ui import Backend, ChatUI, UserState, build_app, launch_options
 from chatbot.worker import Worker
 from memory.store import Sentence
 from models.embedders import NgramEmbedder
@@ -404,7 +405,7 @@ def test_logins_come_from_the_auth_file_or_the_keem_auth_secret(
     """A Space cannot pass flags or hold a private file; its KEEM_AUTH secret carries the logins instead."""
     import argparse
 
-    from chatbot.chat_command import logins
+    from chatbot.cli.chat import logins
 
     parser = argparse.ArgumentParser()
     add_chat_parser(parser.add_subparsers(dest="command"))
@@ -689,7 +690,7 @@ def test_the_next_session_of_a_tab_keeps_its_user_whatever_the_identity(tmp_path
 
 
 def test_browser_identity_is_on_for_a_public_space_without_logins(monkeypatch: pytest.MonkeyPatch) -> None:
-    from chatbot.chat_command import browser_identity
+    from chatbot.cli.chat import browser_identity
 
     monkeypatch.delenv("SPACE_ID", raising=False)
     assert not browser_identity(Settings(), None)  # one's own machine: the name is enough

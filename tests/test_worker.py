@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from chatbot.session import Chatbot
+from chatbot.bot import Chatbot
 from chatbot.settings import Settings
 from chatbot.worker import Worker, pool_size
 from models.embedders import NgramEmbedder

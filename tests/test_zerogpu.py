@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from chatbot import zerogpu
-from chatbot.ui import Backend, ChatUI
+from chatbot.deploy import zerogpu
+from chatbot.web.app import Backend, ChatUI
 from chatbot.worker import Worker
 from models.base import ChatStream, GenerationOptions, Message
 from models.fake import ScriptedChatModel
@@ -157,9 +157,9 @@ def test_nothing_cuda_bound_runs_at_import_and_spaces_comes_before_torch(tmp_pat
         "    runpy.run_path('app.py', run_name='__main__')\n"
         "except SystemExit:\n"
         "    pass\n"
-        "import chatbot.ui, chatbot.zerogpu, chatbot.worker, chatbot.chat_command, chatbot.terminal\n"
+        "import chatbot.web.app, chatbot.deploy.zerogpu, chatbot.worker, chatbot.cli.chat, chatbot.cli.session\n"
         "torch = sys.modules.get('torch')\n"
-        "print('CUDA', bool(torch and torch.cuda.is_initialized()), 'ZERO', chatbot.zerogpu.active())\n"
+        "print('CUDA', bool(torch and torch.cuda.is_initialized()), 'ZERO', chatbot.deploy.zerogpu.active())\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

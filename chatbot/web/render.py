@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from chatbot.session import Chatbot
+from chatbot.bot import Chatbot
 from memory.engine import Hit
 from memory.store import Version
 from models.errors import KeemError, ModelUnavailableError, UpdateError

@@ -1,8 +1,8 @@
 """`keem train-updater`: LoRA-train a local memory updater on a built dataset; report.md with loss curves.
 
-chatbot/cli.py calls `add_train_parser(subs)` before it builds `keem eval` from evaluation/eval_command.py's
-registry (this also registers `keem eval updater`, evaluation/updater_eval.py), and `run_train(args)`.
-The training is evaluation/training.py (the loop), with training_data.py (rows -> examples), training_model.py
+chatbot/cli/main.py calls `add_train_parser(subs)` before it builds `keem eval` from evaluation/commands/eval.py's
+registry (this also registers `keem eval updater`, training/evaluate.py), and `run_train(args)`.
+The training is training/train.py (the loop), with training_data.py (rows -> examples), training_model.py
 (base, LoRA, merge), training_state.py (record, checkpoints, resume); the report is training_report.py.
 """
 
@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evaluation.training_state import TrainConfig
 from memory.updaters.steps import DEFAULT_CEILING
 from models.errors import InputError
+from training.state import TrainConfig
 
 SIZES = """what fits where (LoRA r=16; README "Training your own updater" has the basis of every figure):
   CPU             test-size models only. Measured on this project's shared 2-core machine: the tests' tiny
@@ -47,7 +47,7 @@ Needs the train extra: pip install -e '.[train]' (QLoRA also '.[gpu]').
 
 def add_train_parser(subs: Any) -> argparse.ArgumentParser:
     """Add `train-updater` to the `keem` parser's subparsers, and `updater` to `keem eval` (call this first)."""
-    from evaluation import updater_eval
+    from training import evaluate as updater_eval
 
     updater_eval.register_eval()
     d = TrainConfig(Path("."), "", Path("."))
@@ -216,9 +216,9 @@ def command_line(config: TrainConfig) -> str:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from evaluation.training import train
-    from evaluation.training_model import merge
-    from evaluation.training_report import write_report
+    from training.model import merge
+    from training.report import write_report
+    from training.train import train
 
     config = config_from_args(args)
     try:

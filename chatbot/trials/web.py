@@ -1,7 +1,7 @@
 """A user trial in the browser (KEEM_STUDY): consent before anything is stored, the gap between sessions, the
 questionnaire after every session, and the organiser's view behind KEEM_ADMIN_PASSWORD.
 
-The rules live in chatbot/study.py; this module is only the page: which box shows when, and what is said. A
+The rules live in chatbot/trials/study.py; this module is only the page: which box shows when, and what is said. A
 participant never sees their strategy. Nothing about a visitor is stored until they agree to the consent text:
 the user row is created by the agree button. Answers are checked whole before any is stored.
 """
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from chatbot.render import md
-from chatbot.study import (
+from chatbot.trials.export import export, shown_name
+from chatbot.trials.study import (
     ALL_DONE,
     KST,
     Question,
@@ -38,11 +38,11 @@ from chatbot.study import (
     submit_answers,
     trial_sessions,
 )
-from chatbot.trials import export, shown_name
+from chatbot.web.render import md
 from models.errors import InputError
 
 if TYPE_CHECKING:
-    from chatbot.ui import ChatUI, UserState
+    from chatbot.web.app import ChatUI, UserState
 
 log = logging.getLogger(__name__)
 ADMIN_ENV = "KEEM_ADMIN_PASSWORD"

@@ -6,10 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from chatbot.session import Chatbot, ChatSession, check_user_name, clean_message
+from chatbot.bot import load_bot
+from chatbot.session import ChatSession, check_user_name, clean_message
 from chatbot.settings import Settings
 from memory.backup import snapshot_if_configured
-from memory.store import Store, Version
+from memory.store import Version
 from models.errors import InputError, KeemError
 
 END_COMMANDS = ("/end", "/quit", "/끝")
@@ -20,7 +21,7 @@ MAX_SCRIPT_MESSAGES = 500  # one session; a longer conversation is several sessi
 
 def read_script(path: Path, max_chars: int) -> list[str]:
     """All messages of a script, checked before anything is written; blank lines are skipped."""
-    from chatbot.files import read_lines
+    from evaluation.files import read_lines
 
     lines = read_lines(
         path,
@@ -42,29 +43,6 @@ def read_script(path: Path, max_chars: int) -> list[str]:
     if not messages:
         raise InputError(f"{path} has no messages; put one user message per line")
     return messages
-
-
-def load_bot(settings: Settings, store: Store | None = None) -> Chatbot:
-    """The models and the store; the store is opened first, so a database that cannot be used is one error line
-    (the CLI's handler) before minutes of model loading."""
-    from memory.backup import open_store
-    from models.demo import DEMO_NOTICE
-    from models.spec import load_chat_model, load_embedder, resolve_auto
-
-    store = store or open_store(settings.db_path, settings.backup_dir)
-
-    chat_spec, update_spec = resolve_auto(settings.model), resolve_auto(settings.update_model_spec)
-    if "auto" in (settings.model, settings.update_model_spec):
-        reason = "CUDA found" if chat_spec != "demo" else "no CUDA here, so the offline CPU demo model"
-        print(f"model auto -> {chat_spec} ({reason})", file=sys.stderr)
-    print(f"loading chat model {chat_spec} ...", file=sys.stderr)
-    chat = load_chat_model(chat_spec, load_in_4bit=settings.load_in_4bit)
-    update = chat if update_spec == chat_spec else load_chat_model(update_spec, load_in_4bit=settings.load_in_4bit)
-    embedder = load_embedder(settings.embedder)
-    print(f"chat: {chat.description} | update: {update.description} | embedder: {embedder.name}", file=sys.stderr)
-    if "demo" in (chat_spec, update_spec):
-        print(DEMO_NOTICE, file=sys.stderr)
-    return Chatbot(settings, chat_model=chat, update_model=update, embedder=embedder, store=store)
 
 
 def _say(session: ChatSession, text: str) -> None:

@@ -1,6 +1,6 @@
 """LoCoMo retrieval hit@k through the product's own retrieval path (SQLite store + MemoryEngine + FAISS).
 
-The LoCoMo file (snap-research/locomo, data/locomo10.json) is read by evaluation/episodes.py like every corpus:
+The LoCoMo file (snap-research/locomo, data/locomo10.json) is read by evaluation/corpora/episodes.py like every corpus:
 each sample is an Episode whose sessions carry LoCoMo's observations (`session_N_observation`: the memory, one
 user per sample, every speaker's) and whose questions are its `qa`. An observation is relevant to a question when
 one of its dialogue ids is among the question's evidence ids; a question is a hit at k when one of the k
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluation.episodes import Episode, Observation, dia_ids, read_episodes
+from evaluation.corpora.episodes import Episode, Observation, dia_ids, read_episodes
 from models.embedders import Embedder
 from models.errors import InputError
 

@@ -11,9 +11,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from evaluation.training_state import STATE, TrainConfig
 from models.errors import InputError, ModelSpecError, ModelUnavailableError
 from models.hf import load_causal_lm, load_tokenizer
+from training.state import STATE, TrainConfig
 
 
 def base_source(spec: str) -> str:

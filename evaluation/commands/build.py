@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from evaluation.episodes import FORMATS
+from evaluation.corpora.episodes import FORMATS
 from models.errors import InputError
 
 EXAMPLE = """examples:
@@ -29,13 +29,13 @@ DESCRIPTION = (
 
 
 def add_build_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `keem build-dataset` (chatbot/cli.py adds the command, with --json)."""
+    """The options of `keem build-dataset` (chatbot/cli/main.py adds the command, with --json)."""
     p.add_argument("input", type=Path, help="corpus file (or a folder of KMSC label JSON files)")
     p.add_argument(
         "--format",
         default="auto",
         choices=["auto", *FORMATS],
-        help="input format (default: detected from the file; evaluation/episodes.py lists the fields read)",
+        help="input format (default: detected from the file; evaluation/corpora/episodes.py lists the fields read)",
     )
     p.add_argument(
         "--model",
@@ -82,7 +82,7 @@ def _check(args: argparse.Namespace) -> None:
 def run_build(args: argparse.Namespace) -> int:
     """Run build-dataset from parsed arguments; returns the exit code (1 when some episodes failed)."""
     from evaluation.builder import BuildConfig, Output, build_dataset, estimate, stats_json, write_review
-    from evaluation.episodes import detect_format, read_episodes
+    from evaluation.corpora.episodes import detect_format, read_episodes
 
     _check(args)
     fmt = detect_format(args.input) if args.format == "auto" else args.format

@@ -11,7 +11,7 @@ import signal
 import sys
 from typing import Any
 
-from chatbot.options import EMBEDDER, MODELS, STORE, STUDY, UPDATES, add_command, settings_from
+from chatbot.cli.options import EMBEDDER, MODELS, STORE, STUDY, UPDATES, add_command, settings_from
 from chatbot.settings import Settings
 from models.errors import InputError
 
@@ -126,10 +126,10 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     auth = logins(args)
-    from chatbot.study import study_from_settings
-    from chatbot.study_ui import admin_password
-    from chatbot.terminal import load_bot
-    from chatbot.ui import CSS, Backend, build_app, launch_options
+    from chatbot.bot import load_bot
+    from chatbot.trials.study import study_from_settings
+    from chatbot.trials.web import admin_password
+    from chatbot.web.app import CSS, Backend, build_app, launch_options
     from chatbot.worker import Worker
     from memory.backup import open_store
 

@@ -1,6 +1,6 @@
 """`keem eval retrieval --locomo FILE`: hit@k of the product's memory search on a LoCoMo-format file.
 
-Registered in evaluation/eval_command.py (which also gives it --embedder and --json).
+Registered in evaluation/commands/eval.py (which also gives it --embedder and --json).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 import json
 from typing import Any
 
-from evaluation.locomo import CATEGORY_NAMES, DEFAULT_CATEGORIES, Result, evaluate, load_locomo
+from evaluation.corpora.locomo import CATEGORY_NAMES, DEFAULT_CATEGORIES, Result, evaluate, load_locomo
 
 DESCRIPTION = """\
 Retrieval hit@k on a LoCoMo-format file, measured through the product's own retrieval path (a temporary

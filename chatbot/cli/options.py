@@ -63,7 +63,7 @@ STUDY, _g = _group("user trial")
 _g.add_argument(
     "--study",
     help="a user trial's study plan, a TOML file (KEEM_STUDY): strategies, sessions per participant, the gap "
-    "between sessions, consent text and questionnaire (chatbot/study.py)",
+    "between sessions, consent text and questionnaire (chatbot/trials/study.py)",
 )
 
 UPDATES, _g = _group("memory updates")
@@ -122,7 +122,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def apply_settings(args: argparse.Namespace, settings: Settings) -> argparse.Namespace:
     """`args` with each setting option holding the value in force (flag, else KEEM_*, else default): what
-    chatbot/cli.py hands the commands in evaluation/, which cannot import chatbot/, so they read the values the app
+    chatbot/cli/main.py hands the commands in evaluation/, which cannot import chatbot/, so they read the values the app
     would use (`keem eval memory --embedder` is KEEM_EMBEDDER when not given)."""
     resolved = dataclasses.asdict(settings)
     for dest, field in SETTING_OF.items():

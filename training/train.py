@@ -1,7 +1,7 @@
 """Distil a local updater: LoRA fine-tuning of an `hf:` model on the dataset builder's passing rows.
 
-The rows become the app's own update calls (evaluation/training_data.py); the base model and LoRA come from
-evaluation/training_model.py; the run's record and checkpoints are evaluation/training_state.py. This module is
+The rows become the app's own update calls (training/data.py); the base model and LoRA come from
+training/model.py; the run's record and checkpoints are training/state.py. This module is
 the loop: optimizer steps of `batch_size * grad_accum` examples in a seeded order per epoch, a linear warm-up
 and decay; every `eval_every` steps the validation loss is measured, the best adapter so far is saved at the
 top of the output folder (what `hf:<base>+lora:<DIR>` loads) and a checkpoint is written. Early stopping ends
@@ -21,8 +21,10 @@ from dataclasses import asdict
 from typing import Any
 
 from evaluation.files import file_sha256
-from evaluation.training_data import Example, Prepared, dataset_file, prepare, read_rows
-from evaluation.training_model import (
+from memory.updaters.steps import Steps
+from models.hf import context_window, eos_ids, load_tokenizer, use_chat_template
+from training.data import Example, Prepared, dataset_file, prepare, read_rows
+from training.model import (
     add_lora,
     base_source,
     import_peft,
@@ -30,7 +32,7 @@ from evaluation.training_model import (
     load_base,
     pick_device,
 )
-from evaluation.training_state import (
+from training.state import (
     CHECKPOINTS,
     State,
     TrainConfig,
@@ -44,8 +46,6 @@ from evaluation.training_state import (
     set_rng_state,
     write_state,
 )
-from memory.updaters.steps import Steps
-from models.hf import context_window, eos_ids, load_tokenizer, use_chat_template
 
 
 def lr_at(step: int, total: int, config: TrainConfig) -> float:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from chatbot.options import (
+from chatbot.cli.options import (
     EMBEDDER,
     JSON,
     MODELS,
@@ -33,11 +33,11 @@ EPILOG_SESSION = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Every `keem` command: argparse subcommands, the shared options from chatbot/options.py, a `run` each."""
-    from chatbot.chat_command import add_chat_parser
-    from evaluation import build_command
-    from evaluation.eval_command import EVAL_COMMANDS
-    from evaluation.train_command import add_train_parser
+    """Every `keem` command: argparse subcommands, the shared options from chatbot/cli/options.py, a `run` each."""
+    from chatbot.cli.chat import add_chat_parser
+    from evaluation.commands import build as build_command
+    from evaluation.commands.eval import EVAL_COMMANDS
+    from training.command import add_train_parser
 
     parser = argparse.ArgumentParser(
         prog="keem",
@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         "export and analyse what a user trial collected (participants, sessions, memories, questionnaires)",
         "Tools for multi-session user trials. Run the app with KEEM_STRATEGY=balanced to give each "
         "participant one strategy, balanced and kept across sessions (KEEM_STUDY: a study plan with "
-        "consent and questionnaire, chatbot/study.py).",
+        "consent and questionnaire, chatbot/trials/study.py).",
         "keem trial export --out trial-data --pseudonymize",
     )
     p = add_command(
@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         run=_build,
     )
     build_command.add_build_arguments(p)
-    # evaluation/train_command.py builds its own parser; it also registers `keem eval updater`, so it comes first
+    # training/command.py builds its own parser; it also registers `keem eval updater`, so it comes first
     add_train_parser(subs).set_defaults(run=_train)
     esubs = add_group(
         subs,
@@ -268,25 +268,25 @@ def _run(argv: list[str] | None) -> int:
 
 # -- the commands other modules implement -------------------------------------------------------
 def _session(settings: Settings, args: argparse.Namespace) -> int:
-    from chatbot.terminal import run_session
+    from chatbot.cli.session import run_session
 
     return run_session(settings, args)
 
 
 def _build(settings: Settings, args: argparse.Namespace) -> int:
-    from evaluation.build_command import run_build
+    from evaluation.commands.build import run_build
 
     return run_build(args)
 
 
 def _train(settings: Settings, args: argparse.Namespace) -> int:
-    from evaluation.train_command import run_train
+    from training.command import run_train
 
     return run_train(args)
 
 
 def _eval(settings: Settings, args: argparse.Namespace) -> int:
-    from evaluation.eval_command import run_eval
+    from evaluation.commands.eval import run_eval
 
     return run_eval(apply_settings(args, settings))
 
@@ -361,7 +361,8 @@ def cmd_jobs_retry(settings: Settings, args: argparse.Namespace) -> int:
     if args.no_run:
         print(f"queued again: jobs {', '.join(map(str, ids))} (the running app takes them within a second)")
         return 0
-    from chatbot.terminal import load_bot, print_sentences
+    from chatbot.bot import load_bot
+    from chatbot.cli.session import print_sentences
     from memory.backup import snapshot_if_configured
 
     store.close()
@@ -393,7 +394,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
         _print(version.as_json())
     else:
         print(f"# {args.user}: memory v{version.number} ({version.strategy}, {version.status}, {version.created_at})")
-        from chatbot.terminal import print_sentences
+        from chatbot.cli.session import print_sentences
 
         print_sentences(version)
     return 0
@@ -480,7 +481,7 @@ MAX_IMPORT_BYTES = 2_000_000
 
 def read_import_file(path: Path) -> list[str]:
     """Plain text (one sentence per line) or JSONL with a 'text' field; every bad line is reported."""
-    from chatbot.files import read_lines
+    from evaluation.files import read_lines
     from memory.text import MAX_SENTENCE_CHARS
 
     lines = read_lines(
@@ -564,8 +565,8 @@ def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_trial_export(settings: Settings, args: argparse.Namespace) -> int:
-    from chatbot.pii import TAGS
-    from chatbot.trials import FILES, export
+    from chatbot.trials.export import FILES, export
+    from chatbot.trials.pii import TAGS
 
     if args.no_scrub:
         print(
@@ -588,8 +589,8 @@ def cmd_trial_export(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_trial_report(settings: Settings, args: argparse.Namespace) -> int:
-    from chatbot.study import load_study
-    from chatbot.trial_report import run_report
+    from chatbot.trials.report import run_report
+    from chatbot.trials.study import load_study
 
     study = load_study(settings.study) if settings.study else None
     result = run_report(args.export, args.out, study)

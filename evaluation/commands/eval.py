@@ -1,7 +1,7 @@
 """`keem eval ...`: the evaluation harness on the command line.
 
 Subcommands are registered at the bottom of this module (`register`: name, help, arguments, run(args, load_model),
-example); chatbot/cli.py builds `keem eval <name>` from `EVAL_COMMANDS`, adding the shared --json option to each
+example); chatbot/cli/main.py builds `keem eval <name>` from `EVAL_COMMANDS`, adding the shared --json option to each
 (and --embedder, KEEM_EMBEDDER, where `embedder=True`), and calls `run_eval(args)`.
 """
 
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluation import retrieval_command
-from evaluation.conflict import MAX_PAIRS
-from evaluation.episodes import FORMATS
+from evaluation.commands import retrieval as retrieval_command
+from evaluation.corpora.episodes import FORMATS
 from evaluation.files import file_sha256, read_json
+from evaluation.metrics.conflict import MAX_PAIRS
 from models.errors import InputError, NotSupportedError
 
 LoadModel = Callable[[str], Any]
@@ -74,7 +74,7 @@ def _memory_args(p: argparse.ArgumentParser) -> None:
         type=Path,
         required=True,
         help="the corpus: CareCall-memory JSON (e.g. naver-ai/carecall-memory's sample), or KMSC, MSC, "
-        "LoCoMo (evaluation/episodes.py lists the fields read)",
+        "LoCoMo (evaluation/corpora/episodes.py lists the fields read)",
     )
     p.add_argument(
         "--format",
@@ -117,9 +117,9 @@ def _memory_args(p: argparse.ArgumentParser) -> None:
 
 def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
     from evaluation import memory_eval as me
-    from evaluation.conflict import ClassifierNLIJudge, NLIJudge
+    from evaluation.metrics.conflict import ClassifierNLIJudge, NLIJudge
+    from evaluation.metrics.voting import VoteJudge
     from evaluation.report import base_meta, write_memory_report
-    from evaluation.voting import VoteJudge
     from memory.prompts import prompt_hash
     from memory.updaters import STRATEGIES
     from models.spec import load_embedder
@@ -266,7 +266,7 @@ def _export_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_export(args: argparse.Namespace, load_model: LoadModel) -> int:
-    from evaluation.human import export_sheets
+    from evaluation.metrics.human import export_sheets
 
     rows = read_json(
         args.memories,
@@ -307,7 +307,7 @@ def _import_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_import(args: argparse.Namespace, load_model: LoadModel) -> int:
-    from evaluation.human import import_sheets, tables
+    from evaluation.metrics.human import import_sheets, tables
     from evaluation.report import base_meta, write_human_report
 
     key, ratings = import_sheets(args.key, args.sheets)

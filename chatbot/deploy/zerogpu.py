@@ -30,7 +30,7 @@ from models.base import ChatModel, ChatStream, Finish, GenerationOptions, Messag
 from models.errors import GenerationError
 
 if TYPE_CHECKING:
-    from chatbot.session import Chatbot
+    from chatbot.bot import Chatbot
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class GPUChatModel(ChatModel):
 class ZeroGPU:
     """The app's GPU functions and the event handler that runs a user's waiting memory updates inside them.
 
-    `backend` is the app's chatbot/ui.py Backend; on ZeroGPU it has loaded before the app is built (the models must
+    `backend` is the app's chatbot/web/app.py Backend; on ZeroGPU it has loaded before the app is built (the models must
     reach ZeroGPU's GPU from the main thread, before launch), and its chat model is wrapped here once.
     """
 

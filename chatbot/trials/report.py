@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from chatbot.trial_stats import compare, mean_ci
+from chatbot.trials.stats import compare, mean_ci
 from evaluation.files import read_json, read_jsonl
 from evaluation.report import bar_chart, base_meta, fmt, md_table, provenance
 from memory.updaters import STRATEGIES

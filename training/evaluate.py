@@ -10,7 +10,7 @@ reference memory:
     model's own rewrite keeps word for word (of those sent to it: a scoped rewrite carries the untouched ones
     past the model, counted apart), and the share in the memory the app would commit (after the guard, or the
     fallback);
-  - keyword recall@10: the reference memory's top-10 TextRank keywords (evaluation/keywords.py) found in the
+  - keyword recall@10: the reference memory's top-10 TextRank keywords (evaluation/metrics/keywords.py) found in the
     committed memory; reference sentences reproduced word for word;
   - guard restores per update, verification pass rate (the rest fall back), answers cut at their budget;
   - prompt and completion tokens and seconds per update (every call of it: update, guard judge, verify).
@@ -37,8 +37,8 @@ KEYWORDS = 10
 
 
 def register_eval() -> None:
-    """Add `updater` to `keem eval` (evaluation/eval_command.py's registry); idempotent."""
-    from evaluation import eval_command
+    """Add `updater` to `keem eval` (evaluation/commands/eval.py's registry); idempotent."""
+    from evaluation.commands import eval as eval_command
 
     if "updater" not in eval_command.EVAL_COMMANDS:
         eval_command.register("updater", HELP, add_arguments=add_arguments, run=run, example=EXAMPLE)
@@ -86,7 +86,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 # -- which rows, which dialogues ---------------------------------------------------------------------
 def training_record(path: Path) -> dict[str, Any] | None:
-    from evaluation.training_state import STATE
+    from training.state import STATE
 
     file = path / STATE if path.is_dir() else path
     return json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
@@ -112,7 +112,7 @@ def find_split(split: Path | None, specs: list[str]) -> tuple[list[str] | None, 
 
 def corpus_episodes(rows: list[dict[str, Any]], data: Path, corpus: Path | None) -> dict[str, Any]:
     """The episodes the rows were built from, by id (their dialogues feed the guard and the verifier)."""
-    from evaluation.episodes import read_episodes
+    from evaluation.corpora.episodes import read_episodes
 
     source = rows[0].get("source") or {}
     if corpus is None:
@@ -150,10 +150,10 @@ def _recording(ask: Callable[[str, str, int], Any], calls: list[dict[str, Any]])
 
 def update_row(model: Any, row: dict[str, Any], episode: Any, *, ceiling: int, attempts: int) -> dict[str, Any]:
     """The app's update of one row with `model`, and what it kept, restored and cost."""
-    from evaluation.training_data import row_dates
     from memory.store import Sentence
     from memory.updaters.base import accumulate
     from memory.updaters.steps import Steps, model_ask
+    from training.data import row_dates
 
     t = int(row["session_index"])
     if t > len(episode.sessions):
@@ -227,7 +227,7 @@ def summarize(updates: list[dict[str, Any]]) -> dict[str, Any]:
 def measure(
     model: Any, rows: list[dict[str, Any]], episodes: dict[str, Any], *, ceiling: int, attempts: int, progress: bool
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from evaluation.keywords import keyword_recall, nouns
+    from evaluation.metrics.keywords import keyword_recall, nouns
 
     iterator: Any = rows
     if progress:
@@ -283,7 +283,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 def run(args: argparse.Namespace, load_model: Callable[[str], Any]) -> int:
     from evaluation.files import file_sha256
     from evaluation.report import base_meta
-    from evaluation.training_data import dataset_file, passing, read_rows
+    from training.data import dataset_file, passing, read_rows
 
     if (args.limit is not None and args.limit < 1) or args.attempts < 1 or args.update_max_tokens < 1:
         raise InputError("--limit, --attempts and --update-max-tokens must be at least 1")

@@ -16,7 +16,7 @@ from typing import Any
 
 import gradio as gr
 
-from chatbot.render import md
+from chatbot.web.render import md
 from models.errors import InputError
 
 BUTTON = "Hugging Face로 로그인"

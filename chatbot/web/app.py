@@ -15,8 +15,13 @@ from typing import Any
 import fastapi
 import gradio as gr
 
-from chatbot import hf_login, zerogpu
-from chatbot.render import (
+from chatbot.bot import Chatbot
+from chatbot.deploy import zerogpu
+from chatbot.session import BALANCED, ChatSession, check_user_name, clean_message
+from chatbot.trials.study import Study, next_allowed, refusal_message
+from chatbot.trials.web import StudyUI
+from chatbot.web import identity as hf_login
+from chatbot.web.render import (
     LOADING,
     choices,
     korean_error,
@@ -29,9 +34,6 @@ from chatbot.render import (
     shown,
     stage_text,
 )
-from chatbot.session import BALANCED, Chatbot, ChatSession, check_user_name, clean_message
-from chatbot.study import Study, next_allowed, refusal_message
-from chatbot.study_ui import StudyUI
 from chatbot.worker import Worker
 from memory.store import Sentence, Version
 from models.errors import InputError, KeemError, ModelUnavailableError
@@ -156,7 +158,7 @@ class Identity:
 class ChatUI:
     """Every event handler of the app; each takes the server-side UserState, never a user id from the client.
 
-    With a `study` (a user trial, chatbot/study_ui.py) strategies are hidden and a tab's next session opens only
+    With a `study` (a user trial, chatbot/trials/web.py) strategies are hidden and a tab's next session opens only
     when the study allows it."""
 
     def __init__(
@@ -624,7 +626,7 @@ def build_app(
     `bot` may be a loading `Backend`: the page serves at once and says the models are loading. With
     `browser_identity` a random key kept in the browser's localStorage is part of who the user is. With a `study`
     (a user trial) the page asks for consent first, spaces the sessions and asks the questionnaire after each; with
-    `admin_password` too, it has the organiser's view (chatbot/study_ui.py).
+    `admin_password` too, it has the organiser's view (chatbot/trials/web.py).
     """
     ui = ChatUI(bot, worker, browser_identity=browser_identity, study=study)
     trial = StudyUI(ui, study, admin_password) if study is not None else None
@@ -807,6 +809,6 @@ def build_app(
                 )
                 refresh.click(guarded(1)(trial.refresh), [granted], [overview], **hidden)
                 export.click(guarded(1)(trial.download), [granted], [archive], **hidden)
-        if ui.zero is not None:  # ZeroGPU: a user's memory updates run in their own events (chatbot/zerogpu.py)
+        if ui.zero is not None:  # ZeroGPU: a user's memory updates run in their own events (chatbot/deploy/zerogpu.py)
             ui.zero.wire([*opened, ended, renewed, retried], state, progress, timer, **hidden)
     return app

@@ -6,10 +6,11 @@ Writes into a new folder:
   sessions.jsonl         one line per session with its number (1, 2, ... among the sessions the participant spoke
                          in), its turns (role, text, time) and how it ended
   memory_versions.jsonl  one line per memory version with its sentences (provenance, cue words)
-  questionnaire.csv      one row per session and questionnaire item (chatbot/study.py), with the session's strategy
+  questionnaire.csv      one row per session and questionnaire item (chatbot/trials/study.py), with the session's
+                         strategy
   manifest.json          when, what, the counts, and how many pieces of personal data were replaced, per kind
 Every exported text (turns, memory sentences and cues, notes, free-text answers, names) goes through
-chatbot/pii.py: phone numbers, e-mail addresses, resident registration, card and account numbers and street
+chatbot/trials/pii.py: phone numbers, e-mail addresses, resident registration, card and account numbers and street
 addresses become tags ([전화번호] ...). The database keeps what was typed. scrub=False (--no-scrub) exports raw text.
 With --pseudonymize, names become P001, P002, ... (by order of first use) and key.csv maps them back (raw names,
 the one file never scrubbed): keep it apart from the data. A browser-identity user ("name#key",
@@ -23,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chatbot.pii import TAGS, Scrubber
+from chatbot.trials.pii import TAGS, Scrubber
 from memory.store import Store, now_iso
 from models.errors import InputError
 
