@@ -36,8 +36,9 @@ from typing import IO, Any
 from evaluation.corpora.episodes import Episode, Session
 from evaluation.files import read_json, read_jsonl
 from memory.prompts import render
-from memory.store import Sentence, now_iso, storage_error
+from memory.store import now_iso, storage_error
 from memory.text import UNKNOWN, format_dialogue, lenient_date, lenient_sentences
+from memory.updaters.base import memory_of
 from memory.updaters.steps import DEFAULT_CEILING, Steps
 from models.base import ChatModel, Completion, Finish, GenerationOptions, Message, estimate_tokens
 from models.errors import InputError, KeemError
@@ -301,7 +302,7 @@ class EpisodeRunner:
                 continue
             reflected = steps.reflect(session.dialogue(), summary)
             new, details = steps.update(
-                [Sentence(text, "kept", id=i) for i, text in enumerate(memory)],
+                memory_of(memory),
                 reflected,
                 session.dialogue(),
                 session_date=lenient_date(session.date),

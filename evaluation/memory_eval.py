@@ -25,10 +25,9 @@ from tqdm import tqdm
 
 from evaluation.corpora.episodes import Episode, read_episodes
 from evaluation.metrics import conflict, keywords, perplexity, voting
-from memory.store import Sentence
 from memory.text import format_dialogue, lenient_date
 from memory.updaters import make_updater
-from memory.updaters.base import UpdateInput
+from memory.updaters.base import UpdateInput, memory_of
 from models.base import ChatModel
 from models.errors import InputError, KeemError
 
@@ -114,7 +113,7 @@ def _updated_steps(ep: Episode, strategy: str, updater: Any, bar: Any) -> list[S
     for t, session in enumerate(ep.sessions, 1):
         bar.set_postfix_str(f"{strategy} {ep.id} s{t}")
         inp = UpdateInput(
-            previous=[Sentence(p, "kept") for p in previous],
+            previous=memory_of(previous),
             dialogue=[{"role": turn.role, "text": turn.text} for turn in session.turns],
             session_date=dates[t - 1],
             previous_date=dates[t - 2] if t > 1 else None,

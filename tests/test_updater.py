@@ -276,6 +276,19 @@ def test_accumulate_strategy_appends_the_summary():
     assert result.status == "ok"
 
 
+def test_accumulation_carries_each_stored_sentence_over_with_its_origin(store):
+    """What the version diff follows: a carried sentence names the stored sentence it continues."""
+    engine = MemoryEngine(store, NgramEmbedder())
+    model = StageModel(summarize=GOOD.answers["summarize"])
+    uid, _sid, job = _session(store)
+    v1 = engine.commit(uid, [Sentence(t) for t in PREVIOUS], strategy="import", status="ok", author="import")
+    v2 = JobRunner(engine, lambda s: make_updater("accumulate", model, engine.embedder)).run(job)
+    carried = v2.sentences[: len(PREVIOUS)]
+    assert [(s.text, s.provenance, s.origin_id) for s in carried] == [(s.text, "kept", s.id) for s in v1.sentences]
+    assert {s.id for s in carried}.isdisjoint(s.id for s in v1.sentences)  # new rows, not the old ones
+    assert all(s.provenance == "added" and s.origin_id is None for s in v2.sentences[len(PREVIOUS) :])
+
+
 def test_parse_and_elapsed_helpers():
     assert parse_sentences(
         "새 기억:\n- 사용자는 A다.\n2) 사용자는 B다.\n잡담\n- 사용자는 A다.\n사용자는 잘린\ufffd"

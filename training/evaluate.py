@@ -150,8 +150,7 @@ def _recording(ask: Callable[[str, str, int], Any], calls: list[dict[str, Any]])
 
 def update_row(model: Any, row: dict[str, Any], episode: Any, *, ceiling: int, attempts: int) -> dict[str, Any]:
     """The app's update of one row with `model`, and what it kept, restored and cost."""
-    from memory.store import Sentence
-    from memory.updaters.base import accumulate
+    from memory.updaters.base import accumulate, memory_of
     from memory.updaters.steps import Steps, model_ask
     from training.data import row_dates
 
@@ -162,7 +161,7 @@ def update_row(model: Any, row: dict[str, Any], episode: Any, *, ceiling: int, a
             "file the dataset was built from?"
         )
     dialogue = episode.sessions[t - 1].dialogue()
-    previous = [Sentence(text, "kept", id=i) for i, text in enumerate(row["previous_memory"])]
+    previous = memory_of(row["previous_memory"])
     reflected = list(row["reflected_summary"])
     session_date, previous_date = row_dates(row)
     calls: list[dict[str, Any]] = []

@@ -520,19 +520,18 @@ def read_import_file(path: Path) -> list[str]:
 
 def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     from chatbot.session import check_user_name
-    from memory.store import Sentence
+    from memory.updaters.base import accumulate
 
     texts = read_import_file(args.file)
     name = check_user_name(args.user)
     engine = _engine(settings)
     user_id = engine.store.get_or_create_user(name)
     previous = engine.current(user_id)
-    old = [Sentence(s.text, "kept", s.id) for s in previous.sentences] if previous else []
-    seen = {s.text for s in old}
-    new = [Sentence(t, "imported") for t in dict.fromkeys(texts) if t not in seen]
+    sentences = accumulate(list(previous.sentences) if previous else [], texts, "imported")
+    new = [s for s in sentences if s.provenance == "imported"]
     version = engine.commit(
         user_id,
-        old + new,
+        sentences,
         strategy="import",
         status="ok",
         author="import",

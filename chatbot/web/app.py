@@ -36,6 +36,7 @@ from chatbot.web.render import (
 )
 from chatbot.worker import Worker
 from memory.store import Sentence, Version
+from memory.updaters.base import carry_over
 from models.errors import InputError, KeemError, ModelUnavailableError
 
 log = logging.getLogger(__name__)
@@ -525,10 +526,8 @@ class ChatUI:
     def edit_sentence(self, pick: str | None, new_text: str, state: UserState | None) -> tuple[Any, ...]:
         latest, index = self._pick(state, pick)
         text = clean_message(new_text, 300).replace("\n", " ")
-        sentences = [
-            Sentence(text, "user", s.id) if i == index else Sentence(s.text, "kept", s.id)
-            for i, s in enumerate(latest.sentences)
-        ]
+        sentences = carry_over(latest.sentences)
+        sentences[index] = Sentence(text, "user", latest.sentences[index].id)
         return (*self._commit(state, sentences, f"사용자가 {index + 1}번 문장을 고쳤습니다"), "")  # type: ignore[arg-type]
 
     def delete_sentence(self, pick: str | None, state: UserState | None) -> tuple[Any, ...]:
@@ -537,7 +536,7 @@ class ChatUI:
             raise InputError(
                 "마지막 남은 문장은 지울 수 없습니다 (기억은 비워 둘 수 없습니다). 모두 지우려면 '나를 잊기'를 쓰세요."
             )
-        sentences = [Sentence(s.text, "kept", s.id) for i, s in enumerate(latest.sentences) if i != index]
+        sentences = carry_over(s for i, s in enumerate(latest.sentences) if i != index)
         return (*self._commit(state, sentences, f"사용자가 {index + 1}번 문장을 지웠습니다"), "")  # type: ignore[arg-type]
 
     def add_sentence(self, new_text: str, state: UserState | None) -> tuple[Any, ...]:
@@ -545,7 +544,7 @@ class ChatUI:
             raise InputError("먼저 대화를 시작하세요.")
         text = clean_message(new_text, 300).replace("\n", " ")
         latest = self.bot.engine.current(state.user_id)
-        old = [Sentence(s.text, "kept", s.id) for s in latest.sentences] if latest else []
+        old = carry_over(latest.sentences) if latest else []
         return (*self._commit(state, [*old, Sentence(text, "user")], "사용자가 문장을 추가했습니다"), "")
 
     def forget(self, confirm: str, state: UserState | None) -> tuple[Any, ...]:

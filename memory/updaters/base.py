@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any, Protocol
 
@@ -38,8 +38,20 @@ class Updater(Protocol):
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult: ...
 
 
+def carry_over(previous: Iterable[Sentence], provenance: str = "kept") -> list[Sentence]:
+    """Sentences of a stored version carried into the next one: the same text (with its stored vectors and cue
+    words), each continuing its original (`origin_id`), marked `provenance` (kept, or restored by the guard).
+    Every writer of a new version carries sentences over with this, so a diff follows them (memory/diff.py)."""
+    return [replace(s, provenance=provenance, origin_id=s.id, id=None) for s in previous]
+
+
+def memory_of(texts: Iterable[str]) -> list[Sentence]:
+    """A memory given as plain texts (a dataset row, a benchmark's previous step) as the previous version an update
+    starts from: ids are positions, so the new sentences can name the one they continue."""
+    return [Sentence(text, "kept", id=i) for i, text in enumerate(texts)]
+
+
 def accumulate(previous: list[Sentence], additions: list[str], provenance: str = "added") -> list[Sentence]:
-    """Previous memory (as it was) followed by the new sentences it does not already hold."""
-    kept = [Sentence(s.text, "kept", s.id) for s in previous]
+    """Previous memory (carried over as it was) followed by the new sentences it does not already hold."""
     seen = {s.text for s in previous}
-    return kept + [Sentence(t, provenance) for t in dict.fromkeys(additions) if t not in seen]
+    return carry_over(previous) + [Sentence(t, provenance) for t in dict.fromkeys(additions) if t not in seen]

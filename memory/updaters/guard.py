@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 from memory.korean import content_nouns, content_words
 from memory.store import Sentence
+from memory.updaters.base import carry_over
 
 CONTAINMENT = 0.6
 
@@ -80,9 +81,9 @@ def guard(
     for i, old in enumerate(previous):  # pass 1: counterparts
         best = continuation(old.text, new_texts)
         if best is not None:
-            action = "kept" if new_texts[best] == old.text else "rewritten"
-            origin.setdefault(best, Sentence(new_texts[best], action, old.id))
-            decisions[i] = GuardDecision(old.text, action, new_texts[best])
+            same = new_texts[best] == old.text
+            origin.setdefault(best, carry_over([old])[0] if same else Sentence(new_texts[best], "rewritten", old.id))
+            decisions[i] = GuardDecision(old.text, "kept" if same else "rewritten", new_texts[best])
     added_words = [new_words[j] for j in range(len(new_texts)) if j not in origin]
     topic = frozenset().union(*(content_words(t) for t in session_texts), *added_words)
     restored: list[Sentence] = []
@@ -94,7 +95,7 @@ def guard(
         if verdict is True:
             decisions[i] = GuardDecision(old.text, "dropped", related=True, judge=answer)
         else:
-            restored.append(Sentence(old.text, "restored", old.id))
+            restored += carry_over([old], "restored")
             decisions[i] = GuardDecision(old.text, "restored", related=related, judge=answer)
     sentences = [origin.get(j, Sentence(text, "added")) for j, text in enumerate(new_texts)]
     return sentences + restored, [decisions[i] for i in range(len(previous))]

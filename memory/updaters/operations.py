@@ -10,12 +10,11 @@ touches, numbered within that part; every other sentence stays as it is.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 from memory.prompts import prompt_hash, render
 from memory.store import Sentence
 from memory.text import strip_wrappers
-from memory.updaters.base import Progress, UpdateInput, UpdateResult
+from memory.updaters.base import Progress, UpdateInput, UpdateResult, carry_over
 from memory.updaters.steps import DEFAULT_CEILING, Steps
 from models.base import ChatModel
 from models.embedders import Embedder
@@ -76,7 +75,7 @@ class OperationsUpdater:
         summary, generated = self.steps.summarize(inp.dialogue, inp.session_date)
         progress("updating")
         # kept, with their stored vectors: the scope of each answer ranks them without embedding them again
-        memory = [replace(s, provenance="kept", origin_id=s.id, id=None) for s in inp.previous]
+        memory = carry_over(inp.previous)
         operations = []
         for sentence in summary:
             answer, op, index, scoped = "", "APPEND", None, False

@@ -39,6 +39,7 @@ from memory.text import (
     parse_verdict,
     parse_yes_no,
 )
+from memory.updaters.base import carry_over
 from memory.updaters.guard import GuardDecision, decisions_json, guard, keep_summary
 from models.base import ChatModel, Completion, GenerationOptions, Message, estimate_tokens
 from models.embedders import Embedder
@@ -309,11 +310,7 @@ class Steps:
         session_dialogue = format_dialogue(dialogue)
         touched = self.scope(previous, reflected, user_turns)
         part = previous if touched is None else [previous[i] for i in touched]
-        carried = (
-            []
-            if touched is None
-            else [Sentence(s.text, "kept", s.id) for i, s in enumerate(previous) if i not in set(touched)]
-        )
+        carried = [] if touched is None else carry_over(s for i, s in enumerate(previous) if i not in set(touched))
         details: dict[str, Any] = {"attempts": []}
         if touched is not None:
             details["scope"] = {"rewritten": len(part), "carried": len(carried), "ceiling": self.ceiling}
