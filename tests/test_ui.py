@@ -29,9 +29,9 @@ from chatbot.web.render import (
     render_memory,
     shown,
     stage_text,
-    version_diff,
 )
 from chatbot.worker import Worker
+from memory.diff import version_diff
 from memory.store import Sentence
 from models.embedders import NgramEmbedder
 from models.errors import GenerationError, InputError, KeemError
@@ -263,7 +263,7 @@ def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
     ui.edit_sentence("1:0", "사용자는 부산에 산다.", state)
     v2 = ui.bot.engine.current(state.user_id)
     assert v2.author == "user" and v2.texts == ["사용자는 부산에 산다.", "사용자는 고양이를 키운다."]
-    assert version_diff(ui.bot.store.version(state.user_id, 1), v2)["rewritten"] == [
+    assert version_diff(ui.bot.store.version(state.user_id, 1), v2).rewritten == [
         ("사용자는 서울에 산다.", "사용자는 부산에 산다.")
     ]
     with pytest.raises(InputError):  # a stale pick (version 1) is refused

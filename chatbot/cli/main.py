@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_command(
         msubs,
         "history",
-        "list a user's memory versions with what each kept, added and removed",
+        "list a user's memory versions with what each kept, added, removed and rewrote (by each sentence's origin)",
         "keem memory history --user minsu",
         parents=[USER, STORE, JSON],
         run=cmd_history,
@@ -400,14 +400,6 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def diff(old: list[str], new: list[str]) -> dict[str, list[str]]:
-    return {
-        "kept": [t for t in new if t in old],
-        "added": [t for t in new if t not in old],
-        "removed": [t for t in old if t not in new],
-    }
-
-
 def cmd_users(settings: Settings, args: argparse.Namespace) -> int:
     rows = _store(settings).user_overview()
     if args.json:
@@ -424,10 +416,12 @@ def cmd_users(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
+    from memory.diff import version_diff
+
     store = _store(settings)
     user_id = store.require_user(args.user)
     rows: list[dict[str, Any]] = []
-    previous: list[str] = []
+    previous = None
     for v in store.versions(user_id):
         rows.append(
             {
@@ -436,10 +430,10 @@ def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
                     for k in ("version", "created_at", "strategy", "status", "author", "session_id", "model", "note")
                 },
                 "size": len(v.sentences),
-                **diff(previous, v.texts),
+                **version_diff(previous, v).as_json(),
             }
         )
-        previous = v.texts
+        previous = v
     if args.json:
         _print(rows)
         return 0
@@ -448,10 +442,13 @@ def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
     for r in rows:
         print(
             f"v{r['version']}  {r['created_at']}  {r['strategy']}/{r['status']}  by {r['author']}  "
-            f"{r['size']} sentences: kept {len(r['kept'])}, added {len(r['added'])}, removed {len(r['removed'])}"
+            f"{r['size']} sentences: kept {len(r['kept'])}, added {len(r['added'])}, removed {len(r['removed'])}, "
+            f"rewritten {len(r['rewritten'])}"
         )
         for t in r["added"]:
             print(f"    + {t}")
+        for change in r["rewritten"]:
+            print(f"    ~ {change['old']} -> {change['new']}")
         for t in r["removed"]:
             print(f"    - {t}")
         if r["note"]:

@@ -5,7 +5,8 @@ Writes into a new folder:
                          sessions with a questionnaire
   sessions.jsonl         one line per session with its number (1, 2, ... among the sessions the participant spoke
                          in), its turns (role, text, time) and how it ended
-  memory_versions.jsonl  one line per memory version with its sentences (provenance, cue words)
+  memory_versions.jsonl  one line per memory version with its sentences (provenance, cue words) and `changes`: what
+                         it kept, added, removed and rewrote since the participant's previous version (memory/diff.py)
   questionnaire.csv      one row per session and questionnaire item (chatbot/trials/study.py), with the session's
                          strategy
   manifest.json          when, what, the counts, and how many pieces of personal data were replaced, per kind
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from chatbot.trials.pii import TAGS, Scrubber
+from memory.diff import version_diff
 from memory.store import Store, now_iso
 from models.errors import InputError
 
@@ -91,13 +93,13 @@ def export(store: Store, out: Path, pseudonymize: bool = False, scrub: bool = Tr
                     )
                     + "\n"
                 )
-            for v in versions:
-                versions_file.write(
-                    json.dumps(
-                        {"participant": alias[user["id"]], **_clean_version(v.as_json(), clean)}, ensure_ascii=False
-                    )
-                    + "\n"
-                )
+            for previous, v in zip([None, *versions], versions, strict=False):
+                line = {
+                    "participant": alias[user["id"]],
+                    **_clean_version(v.as_json(), clean),
+                    "changes": _clean_changes(version_diff(previous, v).as_json(), clean),
+                }
+                versions_file.write(json.dumps(line, ensure_ascii=False) + "\n")
             strategy_of = {s["id"]: s["strategy"] for s in sessions}
             mine = [
                 {
@@ -177,6 +179,14 @@ def _clean_version(version: dict[str, Any], clean: Any) -> dict[str, Any]:
             {**s, "text": clean(s["text"]), **({"cues": clean(s["cues"])} if s.get("cues") else {})}
             for s in version["sentences"]
         ],
+    }
+
+
+def _clean_changes(changes: dict[str, Any], clean: Any) -> dict[str, Any]:
+    """A version diff's texts scrubbed like the sentences they come from."""
+    return {
+        **{kind: [clean(t) for t in changes[kind]] for kind in ("kept", "added", "removed")},
+        "rewritten": [{"old": clean(c["old"]), "new": clean(c["new"])} for c in changes["rewritten"]],
     }
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chatbot.bot import Chatbot
+from memory.diff import version_diff
 from memory.engine import Hit
 from memory.store import Version
 from models.errors import KeemError, ModelUnavailableError, UpdateError
@@ -87,24 +88,6 @@ def is_emotion(text: str) -> bool:
     return bool(EMOTION.search(text)) and bool(CAUSE.search(text))
 
 
-def version_diff(previous: Version | None, current: Version) -> dict[str, list[Any]]:
-    """kept / added / removed / rewritten (old, new) between two versions, using each sentence's origin."""
-    old = {s.id: s.text for s in previous.sentences} if previous else {}
-    old_texts = set(old.values())
-    kept, added, rewritten, continued = [], [], [], set()
-    for s in current.sentences:
-        if s.text in old_texts:
-            kept.append(s.text)
-            continued.add(s.text)
-        elif s.origin_id in old:
-            rewritten.append((old[s.origin_id], s.text))
-            continued.add(old[s.origin_id])
-        else:
-            added.append(s.text)
-    removed = [t for t in old.values() if t not in continued]
-    return {"kept": kept, "added": added, "removed": removed, "rewritten": rewritten}
-
-
 def render_memory(version: Version | None) -> str:
     if version is None:
         return "아직 기억이 없습니다. 대화를 나누고 **대화 끝내기**를 누르면 첫 기억이 만들어집니다."
@@ -121,7 +104,8 @@ def render_memory(version: Version | None) -> str:
 
 
 def render_history(versions: list[Version], show_strategy: bool = True) -> str:
-    """Every version with what it kept, added, removed and rewrote; the strategy is hidden in a blind user trial."""
+    """Every version with what it kept, added, removed and rewrote (memory/diff.py); the strategy is hidden in a blind
+    user trial."""
     if not versions:
         return "버전 기록이 없습니다."
     blocks, previous = [], None
@@ -130,12 +114,12 @@ def render_history(versions: list[Version], show_strategy: bool = True) -> str:
         how = f"{v.strategy}/{v.status}" if show_strategy else STAGES.get(v.status, v.status)
         head = (
             f"#### v{v.number} · {v.created_at[:16].replace('T', ' ')} · {how} · "
-            f"{AUTHORS.get(v.author, v.author)}\n유지 {len(d['kept'])} · 추가 {len(d['added'])} · "
-            f"삭제 {len(d['removed'])} · 고쳐 씀 {len(d['rewritten'])}"
+            f"{AUTHORS.get(v.author, v.author)}\n유지 {len(d.kept)} · 추가 {len(d.added)} · "
+            f"삭제 {len(d.removed)} · 고쳐 씀 {len(d.rewritten)}"
         )
-        body = [f"- **추가** {md(t)}" for t in d["added"]]
-        body += [f"- **고쳐 씀** {md(a)} → {md(b)}" for a, b in d["rewritten"]]
-        body += [f"- **삭제** ~~{md(t)}~~" for t in d["removed"]]
+        body = [f"- **추가** {md(t)}" for t in d.added]
+        body += [f"- **고쳐 씀** {md(a)} → {md(b)}" for a, b in d.rewritten]
+        body += [f"- **삭제** ~~{md(t)}~~" for t in d.removed]
         blocks.append(
             head + ("\n\n" + "\n".join(body) if body else "") + (f"\n\n*메모: {md(v.note)}*" if v.note else "")
         )

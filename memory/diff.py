@@ -1,0 +1,52 @@
+"""What changed between two memory versions, by each sentence's origin: one diff for the CLI, the page and exports.
+
+A sentence of the new version that names a sentence of the previous one as its origin (memory/updaters/base.py
+carry_over, the guard's counterparts, a user's edit) continues it: `kept` when the text is the same, `rewritten`
+(old, new) when not. A sentence with no origin there is `kept` when the previous version held the same text (a
+version written before origins were recorded), otherwise `added`. A previous sentence nothing continues is
+`removed`. So a rewrite shows as one rewrite, never as a removal plus an addition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory.store import Version
+
+
+@dataclass(frozen=True)
+class VersionDiff:
+    kept: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    rewritten: list[tuple[str, str]] = field(default_factory=list)  # (old text, new text)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kept": self.kept,
+            "added": self.added,
+            "removed": self.removed,
+            "rewritten": [{"old": old, "new": new} for old, new in self.rewritten],
+        }
+
+
+def version_diff(previous: Version | None, current: Version) -> VersionDiff:
+    """kept / added / removed / rewritten from `previous` (None: the first version) to `current`."""
+    old = {s.id: s.text for s in previous.sentences} if previous else {}
+    unclaimed = {text: sid for sid, text in reversed(old.items())}  # text -> the first previous sentence with it
+    diff, continued = VersionDiff(), set()
+    for s in current.sentences:
+        origin = s.origin_id if s.origin_id in old else None
+        if origin is None and s.text in unclaimed and unclaimed[s.text] not in continued:
+            origin = unclaimed[s.text]
+        if origin is None:
+            diff.added.append(s.text)
+        elif old[origin] == s.text:
+            diff.kept.append(s.text)
+        else:
+            diff.rewritten.append((old[origin], s.text))
+        if origin is not None:
+            continued.add(origin)
+    diff.removed.extend(text for sid, text in old.items() if sid not in continued)
+    return diff

@@ -1,0 +1,106 @@
+"""One version diff by origin (memory/diff.py): `keem memory history`, the memory tab and the trial export agree."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from chatbot.cli.main import main
+from chatbot.trials.export import export
+from chatbot.web.render import md, render_history
+from memory.diff import version_diff
+from memory.engine import MemoryEngine
+from memory.store import Sentence, Store
+from memory.updaters.base import carry_over
+from models.embedders import NgramEmbedder
+
+SEOUL, CAT, SWIM = "사용자는 서울에 산다", "사용자는 고양이를 키운다", "사용자는 수영을 배운다"
+BUSAN, PIANO = "사용자는 부산으로 이사했다", "사용자는 피아노를 배우기 시작했다"
+
+
+@pytest.fixture
+def history(tmp_path, monkeypatch):
+    """v1: three sentences; v2: one kept, one rewritten, one deleted, one added."""
+    path = tmp_path / "diff.db"
+    monkeypatch.setenv("KEEM_DB", str(path))
+    store = Store(path)
+    engine = MemoryEngine(store, NgramEmbedder())
+    uid = store.get_or_create_user("민수")
+    meta = {"status": "ok", "author": "updater"}
+    v1 = engine.commit(uid, [Sentence(SEOUL), Sentence(CAT), Sentence(SWIM)], strategy="import", **meta)
+    seoul, cat, _swim = v1.sentences
+    engine.commit(
+        uid,
+        [Sentence(BUSAN, "rewritten", seoul.id), *carry_over([cat]), Sentence(PIANO, "added")],
+        strategy="keem",
+        **meta,
+    )
+    yield store, uid
+    store.close()
+
+
+def test_a_rewrite_is_one_rewrite_not_a_removal_and_an_addition(history):
+    store, uid = history
+    v1, v2 = store.versions(uid)
+    d = version_diff(v1, v2)
+    assert (d.kept, d.added, d.removed, d.rewritten) == ([CAT], [PIANO], [SWIM], [(SEOUL, BUSAN)])
+    first = version_diff(None, v1)
+    assert first.added == [SEOUL, CAT, SWIM] and not (first.kept or first.removed or first.rewritten)
+
+
+def test_a_sentence_without_an_origin_is_kept_when_its_text_was_there():
+    """Versions written before origins were recorded: the same text is the same sentence, once."""
+    from memory.store import Version
+
+    def version(number, *sentences):
+        return Version(number, 1, number, None, "import", "ok", None, None, "import", None, "", tuple(sentences))
+
+    old = version(1, Sentence(CAT, id=1), Sentence(SEOUL, id=2))
+    new = version(2, Sentence(CAT, id=3), Sentence(CAT, id=4), Sentence(BUSAN, id=5))
+    d = version_diff(old, new)
+    assert (d.kept, d.added, d.removed, d.rewritten) == ([CAT], [CAT, BUSAN], [SEOUL], [])
+
+
+def _tab_diff(markdown: str) -> dict[int, dict[str, object]]:
+    """What the memory tab's history shows, per version: its counts and its classified sentences."""
+    shown = {}
+    for block in markdown.split("#### v")[1:]:
+        number = int(block.split(" ", 1)[0])
+        counts = re.search(r"유지 (\d+) · 추가 (\d+) · 삭제 (\d+) · 고쳐 씀 (\d+)", block)
+        assert counts, block
+        lines = block.splitlines()
+        shown[number] = {
+            "counts": tuple(map(int, counts.groups())),
+            "added": [ln.removeprefix("- **추가** ") for ln in lines if ln.startswith("- **추가** ")],
+            "removed": [ln[len("- **삭제** ~~") : -2] for ln in lines if ln.startswith("- **삭제** ")],
+            "rewritten": [
+                tuple(ln.removeprefix("- **고쳐 씀** ").split(" → ")) for ln in lines if ln.startswith("- **고쳐 씀** ")
+            ],
+        }
+    return shown
+
+
+def test_cli_history_and_the_memory_tab_classify_the_same_sentences_the_same_way(history, capsys, tmp_path):
+    store, uid = history
+    assert main(["memory", "history", "--user", "민수", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    tab = _tab_diff(render_history(store.versions(uid)))
+    assert rows[1]["kept"] == [CAT] and rows[1]["rewritten"] == [{"old": SEOUL, "new": BUSAN}]
+    for row in rows:
+        shown = tab[row["version"]]
+        counts = tuple(len(row[k]) for k in ("kept", "added", "removed", "rewritten"))
+        assert shown["counts"] == counts
+        assert shown["added"] == [md(t) for t in row["added"]]
+        assert shown["removed"] == [md(t) for t in row["removed"]]
+        assert shown["rewritten"] == [(md(c["old"]), md(c["new"])) for c in row["rewritten"]]
+    # the trial export's memory_versions.jsonl carries the same diff
+    export(store, tmp_path / "out", scrub=False)
+    lines = (tmp_path / "out" / "memory_versions.jsonl").read_text(encoding="utf-8").splitlines()
+    exported = [json.loads(line)["changes"] for line in lines]
+    assert exported == [{k: row[k] for k in ("kept", "added", "removed", "rewritten")} for row in rows]
+    # and the text form names the rewrite
+    assert main(["memory", "history", "--user", "민수"]) == 0
+    out = capsys.readouterr().out
+    assert "kept 1, added 1, removed 1, rewritten 1" in out and f"~ {SEOUL} -> {BUSAN}" in out
