@@ -3,13 +3,36 @@
 This module sits at the bottom of the import graph (chatbot -> memory -> models), so every layer raises these.
 """
 
+CODES = (  # the specific codes an error may carry, with the params its Korean message uses
+    "empty_message",  # chatbot/session.py: a message with no visible text
+    "message_too_long",  # length, limit
+    "bad_user_name",
+    "model_loading",  # chatbot/web/app.py: the models are still loading
+    "storage_full",  # memory/store.py: why the database cannot be written
+    "storage_read_only",
+    "storage_folder",
+    "storage_not_sqlite",
+    "storage_other",
+    "questionnaire_unknown",  # chatbot/trials/study.py and the store: a user trial's questionnaire; items
+    "questionnaire_missing",  # item, question
+    "questionnaire_range",  # item, question, low, high
+    "questionnaire_text",  # item, question
+    "questionnaire_too_long",  # item, question, length, limit
+    "questionnaire_no_session",
+    "questionnaire_done",
+    "questionnaire_empty",
+)
+
 
 class KeemError(Exception):
     """Base class: an error whose message is meant for the user, one line, with a fix.
 
-    `code` (with `params`) names the error for front ends that show it in another language (chatbot/web/render.py),
-    so they never parse the English message.
+    `code` (one of CODES, with `params`) names the error for front ends that show it in another language, so they
+    never parse the English message; without one, the class's `kind` names it. chatbot/web/messages.py has the
+    Korean message of every code and kind.
     """
+
+    kind = "error"
 
     def __init__(self, message: str = "", *, code: str | None = None, **params: object):
         super().__init__(message)
@@ -20,34 +43,59 @@ class KeemError(Exception):
 class InputError(KeemError):
     """The user gave input the system refuses (empty, too long, malformed)."""
 
+    kind = "input"
+
+
+class ContextOverflowError(KeemError):
+    """A prompt does not fit the model's context (a local model's positions, a server's context length): the
+    model gives no answer to it. Not the user's input as such: the memory, the history or the budget is too large."""
+
+    kind = "context_overflow"
+
 
 class UnknownUserError(KeemError):
     """No such user in the database."""
+
+    kind = "unknown_user"
 
 
 class ModelSpecError(KeemError):
     """A model or embedder spec string that does not name a usable backend."""
 
+    kind = "model_spec"
+
 
 class ModelUnavailableError(KeemError):
     """A backend could not be reached or loaded (server down, package missing, weights missing)."""
+
+    kind = "model_unavailable"
 
 
 class GenerationError(KeemError):
     """A model call failed after retries, or timed out."""
 
+    kind = "generation"
+
 
 class NotSupportedError(KeemError):
     """The backend cannot do what was asked (for example log-probability scoring over an API without it)."""
+
+    kind = "not_supported"
 
 
 class UpdateError(KeemError):
     """A memory update could not run; the previous memory is untouched."""
 
+    kind = "update"
+
 
 class StorageError(KeemError):
     """The database cannot be opened or written: a folder or another kind of file, read-only, a full disk."""
 
+    kind = "storage"
+
 
 class MigrationError(KeemError):
     """The database schema is newer than this program, or a migration failed."""
+
+    kind = "migration"

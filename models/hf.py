@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 from models.base import ChatModel, ChatStream, ContinuationScore, Finish, GenerationOptions, Message
-from models.errors import GenerationError, InputError, ModelUnavailableError
+from models.errors import ContextOverflowError, GenerationError, ModelUnavailableError
 
 # Used when a tokenizer ships without a chat template (rare; our tiny test models and GGUF files may).
 FALLBACK_TEMPLATE = (
@@ -180,7 +180,7 @@ class TransformersChatModel(ChatModel):
                 return ids.to(self.model.device)
             droppable = [i for i, m in enumerate(msgs[:-1]) if m["role"] != "system"]
             if not droppable:
-                raise InputError(
+                raise ContextOverflowError(
                     f"the prompt needs {ids.shape[1]} tokens but model '{self.spec}' has room for {room}; "
                     "shorten the message or lower the memory budget (KEEM_TOKEN_BUDGET)"
                 )

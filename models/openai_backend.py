@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 
 from models.base import ChatModel, ChatStream, Completion, Finish, GenerationOptions, Message, finish_reason
-from models.errors import GenerationError, InputError, ModelUnavailableError
+from models.errors import ContextOverflowError, GenerationError, ModelUnavailableError
 
 
 class OpenAIChatModel(ChatModel):
@@ -125,7 +125,7 @@ class OpenAIChatModel(ChatModel):
                     f"the server at {self.base_url} refused the request (400): {exc.message}"
                 ) from exc
             # the same error as a local model's prompt that does not fit: unusable output, never a failed job
-            raise InputError(
+            raise ContextOverflowError(
                 f"the prompt does not fit the context of {self.model} at {self.base_url} ({exc.message}); set "
                 "KEEM_OPENAI_CONTEXT to the context the server runs with, or shorten the message or lower the "
                 "memory budget (KEEM_TOKEN_BUDGET)"

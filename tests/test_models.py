@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from models import GenerationOptions, load_chat_model, load_embedder
-from models.errors import GenerationError, InputError, ModelSpecError, ModelUnavailableError
+from models.errors import ContextOverflowError, GenerationError, ModelSpecError, ModelUnavailableError
 from models.fake import ScriptedChatModel
 from models.openai_backend import OpenAIChatModel
 from tests.fake_openai import FakeOpenAIServer
@@ -75,7 +75,7 @@ def test_tiny_llama_drops_old_turns_to_fit_and_refuses_what_cannot_fit(tiny_llam
     model = load_chat_model(f"hf:{tiny_llama_dir}")
     long_history = [{"role": "user" if i % 2 == 0 else "assistant", "content": "안녕하세요 " * 60} for i in range(9)]
     assert isinstance(model.complete(long_history, GenerationOptions(max_new_tokens=4)).text, str)
-    with pytest.raises(InputError, match="shorten"):
+    with pytest.raises(ContextOverflowError, match="shorten"):
         model.complete([{"role": "system", "content": "햇살 " * 600}, *HELLO], GenerationOptions(max_new_tokens=4))
 
 

@@ -20,9 +20,9 @@ from chatbot.cli.chat import add_chat_parser, settings_from_args
 from chatbot.session import check_user_name, clean_message
 from chatbot.settings import Settings
 from chatbot.web.app import Backend, ChatUI, UserState, build_app, launch_options
+from chatbot.web.messages import korean_error
 from chatbot.web.render import (
     is_emotion,
-    korean_error,
     md,
     model_banner,
     render_history,

@@ -14,7 +14,7 @@ from memory.updaters import make_updater
 from memory.updaters.base import UpdateInput
 from memory.updaters.guard import guard
 from models.embedders import NgramEmbedder
-from models.errors import GenerationError, InputError
+from models.errors import ContextOverflowError, GenerationError
 from models.fake import STAGE_MARKERS, ScriptedChatModel, stage_of
 from tests.conftest import dead_owner
 
@@ -319,14 +319,14 @@ def test_parse_and_elapsed_helpers():
 @pytest.mark.parametrize("strategy", ["keem", "accumulate", "operations"])
 @pytest.mark.parametrize("flavor", ["openai", "llama-server"])
 def test_a_prompt_past_the_servers_context_is_unusable_output_for_every_strategy(strategy, flavor, store):
-    """One error policy: a prompt that does not fit (a local model's InputError, a server's 400) never fails the job;
-    the strategy falls back as for any unusable answer and keeps the previous memory."""
+    """One error policy: a prompt that does not fit (a local model's ContextOverflowError, a server's 400) never fails
+    the job; the strategy falls back as for any unusable answer and keeps the previous memory."""
     from models.openai_backend import OpenAIChatModel
     from tests.fake_openai import FakeOpenAIServer
 
     with FakeOpenAIServer(reply=lambda body: "사용자는 부산으로 이사했다.", context=60, flavor=flavor) as server:
         model = OpenAIChatModel("fake", base_url=server.url, api_key="k", check=False, max_retries=0)
-        with pytest.raises(InputError, match=r"does not fit the context.*KEEM_OPENAI_CONTEXT"):
+        with pytest.raises(ContextOverflowError, match=r"does not fit the context.*KEEM_OPENAI_CONTEXT"):
             model.complete([{"role": "user", "content": "가" * 100}])
         engine = MemoryEngine(store, NgramEmbedder())
         uid, _sid, job = _session(store)

@@ -11,7 +11,7 @@ from chatbot.session import ChatSession, check_user_name, clean_message
 from chatbot.settings import Settings
 from memory.backup import snapshot_if_configured
 from memory.store import Version
-from models.errors import InputError, KeemError
+from models.errors import ContextOverflowError, InputError, KeemError
 
 END_COMMANDS = ("/end", "/quit", "/끝")
 
@@ -76,7 +76,7 @@ def run_session(settings: Settings, args: argparse.Namespace) -> int:
                 break
             try:
                 _say(session, text)
-            except InputError as exc:
+            except (InputError, ContextOverflowError) as exc:  # the message stays said; the next one may fit
                 print(f"error: {exc}", file=sys.stderr)
     job_id = session.end("user")
     if job_id is None:

@@ -99,7 +99,9 @@ class Study:
                 value = "".join(ch for ch in value if ch in "\n\t" or unicodedata.category(ch)[0] != "C").strip()
             if value is None or value == "":
                 if q.required:
-                    raise InputError(f"'{q.text}' 문항에 답해 주세요.", code="questionnaire_missing", item=q.id)
+                    raise InputError(
+                        f"'{q.text}' 문항에 답해 주세요.", code="questionnaire_missing", item=q.id, question=q.text
+                    )
                 continue
             rows.append(
                 {
@@ -124,6 +126,7 @@ def _rating(q: Question, value: Any) -> int:
             f"'{q.text}' 문항의 답은 {q.low}에서 {q.high} 사이의 하나여야 합니다.",
             code="questionnaire_range",
             item=q.id,
+            question=q.text,
             low=q.low,
             high=q.high,
         )
@@ -132,12 +135,15 @@ def _rating(q: Question, value: Any) -> int:
 
 def _free_text(q: Question, value: Any) -> str:
     if not isinstance(value, str):
-        raise InputError(f"'{q.text}' 문항에는 글로 답해 주세요.", code="questionnaire_text", item=q.id)
+        raise InputError(
+            f"'{q.text}' 문항에는 글로 답해 주세요.", code="questionnaire_text", item=q.id, question=q.text
+        )
     if len(value) > q.max_chars:
         raise InputError(
             f"'{q.text}' 답이 너무 깁니다 ({len(value):,}자, 최대 {q.max_chars:,}자). 줄여 주세요.",
             code="questionnaire_too_long",
             item=q.id,
+            question=q.text,
             length=len(value),
             limit=q.max_chars,
         )

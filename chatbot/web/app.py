@@ -21,10 +21,9 @@ from chatbot.session import BALANCED, ChatSession, check_user_name, clean_messag
 from chatbot.trials.study import Study, next_allowed, refusal_message
 from chatbot.trials.web import StudyUI
 from chatbot.web import identity as hf_login
+from chatbot.web.messages import LOADING, korean_error
 from chatbot.web.render import (
-    LOADING,
     choices,
-    korean_error,
     md,
     model_banner,
     render_history,
@@ -135,7 +134,7 @@ class Backend:
         if self.error is not None:
             raise ModelUnavailableError(f"모델을 불러오지 못했습니다: {self.error}")
         if not self.done.is_set() or self.bot is None or self.worker is None:
-            raise ModelUnavailableError(self.LOADING)
+            raise ModelUnavailableError(self.LOADING, code="model_loading")
         return self.bot, self.worker
 
     def banner(self) -> str:

@@ -1,4 +1,5 @@
-"""What the browser app shows: Korean texts, escaped Markdown, memory and history views, error messages."""
+"""What the browser app shows: Korean texts, escaped Markdown, memory and history views (error messages:
+messages.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,7 @@ from chatbot.bot import Chatbot
 from memory.diff import version_diff
 from memory.engine import Hit
 from memory.store import Version
-from models.errors import KeemError, ModelUnavailableError, UpdateError
 
-LOADING = "모델을 불러오는 중입니다. 잠시 뒤 다시 시도해 주세요 (이 줄은 준비되면 바뀝니다)."
 STAGES = {
     "queued": "대기 중",
     "summarizing": "대화 요약 중",
@@ -54,33 +53,6 @@ def shown(message: Mapping[str, Any]) -> dict[str, Any]:
             lambda m: f"[그림 생략{': ' + m.group(1) if m.group(1) else ''}]", str(message["content"])
         ),
     }
-
-
-KOREAN = {  # error code (models/errors.py) -> the message the page shows
-    "empty_message": "빈 메시지입니다. 내용을 입력해 주세요 (공백이나 제어 문자만으로는 보낼 수 없습니다).",
-    "message_too_long": "메시지가 너무 깁니다 ({length:,}자, 최대 {limit:,}자). 나누어 보내 주세요.",
-    "bad_user_name": "이름은 1~64자의 한글·영문·숫자·공백과 . @ _ - 만 쓸 수 있습니다 (마크업·따옴표 불가).",
-    "storage_full": "서버의 저장 공간이 가득 찼습니다. 이미 저장된 대화와 기억은 안전합니다. 관리자에게 알려 주세요.",
-    "storage_read_only": "서버의 데이터베이스에 쓸 수 없습니다 (읽기 전용). 관리자에게 알려 주세요.",
-    "storage_folder": "서버의 데이터베이스 설정이 잘못되었습니다 (폴더를 가리킴). 관리자에게 알려 주세요.",
-    "storage_not_sqlite": "서버의 데이터베이스 파일이 손상되었거나 다른 파일입니다. 관리자에게 알려 주세요.",
-    "storage_other": "서버의 데이터베이스를 쓸 수 없습니다. 관리자에게 알려 주세요.",
-}
-
-
-def korean_error(exc: BaseException) -> str:
-    """A Korean, one-line message for an error; the core's English detail is kept where no translation exists."""
-    text = str(exc)
-    code = getattr(exc, "code", None)
-    if code in KOREAN:
-        return KOREAN[code].format(**exc.params)  # type: ignore[attr-defined]
-    if isinstance(exc, ModelUnavailableError) and text == LOADING:
-        return text
-    if isinstance(exc, UpdateError):
-        return f"기억을 바꿀 수 없습니다: {text}"
-    if isinstance(exc, KeemError):
-        return f"오류: {text}"
-    return "예상하지 못한 오류가 났습니다. 잠시 뒤 다시 시도해 주세요 (서버 로그에 기록되었습니다)."
 
 
 def is_emotion(text: str) -> bool:

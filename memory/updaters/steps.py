@@ -43,7 +43,7 @@ from memory.updaters.base import carry_over
 from memory.updaters.guard import GuardDecision, decisions_json, guard, keep_summary
 from models.base import ChatModel, Completion, GenerationOptions, Message, estimate_tokens
 from models.embedders import Embedder
-from models.errors import InputError
+from models.errors import ContextOverflowError
 
 Ask = Callable[[str, str, int], Completion]  # (stage, prompt, max_new_tokens) -> the model's answer
 Parse = Callable[[str, int], list[str]]
@@ -126,20 +126,24 @@ class Steps:
         return int(sum(self.count_tokens(t) + 2 for t in texts) * MARGIN) + SLACK_TOKENS
 
     def call(self, stage: str, prompt: str, budget: int) -> str | None:
-        """The model's answer, or None when there is no usable one (cut twice, or a prompt too long)."""
+        """The model's answer, or None when there is no usable one (cut twice, or a prompt too long: ours or the
+        backend's ContextOverflowError, recorded in `problems`)."""
+        try:
+            return self._call(stage, prompt, budget)
+        except ContextOverflowError as exc:
+            self.problems.append(f"{stage}: {exc}")
+            return None
+
+    def _call(self, stage: str, prompt: str, budget: int) -> str | None:
         room = self.context_window - self.count_tokens(render("update_system") + prompt) - 16
         if room < 8:
-            self.problems.append(
-                f"{stage}: the prompt leaves no room to answer in a {self.context_window}-token context"
+            raise ContextOverflowError(
+                f"the prompt leaves no room to answer in a {self.context_window}-token context; use an update "
+                "model with a longer context"
             )
-            return None
         budget = min(budget, self.ceiling, room)
         for attempt in range(2):
-            try:
-                answer = self.ask(stage, prompt, budget)
-            except InputError as exc:  # the backend says the prompt does not fit
-                self.problems.append(f"{stage}: {exc}")
-                return None
+            answer = self.ask(stage, prompt, budget)
             if not answer.cut:
                 return answer.text
             if attempt == 0 and budget < room:

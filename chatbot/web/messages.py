@@ -1,0 +1,56 @@
+"""The Korean message of every error the page shows: one table, keyed by error code or kind (models/errors.py).
+
+A template takes the error's params, and `{message}` (the error's own one-line text, for kinds whose detail has no
+translation). Nothing here reads an error's text to decide what it is.
+"""
+
+from __future__ import annotations
+
+from models.errors import KeemError
+
+LOADING = "모델을 불러오는 중입니다. 잠시 뒤 다시 시도해 주세요 (이 줄은 준비되면 바뀝니다)."
+UNEXPECTED = "예상하지 못한 오류가 났습니다. 잠시 뒤 다시 시도해 주세요 (서버 로그에 기록되었습니다)."
+
+MESSAGES = {
+    # codes (models/errors.py CODES)
+    "empty_message": "빈 메시지입니다. 내용을 입력해 주세요 (공백이나 제어 문자만으로는 보낼 수 없습니다).",
+    "message_too_long": "메시지가 너무 깁니다 ({length:,}자, 최대 {limit:,}자). 나누어 보내 주세요.",
+    "bad_user_name": "이름은 1~64자의 한글·영문·숫자·공백과 . @ _ - 만 쓸 수 있습니다 (마크업·따옴표 불가).",
+    "model_loading": LOADING,
+    "storage_full": "서버의 저장 공간이 가득 찼습니다. 이미 저장된 대화와 기억은 안전합니다. 관리자에게 알려 주세요.",
+    "storage_read_only": "서버의 데이터베이스에 쓸 수 없습니다 (읽기 전용). 관리자에게 알려 주세요.",
+    "storage_folder": "서버의 데이터베이스 설정이 잘못되었습니다 (폴더를 가리킴). 관리자에게 알려 주세요.",
+    "storage_not_sqlite": "서버의 데이터베이스 파일이 손상되었거나 다른 파일입니다. 관리자에게 알려 주세요.",
+    "storage_other": "서버의 데이터베이스를 쓸 수 없습니다. 관리자에게 알려 주세요.",
+    "questionnaire_unknown": "이 설문에 없는 문항입니다: {items}",
+    "questionnaire_missing": "'{question}' 문항에 답해 주세요.",
+    "questionnaire_range": "'{question}' 문항의 답은 {low}에서 {high} 사이의 하나여야 합니다.",
+    "questionnaire_text": "'{question}' 문항에는 글로 답해 주세요.",
+    "questionnaire_too_long": "'{question}' 답이 너무 깁니다 ({length:,}자, 최대 {limit:,}자). 줄여 주세요.",
+    "questionnaire_no_session": "이 참가자의 대화가 아닌 설문입니다. 자신의 대화 뒤에 나온 설문에 답해 주세요.",
+    "questionnaire_done": "이미 응답한 설문입니다. 한 대화의 설문은 한 번만 제출할 수 있습니다.",
+    "questionnaire_empty": "설문에 답한 항목이 없습니다. 답을 고른 뒤 제출해 주세요.",
+    # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
+    "error": "오류: {message}",
+    "input": "오류: {message}",
+    "context_overflow": (
+        "대화와 기억이 모델이 한 번에 읽을 수 있는 길이를 넘었습니다. 메시지를 줄이거나 새 대화를 시작해 주세요."
+    ),
+    "unknown_user": "오류: {message}",
+    "model_spec": "오류: {message}",
+    "model_unavailable": "오류: {message}",
+    "generation": "오류: {message}",
+    "not_supported": "오류: {message}",
+    "update": "기억을 바꿀 수 없습니다: {message}",
+    "storage": "오류: {message}",
+    "migration": "오류: {message}",
+}
+
+
+def korean_error(exc: BaseException) -> str:
+    """A Korean, one-line message for an error: its code's entry in MESSAGES, else its kind's."""
+    if not isinstance(exc, KeemError):
+        return UNEXPECTED
+    template = MESSAGES.get(exc.code or exc.kind, MESSAGES[exc.kind])
+    params = {k: ", ".join(map(str, v)) if isinstance(v, list | tuple) else v for k, v in exc.params.items()}
+    return template.format(**params, message=str(exc))
