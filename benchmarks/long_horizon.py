@@ -671,7 +671,7 @@ def run_user(
             strategy == "operations"
             and bool(previous_texts)
             and any(  # shown in part
-                updater.steps.rewrite_budget(previous_texts + [s]) > ceiling  # type: ignore[attr-defined]
+                updater.new_steps().rewrite_budget(previous_texts + [s]) > ceiling  # type: ignore[attr-defined]
                 for s in details.get("summary", [])
             )
         )

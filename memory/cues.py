@@ -44,18 +44,22 @@ def parse_cues(reply: str, count: int) -> dict[int, list[str]]:
 
 
 class CueWriter:
-    """Asks the model for cue words, MAX_PER_CALL sentences per call; returns {sentence text: cues} for those it got."""
+    """Asks the model for cue words, MAX_PER_CALL sentences per call. One writer serves every job of the update pool:
+    it keeps no state between calls (each call has its own Steps), so concurrent jobs never see each other's
+    problems."""
 
     def __init__(self, model: ChatModel):
         self.model = model
-        self.steps = Steps.for_model(model)
 
-    def write(self, texts: list[str]) -> dict[str, str]:
+    def write(self, texts: list[str], problems: list[str] | None = None) -> dict[str, str]:
+        """{sentence text: cue words} for the sentences it got cues for; `problems`, when given, receives this
+        call's model problems (answers cut at their budget, prompts too long), which cost those cues."""
+        steps = Steps.for_model(self.model, problems=[] if problems is None else problems)
         texts = list(dict.fromkeys(t for t in texts if t.strip()))
         cues: dict[str, str] = {}
         for start in range(0, len(texts), MAX_PER_CALL):
             chunk = texts[start : start + MAX_PER_CALL]
-            reply = self.steps.call("cues", render("cues", sentences=chunk), TOKENS_PER_SENTENCE * len(chunk))
+            reply = steps.call("cues", render("cues", sentences=chunk), TOKENS_PER_SENTENCE * len(chunk))
             for i, words in parse_cues(strip_wrappers(reply or ""), len(chunk)).items():  # a cut reply: no cues
                 new = [w for w in words if w not in chunk[i]]  # words of the sentence add nothing
                 if new:

@@ -64,12 +64,14 @@ class JobRunner:
         todo = list(dict.fromkeys(s.text.strip() for s in sentences if s.text.strip() not in have))
         if self.cue_writer is None or not todo:
             return {}, {}
+        problems: list[str] = []  # this job's, whatever other jobs the writer serves meanwhile
         try:
-            cues = self.cue_writer.write(todo)
+            cues = self.cue_writer.write(todo, problems)
         except Exception as exc:  # an optional extra: log it and commit the memory without new cues
             log.warning("memory cues failed: %s", exc)
             return {}, {"cues": {"asked": len(todo), "written": 0, "error": f"{type(exc).__name__}: {exc}"[:300]}}
-        return cues, {"cues": {"asked": len(todo), "written": len(cues), "prompt_hash": CUES_PROMPT_HASH}}
+        report = {"asked": len(todo), "written": len(cues), "prompt_hash": CUES_PROMPT_HASH}
+        return cues, {"cues": {**report, **({"problems": problems} if problems else {})}}
 
     def build_input(self, job: dict) -> UpdateInput:
         session = self.store.session(job["session_id"])

@@ -178,3 +178,42 @@ def test_a_database_from_before_cues_is_migrated(tmp_path):
     assert version.texts == [FLOWERS] and version.sentences[0].cues is None
     engine = MemoryEngine(store, NgramEmbedder(dim=4096))
     assert engine.search(1, "꽃집", k=1)[0].text == FLOWERS
+
+
+def test_concurrent_jobs_sharing_one_cue_writer_each_get_only_their_own_problems():
+    """The update pool runs jobs in threads with one CueWriter: a job whose cue answers are cut at their budget
+    records that, and no other job's record shows it, however the calls interleave; nothing carries over from one
+    job to the next."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    def answer(messages):
+        prompt = messages[-1]["content"]
+        time.sleep(0.005)  # let the other jobs' calls interleave with this one
+        if "잘리는" in prompt:  # this job's answers run past any budget: cut, retried, cut again
+            return "1: " + ", ".join(f"낱말{i}" for i in range(2000))
+        return "\n".join(f"{n}: KTX, 금요일 밤" for n in range(1, prompt.count("번을 좋아한다") + 1))
+
+    model = ScriptedChatModel(responder=answer)
+    runner = JobRunner(MemoryEngine(Store(":memory:"), NgramEmbedder()), lambda s: make_updater(s, model))
+    runner.cue_writer = CueWriter(model)
+    start = threading.Barrier(8)
+
+    def job(i: int) -> list[dict]:
+        start.wait(timeout=10)
+        texts = [f"사용자는 {'잘리는 ' if i % 2 else ''}취미 {i}번과 {j}번을 좋아한다" for j in range(i + 1)]
+        return [runner.write_cues([], [Sentence(t) for t in texts])[1]["cues"] for _round in range(2)]
+
+    with ThreadPoolExecutor(8) as pool:
+        reports = list(pool.map(job, range(8)))
+    for i, rounds in enumerate(reports):
+        for report in rounds:
+            budget = 48 * (i + 1)  # TOKENS_PER_SENTENCE per sentence: names this job's call
+            if i % 2:
+                assert report["written"] == 0 and report["problems"] == [
+                    f"cues: answer cut at {budget} tokens, retried with {budget * 2}",
+                    f"cues: answer cut at {budget * 2} tokens; not used",
+                ], (i, report)
+            else:
+                assert report["written"] == i + 1 and "problems" not in report, (i, report)

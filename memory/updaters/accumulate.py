@@ -10,18 +10,22 @@ from models.embedders import Embedder
 
 
 class AccumulateUpdater:
-    """Nothing is ever removed or rewritten: one summarize call (the shared step), appended."""
+    """Nothing is ever removed or rewritten: one summarize call (the shared step), appended. Keeps no state between
+    updates, so one instance may serve concurrent jobs."""
 
     name = "accumulate"
 
     def __init__(self, model: ChatModel, embedder: Embedder | None = None, *, max_new_tokens: int = DEFAULT_CEILING):
-        self.steps = Steps.for_model(model, embedder, ceiling=max_new_tokens)
-        self.model = model
+        self.model, self.embedder, self.max_new_tokens = model, embedder, max_new_tokens
+
+    def new_steps(self) -> Steps:
+        """The steps of one update (they record its problems): every update has its own."""
+        return Steps.for_model(self.model, self.embedder, ceiling=self.max_new_tokens)
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
-        self.steps.problems = []
+        steps = self.new_steps()
         progress("summarizing")
-        summary, generated = self.steps.summarize(inp.dialogue, inp.session_date)
+        summary, generated = steps.summarize(inp.dialogue, inp.session_date)
         return UpdateResult(
             accumulate(inp.previous, summary),
             "ok" if generated else "fallback",
@@ -29,6 +33,6 @@ class AccumulateUpdater:
             prompt_hash=prompt_hash("update_system", "summarize"),
             note=None
             if generated
-            else self.steps.why("the update model wrote no usable summary; kept the user's own words"),
-            details={"summary": summary, "problems": self.steps.problems},
+            else steps.why("the update model wrote no usable summary; kept the user's own words"),
+            details={"summary": summary, "problems": steps.problems},
         )

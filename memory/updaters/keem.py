@@ -17,7 +17,8 @@ from models.embedders import Embedder
 
 
 class KeemUpdater:
-    """One instance per update job (its steps record the job's problems; not shared between threads)."""
+    """Keeps no state between updates (each has its own Steps, which record its problems), so one instance may serve
+    concurrent jobs."""
 
     name = "keem"
 
@@ -29,13 +30,15 @@ class KeemUpdater:
         max_new_tokens: int = DEFAULT_CEILING,
         attempts: int = 2,
     ):
-        self.model = model
-        self.steps = Steps.for_model(model, embedder, ceiling=max_new_tokens)
+        self.model, self.embedder, self.max_new_tokens = model, embedder, max_new_tokens
         self.attempts = attempts
 
+    def new_steps(self) -> Steps:
+        """The steps of one update (they record its problems): every update has its own."""
+        return Steps.for_model(self.model, self.embedder, ceiling=self.max_new_tokens)
+
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
-        steps = self.steps
-        steps.problems = []
+        steps = self.new_steps()
         progress("summarizing")
         summary, generated_summary = steps.summarize(inp.dialogue, inp.session_date)
         progress("reflecting")

@@ -55,24 +55,28 @@ class OperationsUpdater:
     name = "operations"
 
     def __init__(self, model: ChatModel, embedder: Embedder | None = None, *, max_new_tokens: int = DEFAULT_CEILING):
-        self.model = model
-        self.steps = Steps.for_model(model, embedder, ceiling=max_new_tokens)
+        self.model, self.embedder, self.max_new_tokens = model, embedder, max_new_tokens
 
-    def choose(self, memory: list[Sentence], sentence: str) -> tuple[str, str, int | None, bool]:
+    def new_steps(self) -> Steps:
+        """The steps of one update (they record its problems): every update has its own."""
+        return Steps.for_model(self.model, self.embedder, ceiling=self.max_new_tokens)
+
+    @staticmethod
+    def choose(steps: Steps, memory: list[Sentence], sentence: str) -> tuple[str, str, int | None, bool]:
         """(the answer, the operation, the index in `memory`, whether only part of the memory was shown) for one
         summary sentence; a cut or unusable answer is APPEND, so nothing new is lost."""
-        shown = self.steps.scope(memory, [sentence], [])
+        shown = steps.scope(memory, [sentence], [])
         part = list(range(len(memory))) if shown is None else shown
-        answer = self.steps.call(
+        answer = steps.call(
             "operations", render("operations", memory=[memory[i].text for i in part], sentence=sentence), ANSWER_TOKENS
         )
         op, index = parse_operation(strip_wrappers(answer or ""), len(part))
         return answer or "", op, None if index is None else part[index], shown is not None
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
-        self.steps.problems = []
+        steps = self.new_steps()
         progress("summarizing")
-        summary, generated = self.steps.summarize(inp.dialogue, inp.session_date)
+        summary, generated = steps.summarize(inp.dialogue, inp.session_date)
         progress("updating")
         # kept, with their stored vectors: the scope of each answer ranks them without embedding them again
         memory = carry_over(inp.previous)
@@ -80,7 +84,7 @@ class OperationsUpdater:
         for sentence in summary:
             answer, op, index, scoped = "", "APPEND", None, False
             if inp.previous:  # the first session's memory is its summary
-                answer, op, index, scoped = self.choose(memory, sentence)
+                answer, op, index, scoped = self.choose(steps, memory, sentence)
             operations.append(
                 {
                     "sentence": sentence,
@@ -100,6 +104,6 @@ class OperationsUpdater:
             prompt_hash=prompt_hash("update_system", "summarize", "operations"),
             note=None
             if generated
-            else self.steps.why("the update model wrote no usable summary; kept the user's own words"),
-            details={"summary": summary, "operations": operations, "problems": self.steps.problems},
+            else steps.why("the update model wrote no usable summary; kept the user's own words"),
+            details={"summary": summary, "operations": operations, "problems": steps.problems},
         )
