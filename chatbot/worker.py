@@ -31,7 +31,7 @@ class Worker:
     update never races the next one's.
 
     A job that fails goes back to pending with its retry time in the database (memory/jobs.py retry_delay: 30 s,
-    doubling, at most an hour, over about two hours) and is retried here when that time comes, not in a hot loop.
+    doubling to 1,920 s, 63.5 minutes over its 8 attempts) and is retried here when that time comes, not in a hot loop.
     On ZeroGPU (chatbot/deploy/zerogpu.py) it runs no jobs (`run_jobs` is False): each user's own events run them.
     With KEEM_BACKUP_DIR set it also snapshots the database there every KEEM_BACKUP_EVERY_MIN when something
     changed, at once after a forget (dropping the snapshots that still hold the user), and at shutdown.

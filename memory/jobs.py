@@ -14,7 +14,7 @@ from memory.text import to_date
 from memory.updaters import UpdateInput, Updater, UpdateResult
 
 log = logging.getLogger(__name__)
-MAX_ATTEMPTS = 8  # with RETRY_BASE_S doubling up to RETRY_MAX_S: retries over about two hours
+MAX_ATTEMPTS = 8  # 7 waits of 30 s doubling to 1,920 s: 63.5 minutes in all (RETRY_MAX_S caps longer runs)
 RETRY_BASE_S = 30.0
 RETRY_MAX_S = 3600.0
 
