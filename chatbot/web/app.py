@@ -96,8 +96,6 @@ def warm_korean() -> None:
 class Backend:
     """The bot and its job worker: ready at once, or loading in a background thread while the page already serves."""
 
-    LOADING = LOADING
-
     def __init__(self, bot: Chatbot | None = None, worker: Worker | None = None):
         self.bot, self.worker = bot, (worker or (Worker(bot) if bot is not None else None))
         self.error: BaseException | None = None
@@ -134,14 +132,14 @@ class Backend:
         if self.error is not None:
             raise ModelUnavailableError(f"모델을 불러오지 못했습니다: {self.error}")
         if not self.done.is_set() or self.bot is None or self.worker is None:
-            raise ModelUnavailableError(self.LOADING, code="model_loading")
+            raise ModelUnavailableError(LOADING, code="model_loading")
         return self.bot, self.worker
 
     def banner(self) -> str:
         if self.error is not None:
             return f"**오류** 모델을 불러오지 못했습니다: {md(str(self.error))}"
         if not self.done.is_set() or self.bot is None:
-            return self.LOADING
+            return LOADING
         return model_banner(self.bot)
 
 
