@@ -34,7 +34,7 @@ def make(tmp_path: Path, **plan: Any) -> tuple[StudyUI, ChatUI, Any, Worker]:
     worker = Worker(bot, poll_s=0.05)
     study = study_from_dict({**PLAN, **plan})
     app = build_app(bot, worker, study=study, trial=trial_page(study, "organiser-pw"))
-    return app.keem_study, app.keem_ui, bot, worker  # the handlers, as the page wires them
+    return app.keem_study.ui, app.keem_ui, bot, worker  # the handlers, as the page wires them
 
 
 def enter(sui: StudyUI, name: str) -> tuple[Participant | None, StudyView]:
@@ -132,17 +132,17 @@ def test_the_organiser_view_needs_the_password_and_shows_progress_failures_and_a
     bot.store.fail_job(job_id, "GenerationError: update server down", retry_in_s=None)
 
     with pytest.raises(InputError, match="비밀번호가 틀렸습니다"):
-        sui.unlock("P004", False)
+        sui.organiser.unlock("P004", False)
     with pytest.raises(InputError, match="비밀번호를 먼저"):
-        sui.refresh(False)
+        sui.organiser.refresh(False)
     with pytest.raises(InputError, match="비밀번호를 먼저"):
-        sui.download(False)
-    opened = sui.unlock("organiser-pw", False)
+        sui.organiser.download(False)
+    opened = sui.organiser.unlock("organiser-pw", False)
     granted, view, overview, cleared = opened.granted, opened.admin_view, opened.overview, opened.password
     assert granted is True and view["visible"] is True and cleared == ""
     assert "P004" in overview and "update server down" in overview and "0/1" in overview
     assert "`" not in overview.splitlines()[0]  # the id is escaped Markdown: in a code span it showed "pilot\-ui"
-    archive = Path(sui.download(True).archive)
+    archive = Path(sui.organiser.download(True).archive)
     with zipfile.ZipFile(archive) as z:
         names = z.namelist()
         text = "".join(z.read(n).decode("utf-8") for n in names)
@@ -158,9 +158,9 @@ def test_without_the_password_there_is_no_organiser_view(tmp_path: Path) -> None
     sui, _, _, worker = make(tmp_path)
     closed = StudyUI(sui.entry, sui.study, None)
     with pytest.raises(InputError, match="KEEM_ADMIN_PASSWORD"):
-        closed.unlock("", False)
+        closed.organiser.unlock("", False)
     with pytest.raises(InputError):
-        closed.refresh(True)  # a tab cannot forge the grant either: no password, no view
+        closed.organiser.refresh(True)  # a tab cannot forge the grant either: no password, no view
     worker.stop()
 
 

@@ -129,7 +129,8 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     from chatbot.bot import load_bot
     from chatbot.trials.study import study_from_settings
     from chatbot.trials.web import admin_password, trial_page
-    from chatbot.web.app import CSS, Backend, build_app, launch_options
+    from chatbot.web.app import CSS, build_app, launch_options
+    from chatbot.web.backend import Backend
     from chatbot.worker import Worker
     from memory.backup import open_store
 

@@ -89,16 +89,18 @@ GATED = ("person", "consent", "gate_note", "survey", "survey_title", "answers")
 SURVEY = ("person", "survey", "survey_title", "answers")
 
 
-def trial_page(study: Study, password: str | None) -> Callable[[Entrance], StudyUI]:
+def trial_page(study: Study, password: str | None) -> Callable[[Entrance], StudyPage]:
     """The study's part of the page, for chatbot/web/app.py build_app(trial=...)."""
-    return lambda entry: StudyUI(entry, study, password)
+    return lambda entry: StudyPage(StudyUI(entry, study, password))
 
 
 class StudyUI:
-    """The study's handlers and boxes; `entry` is the chat page's way in (identity, login)."""
+    """A participant's handlers (admission, the questionnaire); `entry` is the chat page's way in (identity,
+    login); `organiser` has the organiser's."""
 
     def __init__(self, entry: Entrance, study: Study, password: str | None):
-        self.entry, self.study, self.password = entry, study, password
+        self.entry, self.study = entry, study
+        self.organiser = Organiser(entry, study, password)
 
     @property
     def store(self) -> Any:
@@ -204,7 +206,17 @@ class StudyUI:
         person.survey = pending[0]["id"] if pending else None
         return StudyView(person=person) | self.survey_view(person)
 
-    # -- the organiser's view ----------------------------------------------------------------------
+
+class Organiser:
+    """The organiser's view behind KEEM_ADMIN_PASSWORD: progress, failed updates, a scrubbed export."""
+
+    def __init__(self, entry: Entrance, study: Study, password: str | None):
+        self.entry, self.study, self.password = entry, study, password
+
+    @property
+    def store(self) -> Any:
+        return self.entry.bot.store
+
     def unlock(self, password: str, granted: bool) -> StudyView:
         """The right password opens the organiser's view for this tab (and empties the password box)."""
         if self.password is None:
@@ -285,7 +297,13 @@ class StudyUI:
             ]
         return "\n".join(rows)
 
-    # -- the page ------------------------------------------------------------------------------------
+
+class StudyPage:
+    """The study's part of the page (chatbot/web/app.py Trial): its boxes and the wiring of its events."""
+
+    def __init__(self, ui: StudyUI):
+        self.ui = ui
+
     def build_gate(self, page: Page) -> None:
         """In the login box: the note that says when the next session may start."""
         page.add(gate_note=gr.Markdown(elem_id="study-note"))
@@ -294,7 +312,7 @@ class StudyUI:
         """The consent text with agree / decline (hidden until a visitor who has not agreed presses start), and
         the questionnaire (hidden until a session ends)."""
         with gr.Column(visible=False, elem_id="consent") as consent:
-            gr.Markdown(f"### {md(self.study.title)}\n\n{md(self.study.consent)}", elem_id="consent-text")
+            gr.Markdown(f"### {md(self.ui.study.title)}\n\n{md(self.ui.study.consent)}", elem_id="consent-text")
             with gr.Row():
                 agree = gr.Button("동의하고 참여하기", variant="primary", elem_id="consent-agree")
                 decline = gr.Button("동의하지 않음", elem_id="consent-decline")
@@ -302,7 +320,7 @@ class StudyUI:
         with gr.Column(visible=False, elem_id="survey") as survey:
             title = gr.Markdown(elem_id="survey-title")
             answers: list[Any] = []
-            for q in self.study.questions:
+            for q in self.ui.study.questions:
                 if q.kind == "likert":
                     choices = [(f"{q.low + i} {label}", q.low + i) for i, label in enumerate(q.labels)]
                     answers.append(gr.Radio(choices, label=q.text, elem_id=f"q-{q.id}"))
@@ -331,30 +349,31 @@ class StudyUI:
     def wire(self, page: Page) -> list[Any]:
         """The study's events, after the chat page's: consent, then the gap between sessions, decide; the chat
         opens only for an admitted participant. Returns the events that may open the chat."""
-        p, person = page, page["person"]
+        p, person, ui = page, page["person"], self.ui
         key = [p["key"]] if "key" in p else []
         opened = []
         for triggers, handler, inputs in (
-            ([p["start"].click, p["name"].submit], self.enter, [p["name"], *key]),
-            ([p["agree"].click], self.agree, [person]),
+            ([p["start"].click, p["name"].submit], ui.enter, [p["name"], *key]),
+            ([p["agree"].click], ui.agree, [person]),
         ):
             admitted = p.on(triggers, handler, inputs, GATED, concurrency_limit=None)
-            opened.append(p.on(None, self.open_chat, [person, *key], p.logged_in(), after=admitted))
-        p.on([p["decline"].click], self.decline, [person], GATED)
-        p.on([p["submit"].click], self.submit, [person, *p["answers"]], SURVEY)
-        p.on(None, self.after_end, [p["state"], person], SURVEY, after=p.events["ended"])
-        p.on(None, self.leave, None, GATED, after=p.events["signed_out"])
-        if self.password is not None:  # no password, no organiser view at all
+            opened.append(p.on(None, ui.open_chat, [person, *key], p.logged_in(), after=admitted))
+        p.on([p["decline"].click], ui.decline, [person], GATED)
+        p.on([p["submit"].click], ui.submit, [person, *p["answers"]], SURVEY)
+        p.on(None, ui.after_end, [p["state"], person], SURVEY, after=p.events["ended"])
+        p.on(None, ui.leave, None, GATED, after=p.events["signed_out"])
+        organiser = self.ui.organiser
+        if organiser.password is not None:  # no password, no organiser view at all
             self.build_organiser(p)
             granted = p["granted"]
             p.on(
                 [p["unlock"].click],
-                self.unlock,
+                organiser.unlock,
                 [p["password"], granted],
                 ["granted", "admin_view", "overview", "password"],
             )
-            p.on([p["refresh"].click], self.refresh, [granted], ["overview"])
-            p.on([p["export"].click], self.download, [granted], ["archive"])
+            p.on([p["refresh"].click], organiser.refresh, [granted], ["overview"])
+            p.on([p["export"].click], organiser.download, [granted], ["archive"])
         return opened
 
 
