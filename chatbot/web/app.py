@@ -26,7 +26,7 @@ MAX_FILE_SIZE = "1kb"  # the page has no upload control; this also caps Gradio's
 
 
 class Trial(Protocol):
-    """A user trial's part of the page (chatbot/trials/web.py StudyUI), made by the caller's factory."""
+    """A user trial's part of the page (chatbot/trials/web.py StudyPage), made by the caller's factory."""
 
     def build_gate(self, page: Page) -> None:
         """Inside the login box: the note that says when the next session may start."""
