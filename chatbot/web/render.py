@@ -10,9 +10,10 @@ from typing import Any
 from chatbot.bot import Chatbot
 from memory.engine import Hit
 from memory.store import Version
-from models.errors import KeemError, ModelUnavailableError, UpdateError
+from models.errors import KeemError, UpdateError
 
 LOADING = "모델을 불러오는 중입니다. 잠시 뒤 다시 시도해 주세요 (이 줄은 준비되면 바뀝니다)."
+MODELS_LOADING = "models_loading"  # the code of the error every action meets while the models load
 STAGES = {
     "queued": "대기 중",
     "summarizing": "대화 요약 중",
@@ -56,6 +57,7 @@ def shown(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 KOREAN = {  # error code (models/errors.py) -> the message the page shows
+    MODELS_LOADING: LOADING,
     "empty_message": "빈 메시지입니다. 내용을 입력해 주세요 (공백이나 제어 문자만으로는 보낼 수 없습니다).",
     "message_too_long": "메시지가 너무 깁니다 ({length:,}자, 최대 {limit:,}자). 나누어 보내 주세요.",
     "bad_user_name": "이름은 1~64자의 한글·영문·숫자·공백과 . @ _ - 만 쓸 수 있습니다 (마크업·따옴표 불가).",
@@ -73,8 +75,6 @@ def korean_error(exc: BaseException) -> str:
     code = getattr(exc, "code", None)
     if code in KOREAN:
         return KOREAN[code].format(**exc.params)  # type: ignore[attr-defined]
-    if isinstance(exc, ModelUnavailableError) and text == LOADING:
-        return text
     if isinstance(exc, UpdateError):
         return f"기억을 바꿀 수 없습니다: {text}"
     if isinstance(exc, KeemError):
