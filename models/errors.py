@@ -7,7 +7,7 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "empty_message",  # chatbot/session.py: a message with no visible text
     "message_too_long",  # length, limit
     "bad_user_name",
-    "model_loading",  # chatbot/web/app.py: the models are still loading
+    "models_loading",  # chatbot/web/backend.py: the models are still loading
     "storage_full",  # memory/store.py: why the database cannot be written
     "storage_read_only",
     "storage_folder",

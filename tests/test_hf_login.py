@@ -8,7 +8,8 @@ import gradio as gr
 import pytest
 
 from chatbot.web import identity as hf_login
-from chatbot.web.app import ChatUI
+from chatbot.web.chat import ChatUI
+from chatbot.web.view import KEEP
 from chatbot.worker import Worker
 from memory.store import Sentence
 from models.errors import InputError
@@ -33,26 +34,26 @@ def test_an_hf_account_never_shares_memory_with_a_typed_name_or_a_browser_identi
     bot = make_bot(tmp_path / "keem.db")
     worker = Worker(bot)
     ui, public = ChatUI(bot, worker), ChatUI(bot, worker, browser_identity=True)
-    signed = ui.login("아무 이름", profile=profile("minsu"))[0]
+    signed = ui.entry.login("아무 이름", profile=profile("minsu")).state
     assert signed.name == "minsu" and bot.store.users()[0]["name"] == "hf:minsu"
     bot.engine.commit(signed.user_id, [Sentence("사용자는 제주도에 산다")], strategy="keem", status="ok", author="user")
-    typed = ui.login("minsu")[0]  # the same name typed, without signing in
-    visitor_out = public.login("minsu", None)
-    visitor, key = visitor_out[0], visitor_out[-1]
+    typed = ui.entry.login("minsu").state  # the same name typed, without signing in
+    visitor_out = public.entry.login("minsu", None)
+    visitor, key = visitor_out.state, visitor_out.key
     assert len({signed.user_id, typed.user_id, visitor.user_id}) == 3
     assert bot.engine.current(typed.user_id) is None and bot.engine.current(visitor.user_id) is None
     assert {u["name"] for u in bot.store.users()} == {"hf:minsu", "minsu", f"minsu#{key}"}
     with pytest.raises(InputError):
-        ui.login("hf:minsu")  # the namespace cannot be typed
-    again = public.login("", key, profile=profile("minsu"))  # signed in on a public Space: the account wins
-    assert again[0].user_id == signed.user_id and bot.engine.current(again[0].user_id) is not None
-    assert again[-1] == gr.skip()  # and this browser's own key is left as it was
+        ui.entry.login("hf:minsu")  # the namespace cannot be typed
+    again = public.entry.login("", key, profile=profile("minsu"))  # signed in on a public Space: the account wins
+    assert again.state.user_id == signed.user_id and bot.engine.current(again.state.user_id) is not None
+    assert again.key is KEEP  # and this browser's own key is left as it was
 
 
 def test_a_signed_in_user_can_forget_everything(tmp_path: Path) -> None:
     bot = make_bot(tmp_path / "keem.db")
     ui = ChatUI(bot, Worker(bot))
-    state = ui.login("", profile=profile("minsu"))[0]
+    state = ui.entry.login("", profile=profile("minsu")).state
     bot.engine.commit(state.user_id, [Sentence("사용자는 제주도에 산다")], strategy="keem", status="ok", author="user")
-    ui.forget("minsu", state)
+    ui.memory.forget("minsu", state)
     assert "hf:minsu" not in {u["name"] for u in bot.store.users()}

@@ -73,7 +73,7 @@ def test_a_context_overflow_is_not_bad_input_and_says_so_in_korean():
 
 
 def test_the_loading_state_is_known_by_its_code_not_its_text():
-    assert korean_error(ModelUnavailableError("still loading", code="model_loading")) == LOADING
+    assert korean_error(ModelUnavailableError("still loading", code="models_loading")) == LOADING
     assert korean_error(ModelUnavailableError(LOADING)) == f"오류: {LOADING}"  # same text, no code: not the state
     assert korean_error(UpdateError("refusing an empty memory")) == "기억을 바꿀 수 없습니다: refusing an empty memory"
     assert korean_error(RuntimeError("boom")) == UNEXPECTED

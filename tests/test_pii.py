@@ -32,6 +32,42 @@ FOUND = [
     ("중구 을지로3가 12", "[주소]"),
 ]
 
+# the forms people type besides the written ones: read out, spaced, spelled, a flat without its street
+SPOKEN_AND_SPELLED = [
+    # phone numbers read out in Korean, whole or in part, with the separators speech uses
+    ("번호는 공일공 이삼사오 육칠팔구", "번호는 [전화번호]"),
+    ("공일공 이삼사오 육칠팔구야", "[전화번호]야"),
+    ("영일영에 이삼사오에 육칠팔구로 전화해", "[전화번호]로 전화해"),
+    ("공일공이삼사오육칠팔구", "[전화번호]"),
+    ("010 이삼사오 육칠팔구", "[전화번호]"),
+    ("공일공-이삼사-오육칠팔", "[전화번호]"),
+    # spaced or mixed separators, dashes of any width
+    ("010 2345 6789 / 010.2345.6789 / 010-2345 6789", "[전화번호] / [전화번호] / [전화번호]"),
+    ("010 - 2345 - 6789, 010  2345  6789", "[전화번호], [전화번호]"),
+    ("010–2345–6789 아니면 010－2345－6789", "[전화번호] 아니면 [전화번호]"),
+    ("+82 (0)10 2345 6789", "[전화번호]"),
+    # IDN e-mail addresses and spelled-out ones
+    ("홍길동@예시.한국으로 보내", "[이메일]으로 보내"),
+    ("minji@예시.com, minji@xn--9n2bp8q.xn--3e0b707e 로", "[이메일], [이메일] 로"),
+    ("minsu at gmail dot com 으로", "[이메일] 으로"),
+    ("MINSU AT GMAIL DOT COM", "[이메일]"),
+    ("minsu at gmail.com", "[이메일]"),
+    ("minsu 골뱅이 naver 점 com 이야", "[이메일] 이야"),
+    ("minsu(at)gmail(dot)co(dot)kr", "[이메일]"),
+    ("minsu [at] gmail [dot] com", "[이메일]"),
+    ("민수 골뱅이 네이버 닷컴", "[이메일]"),
+    ("minsu @ naver 쩜 com", "[이메일]"),
+    # lot numbers on a hill (산)
+    ("마포구 상암동 산 12-3", "[주소]"),
+    ("마포구 상암동 산12-3번지에 밭이 있어", "[주소]에 밭이 있어"),
+    # a flat (동 and 호 together) without its street, with the block's name
+    ("101동 1203호", "[주소]"),
+    ("래미안 101동 1203호에 살아", "[주소]에 살아"),
+    ("래미안101동 1203호", "[주소]"),
+    ("상암월드컵파크 7단지 101동 1203호", "[주소]"),
+    ("우리 집은 101동 1203호야", "우리 집은 [주소]야"),
+]
+
 KEPT = [
     "서울 마포구에 살아",
     "2024-01-15에 병원에 갔어",
@@ -46,14 +82,47 @@ KEPT = [
     "사용자는 고양이를 키운다",
 ]
 
+# near-misses of the wider forms that must stay: dates, prices, times, versions, order numbers, counts and rooms
+NEAR_MISSES = [
+    "2026-11-03에 만나",
+    "2026.11.03 발표",
+    "2026/11/03",
+    "11월 3일",
+    "오늘 2026년 11월 3일 14시 30분에 12,000원 냈어",
+    "12,000원",
+    "3만 5천원",
+    "14:30에 출발",
+    "오후 3시",
+    "v1.2.3 으로 올렸어",
+    "Python 3.11.4",
+    "주문번호 20261103-000123",
+    "주문번호: 2026-1103-000123",
+    "카카오 주문번호 20261103000123",
+    "송장번호 6012-3456-7890",
+    "3동 중 2동이 공사 중",
+    "101호실 강의실",
+    "2호선 타고 3호차",
+    "이사 오는 날 일이삼 세고",
+    "공이 삼사오 육칠",
+    "look at this. It is fine",
+    "I was at home. Com",
+    "골뱅이 무침 점심",
+    "민수@회사에서 봐",
+]
+
 
 @pytest.mark.parametrize("text, expected", FOUND)
 def test_personal_data_in_its_usual_korean_forms_becomes_a_tag(text, expected):
     assert scrub(text) == expected
 
 
-@pytest.mark.parametrize("text", KEPT)
-def test_ordinary_numbers_dates_and_places_are_kept(text):
+@pytest.mark.parametrize("text, expected", SPOKEN_AND_SPELLED)
+def test_personal_data_read_out_spaced_or_spelled_becomes_a_tag(text, expected):
+    assert scrub(text) == expected
+
+
+@pytest.mark.parametrize("text", KEPT + NEAR_MISSES)
+def test_ordinary_numbers_dates_places_orders_and_rooms_are_kept(text):
     assert scrub(text) == text
 
 
@@ -65,3 +134,11 @@ def test_the_scrubber_counts_every_kind_and_a_scrubbed_text_stays_as_it_is():
     assert scrubber.report() == {"email": 1, "resident_number": 1, "card": 0, "phone": 2, "account": 0, "address": 1}
     assert scrubber(once) == once and scrubber.report()["phone"] == 2
     assert set(scrubber.report()) == set(TAGS) and scrubber("") == ""
+
+
+def test_the_wider_forms_are_counted_once_each_and_an_order_number_is_not_counted():
+    scrubber = Scrubber()
+    text = "공일공 이삼사오 육칠팔구, minsu at gmail dot com, 래미안 101동 1203호, 주문번호 2026-1103-000123"
+    assert scrubber(text) == "[전화번호], [이메일], [주소], 주문번호 2026-1103-000123"
+    assert scrubber.report() == {"email": 1, "resident_number": 0, "card": 0, "phone": 1, "account": 0, "address": 1}
+    assert scrub("국민은행 123456789012") == "국민은행 [계좌번호]"  # the bank's name stays, the number goes

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from chatbot.bot import Chatbot
-from chatbot.web.app import Backend, ChatUI, build_app, launch_options
+from chatbot.web.app import build_app, launch_options
+from chatbot.web.backend import Backend
+from chatbot.web.chat import ChatUI
 from chatbot.worker import Worker
 from tests.test_browser import browser, enter, needs_chromium  # noqa: F401  (browser is a fixture)
 from tests.test_ui import free_port, make_bot
@@ -26,17 +28,19 @@ def gated(bot: Chatbot, gate: threading.Event) -> Backend:
 def test_the_start_button_says_loading_and_takes_no_click_until_the_models_are_ready(tmp_path: Path) -> None:
     gate = threading.Event()
     ui = ChatUI(gated(make_bot(tmp_path / "k.db"), gate))
-    banner, timer, start = ui.banner()
-    assert "불러오는 중" in banner and start["interactive"] is False and "불러오는 중" in start["value"]
-    assert timer.active  # it keeps ticking until the models are ready
+    shown = ui.entry.banner()
+    assert "불러오는 중" in shown.banner and not shown.start["interactive"] and "불러오는 중" in shown.start["value"]
+    assert shown.banner_timer.active  # it keeps ticking until the models are ready
     gate.set()
     assert ui.backend.done.wait(5)
-    banner, timer, start = ui.banner()
-    assert not timer.active and "임베더" in banner and (start["value"], start["interactive"]) == ("대화 시작", True)
+    shown = ui.entry.banner()
+    assert not shown.banner_timer.active and "임베더" in shown.banner
+    assert (shown.start["value"], shown.start["interactive"]) == ("대화 시작", True)
     ui.backend.worker.stop()
     failing = ChatUI(Backend.loading(lambda: (_ for _ in ()).throw(RuntimeError("no weights"))))
     failing.backend.done.wait(5)
-    assert failing.banner()[2]["interactive"] is False and "불러오지 못했습니다" in failing.banner()[2]["value"]
+    start = failing.entry.banner().start
+    assert start["interactive"] is False and "불러오지 못했습니다" in start["value"]
 
 
 @pytest.mark.slow

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from chatbot.trials.study import load_study, study_from_dict
-from chatbot.trials.web import Participant, StudyUI, admin_password
-from chatbot.web.app import UserState, build_app
+from chatbot.trials.web import Participant, StudyUI, StudyView, admin_password, trial_page
+from chatbot.web.app import build_app
+from chatbot.web.chat import ChatUI
+from chatbot.web.state import UserState
 from chatbot.worker import Worker
 from models.errors import InputError
 from tests.test_ui import make_bot, say
@@ -27,60 +29,62 @@ PLAN = {
 GOOD = (4, 5, 3, 4, "재미있었어요")  # the default questionnaire: four ratings and a comment
 
 
-def make(tmp_path: Path, **plan: Any) -> tuple[StudyUI, Any, Worker]:
+def make(tmp_path: Path, **plan: Any) -> tuple[StudyUI, ChatUI, Any, Worker]:
     bot = make_bot(tmp_path / "keem.db", strategy="balanced")
     worker = Worker(bot, poll_s=0.05)
-    app = build_app(bot, worker, study=study_from_dict({**PLAN, **plan}), admin_password="organiser-pw")
-    return app.keem_study, bot, worker  # the handlers, as the page wires them
+    study = study_from_dict({**PLAN, **plan})
+    app = build_app(bot, worker, study=study, trial=trial_page(study, "organiser-pw"))
+    return app.keem_study.ui, app.keem_ui, bot, worker  # the handlers, as the page wires them
 
 
-def enter(sui: StudyUI, name: str) -> tuple[Participant | None, tuple[Any, ...]]:
-    """Press start, then (as the page chains it) open the chat if admitted: (participant, enter's outputs)."""
+def enter(sui: StudyUI, name: str) -> tuple[Participant | None, StudyView]:
+    """Press start: (participant, enter's view); the page then chains `open_chat` (chat_state)."""
     out = sui.enter(name)
-    return out[0], out
+    return out.person, out
 
 
 def chat_state(sui: StudyUI, person: Participant) -> UserState | None:
-    opened = sui.open_chat(person)
-    return opened[0] if isinstance(opened[0], UserState) else None
+    state = sui.open_chat(person).state
+    return state if isinstance(state, UserState) else None
 
 
-def one_session(sui: StudyUI, name: str, text: str) -> tuple[Participant, UserState]:
+def one_session(sui: StudyUI, ui: ChatUI, name: str, text: str) -> tuple[Participant, UserState]:
     """A participant who agreed, said `text` in their first session and ended it."""
-    person = sui.agree(enter(sui, name)[0])[0]
+    person = sui.agree(enter(sui, name)[0]).person
     state = chat_state(sui, person)
     assert state is not None
-    say(sui.ui, text, state)
-    sui.ui.end_session(state)
+    say(ui, text, state)
+    ui.chat.end_session(state)
     return person, state
 
 
 def test_nothing_is_stored_before_consent_and_declining_stores_nothing(tmp_path: Path) -> None:
-    sui, bot, worker = make(tmp_path)
+    sui, _, bot, worker = make(tmp_path)
     person, out = enter(sui, "P001")
-    assert person is not None and person.user_id is None and out[1]["visible"] is True  # the consent box
+    assert person is not None and person.user_id is None and out.consent["visible"] is True  # the consent box
     assert chat_state(sui, person) is None  # no chat before agreeing
     assert bot.store.users() == [] and bot.store.sessions(1) == []
     declined = sui.decline(person)
-    assert declined[0] is None and "아무것도 저장하지 않았습니다" in declined[2] and bot.store.users() == []
+    assert declined.person is None and "아무것도 저장하지 않았습니다" in declined.gate_note and bot.store.users() == []
 
     person, _ = enter(sui, "P001")
     agreed = sui.agree(person)
-    assert agreed[0].admitted and agreed[1]["visible"] is False
+    assert agreed.person.admitted and agreed.consent["visible"] is False
     [consent] = bot.store._rows("select * from consents")
     assert consent["study_id"] == "pilot-ui" and consent["text_hash"] == sui.study.consent_hash
-    state = chat_state(sui, agreed[0])
+    state = chat_state(sui, agreed.person)
     assert state is not None and state.session.strategy in PLAN["strategies"]
     again, out = enter(sui, "P001")  # a later visit: no consent box
-    assert again.admitted and out[1]["visible"] is False
+    assert again.admitted and out.consent["visible"] is False
     worker.stop()
 
 
 def test_after_a_session_the_questionnaire_opens_and_is_stored_once_with_the_strategy_hidden(tmp_path: Path) -> None:
-    sui, bot, worker = make(tmp_path)
-    person, state = one_session(sui, "P002", "오늘 면접을 봤어. 떨렸어")
-    person, box, title, *fields = sui.after_end(state, person)
-    assert box["visible"] is True and "1번째 대화" in title and len(fields) == 5
+    sui, ui, bot, worker = make(tmp_path)
+    person, state = one_session(sui, ui, "P002", "오늘 면접을 봤어. 떨렸어")
+    shown = sui.after_end(state, person)
+    person, title = shown.person, shown.survey_title
+    assert shown.survey["visible"] is True and "1번째 대화" in title and len(shown.answers) == 5
     assert person.survey == state.session.session_id
     for word in PLAN["strategies"]:
         assert word not in title
@@ -90,8 +94,9 @@ def test_after_a_session_the_questionnaire_opens_and_is_stored_once_with_the_str
     with pytest.raises(InputError, match="1에서 5 사이"):
         sui.submit(person, 4, 9, 3, 4, "")
     assert bot.store.answers() == []
-    person, box, *_ = sui.submit(person, *GOOD)
-    assert box["visible"] is False and person.survey is None
+    submitted = sui.submit(person, *GOOD)
+    person = submitted.person
+    assert submitted.survey["visible"] is False and person.survey is None
     rows = bot.store.answers(study_id="pilot-ui")
     assert [r["value"] for r in rows] == list(GOOD)
     person.survey = state.session.session_id  # a second tab submits the same questionnaire again
@@ -102,17 +107,17 @@ def test_after_a_session_the_questionnaire_opens_and_is_stored_once_with_the_str
 
 
 def test_a_questionnaire_left_open_is_offered_at_the_next_visit_even_when_too_early_to_chat(tmp_path: Path) -> None:
-    sui, bot, worker = make(tmp_path)
-    person, state = one_session(sui, "P003", "주말에 등산 갔어")  # and the page was closed before the questionnaire
+    sui, ui, bot, worker = make(tmp_path)
+    person, state = one_session(sui, ui, "P003", "주말에 등산 갔어")  # and the page was closed before the questionnaire
     person, out = enter(sui, "P003")
-    assert not person.admitted and "다음 대화는" in out[2] and "이후에 할 수 있습니다" in out[2]
+    assert not person.admitted and "다음 대화는" in out.gate_note and "이후에 할 수 있습니다" in out.gate_note
     assert chat_state(sui, person) is None  # too early: no session opened
     assert len(bot.store.sessions(person.user_id)) == 1
-    assert out[3]["visible"] is True and person.survey == state.session.session_id  # the questionnaire
+    assert out.survey["visible"] is True and person.survey == state.session.session_id  # the questionnaire
     sui.submit(person, *GOOD)
     assert len(bot.store.answers()) == 5
     with pytest.raises(InputError, match="다음 대화는"):  # '새 대화 시작' in the old tab is refused too
-        sui.ui.new_session(state)
+        ui.chat.new_session(state)
     assert len(bot.store.sessions(person.user_id)) == 1
     worker.stop()
 
@@ -120,23 +125,24 @@ def test_a_questionnaire_left_open_is_offered_at_the_next_visit_even_when_too_ea
 def test_the_organiser_view_needs_the_password_and_shows_progress_failures_and_a_scrubbed_export(
     tmp_path: Path,
 ) -> None:
-    sui, bot, worker = make(tmp_path)
-    _, state = one_session(sui, "P004", "내 번호는 010-2345-6789 이고 메일은 minji.kim@example.com 이야")
+    sui, ui, bot, worker = make(tmp_path)
+    _, state = one_session(sui, ui, "P004", "내 번호는 010-2345-6789 이고 메일은 minji.kim@example.com 이야")
     job_id = state.job_id
     bot.store.claim_job(job_id)
     bot.store.fail_job(job_id, "GenerationError: update server down", retry_in_s=None)
 
     with pytest.raises(InputError, match="비밀번호가 틀렸습니다"):
-        sui.unlock("P004", False)
+        sui.organiser.unlock("P004", False)
     with pytest.raises(InputError, match="비밀번호를 먼저"):
-        sui.refresh(False)
+        sui.organiser.refresh(False)
     with pytest.raises(InputError, match="비밀번호를 먼저"):
-        sui.download(False)
-    granted, view, overview, cleared = sui.unlock("organiser-pw", False)
+        sui.organiser.download(False)
+    opened = sui.organiser.unlock("organiser-pw", False)
+    granted, view, overview, cleared = opened.granted, opened.admin_view, opened.overview, opened.password
     assert granted is True and view["visible"] is True and cleared == ""
     assert "P004" in overview and "update server down" in overview and "0/1" in overview
     assert "`" not in overview.splitlines()[0]  # the id is escaped Markdown: in a code span it showed "pilot\-ui"
-    archive = Path(sui.download(True))
+    archive = Path(sui.organiser.download(True).archive)
     with zipfile.ZipFile(archive) as z:
         names = z.namelist()
         text = "".join(z.read(n).decode("utf-8") for n in names)
@@ -149,12 +155,12 @@ def test_the_organiser_view_needs_the_password_and_shows_progress_failures_and_a
 def test_without_the_password_there_is_no_organiser_view(tmp_path: Path) -> None:
     assert admin_password({}) is None and admin_password({"KEEM_ADMIN_PASSWORD": "  "}) is None
     assert admin_password({"KEEM_ADMIN_PASSWORD": "s3cret"}) == "s3cret"
-    sui, _, worker = make(tmp_path)
-    closed = StudyUI(sui.ui, sui.study, None)
+    sui, _, _, worker = make(tmp_path)
+    closed = StudyUI(sui.entry, sui.study, None)
     with pytest.raises(InputError, match="KEEM_ADMIN_PASSWORD"):
-        closed.unlock("", False)
+        closed.organiser.unlock("", False)
     with pytest.raises(InputError):
-        closed.refresh(True)  # a tab cannot forge the grant either: no password, no view
+        closed.organiser.refresh(True)  # a tab cannot forge the grant either: no password, no view
     worker.stop()
 
 

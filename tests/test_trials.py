@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
 import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -192,6 +197,83 @@ def test_an_export_carries_no_personal_data_only_tags_and_the_database_keeps_it(
     captured = capsys.readouterr()
     assert "warning: --no-scrub" in captured.err and json.loads(captured.out)["pii"]["phone"] == 0
     assert "010-2345-6789" in (tmp_path / "raw" / "sessions.jsonl").read_text(encoding="utf-8")
+
+
+# -- an export is written whole or not at all --------------------------------------------------------------
+EXPORTED = {"participants.csv", "sessions.jsonl", "memory_versions.jsonl", "questionnaire.csv", "manifest.json"}
+
+
+def _trial_db(tmp_path, monkeypatch):
+    """A trial of two participants whose export is some 40 kB (long turns, echoed), as KEEM_DB."""
+    db = tmp_path / "t.db"
+    bot = _echo_bot(db)
+    for name in ("민지", "지우"):
+        session = bot.start(name)
+        for i in range(8):
+            list(session.send(f"{i}번째 이야기: " + "오늘 있었던 일을 길게 적어 볼게. " * 20))
+    monkeypatch.setenv("KEEM_DB", str(db))
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_an_export_on_a_full_disk_is_one_line_leaves_nothing_and_a_retry_works(tmp_path, monkeypatch, capsys):
+    from tests.conftest import fill, tmpfs
+
+    _trial_db(tmp_path, monkeypatch)
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        fill(disk)
+        filler = disk / "filler"
+        os.truncate(filler, filler.stat().st_size - 16 * 1024)  # room for a file or two, not for the export
+        out = disk / "trial" / "export"
+        assert main(["trial", "export", "--out", str(out)]) == 2
+        err = _one_line_error(capsys)
+        assert "is full" in err and "free space" in err and str(out) in err
+        assert os.listdir(disk) == ["filler"]  # no half-written folder, no hidden one, not even trial/
+
+        filler.unlink()
+        assert main(["trial", "export", "--out", str(out)]) == 0  # the same command, once there is room
+        assert {p.name for p in out.iterdir()} == EXPORTED
+        assert sorted(os.listdir(out.parent)) == ["export"]
+        assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["counts"]["participants"] == 2
+
+
+@contextlib.contextmanager
+def _unwritable(tmp_path) -> Iterator[Path]:
+    """A folder nobody may write in: a read-only mount for root (who writes through permissions), else mode 555."""
+    if os.geteuid() == 0:
+        from tests.conftest import tmpfs
+
+        with tmpfs(tmp_path / "ro", "1m") as disk:
+            subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+            yield disk
+    else:
+        folder = tmp_path / "ro"
+        folder.mkdir(mode=0o555)
+        try:
+            yield folder
+        finally:
+            folder.chmod(0o755)
+
+
+def test_an_export_to_a_place_it_cannot_write_is_one_line_with_the_fix(tmp_path, monkeypatch, capsys):
+    _trial_db(tmp_path, monkeypatch)
+    with _unwritable(tmp_path) as place:
+        assert main(["trial", "export", "--out", str(place / "export")]) == 2
+        err = _one_line_error(capsys)
+        assert ("read-only" in err or "no permission" in err) and "give --out a folder" in err
+        assert os.listdir(place) == []
+    (tmp_path / "notes.txt").write_text("메모", encoding="utf-8")
+    for out in (tmp_path / "notes.txt", tmp_path / "notes.txt" / "export"):  # a file where a folder should be
+        assert main(["trial", "export", "--out", str(out)]) == 2
+        assert "is a file, not a folder" in _one_line_error(capsys)
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "메모"
+    (tmp_path / "empty").mkdir()  # an empty folder is a new one
+    assert main(["trial", "export", "--out", str(tmp_path / "empty")]) == 0
+    assert {p.name for p in (tmp_path / "empty").iterdir()} == EXPORTED
 
 
 def test_the_report_compares_every_strategy_with_ratings_tests_and_plots(tmp_path, monkeypatch, capsys):

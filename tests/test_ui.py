@@ -19,8 +19,11 @@ from chatbot.bot import Chatbot
 from chatbot.cli.chat import add_chat_parser, settings_from_args
 from chatbot.session import check_user_name, clean_message
 from chatbot.settings import Settings
-from chatbot.web.app import Backend, ChatUI, UserState, build_app, launch_options
-from chatbot.web.messages import korean_error
+from chatbot.trials.web import trial_page
+from chatbot.web.app import build_app, launch_options
+from chatbot.web.backend import Backend
+from chatbot.web.chat import ChatUI
+from chatbot.web.messages import LOADING, korean_error
 from chatbot.web.render import (
     is_emotion,
     md,
@@ -30,6 +33,8 @@ from chatbot.web.render import (
     shown,
     stage_text,
 )
+from chatbot.web.state import UserState
+from chatbot.web.view import KEEP, PageView
 from chatbot.worker import Worker
 from memory.diff import version_diff
 from memory.store import Sentence
@@ -70,9 +75,9 @@ def drain(gen: Iterator[Any]) -> list[Any]:
     return list(gen)
 
 
-def say(ui: ChatUI, text: str, state: UserState) -> tuple[tuple[Any, ...], list[Any]]:
-    """Type a message and let the page's chained `respond` answer: (send's outputs, respond's frames)."""
-    return ui.send(text, state), drain(ui.respond(state))
+def say(ui: ChatUI, text: str, state: UserState) -> tuple[PageView, list[PageView]]:
+    """Type a message and let the page's chained `respond` answer: (send's view, respond's frames)."""
+    return ui.chat.send(text, state), drain(ui.chat.respond(state))
 
 
 @pytest.fixture
@@ -84,13 +89,13 @@ def ui(tmp_path: Path) -> Iterator[ChatUI]:
 
 
 def login(ui: ChatUI, name: str) -> UserState:
-    return ui.login(name)[0]
+    return ui.entry.login(name).state
 
 
-def wait_job(ui: ChatUI, state: UserState, timeout: float = 10) -> tuple[Any, ...]:
+def wait_job(ui: ChatUI, state: UserState, timeout: float = 10) -> PageView:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        out = ui.poll(state)
+        out = ui.memory.poll(state)
         if state.job_id is None:
             return out
         time.sleep(0.05)
@@ -101,13 +106,13 @@ def wait_job(ui: ChatUI, state: UserState, timeout: float = 10) -> tuple[Any, ..
 def test_chat_streams_persists_and_shows_hits(ui: ChatUI) -> None:
     state = login(ui, "민수")
     sent, frames = say(ui, "안녕! 나 오늘 부산에 왔어", state)
-    assert sent[0] == ""  # accepted: the box clears
-    assert sent[1][-2] == {"role": "user", "content": "안녕! 나 오늘 부산에 왔어"}
-    assert sent[1][-1]["content"] == "…"  # the user's message shows before generation
-    final = frames[-1][0]
+    assert sent.message == ""  # accepted: the box clears
+    assert sent.chat[-2] == {"role": "user", "content": "안녕! 나 오늘 부산에 왔어"}
+    assert sent.chat[-1]["content"] == "…"  # the user's message shows before generation
+    final = frames[-1].chat
     assert final[-1]["role"] == "assistant" and final[-1]["content"].startswith("네, 잘 들었어요")
     assert [t["role"] for t in ui.bot.store.turns(state.session.session_id)] == ["user", "assistant"]
-    assert "불러온 기억이 없습니다" in frames[-1][1]
+    assert "불러온 기억이 없습니다" in frames[-1].hits
 
 
 class PacedModel(ScriptedChatModel):
@@ -131,7 +136,8 @@ def test_a_reply_streams_in_frames_not_one_per_token_and_the_last_frame_is_whole
     state = login(ui, "민수")
     _, frames = say(ui, "안녕", state)
     assert 3 <= len(frames) < 20, len(frames)  # it streams, at most a frame per FRAME_S (else about 40)
-    shown = [f[0][-1]["content"] for f in frames]
+    # the stored reply is stripped: a frame that streamed the trailing space is not longer than the final one
+    shown = [f.chat[-1]["content"].rstrip() for f in frames]
     assert all(a.startswith("네") and len(a) <= len(b) for a, b in itertools.pairwise(shown))
     assert shown[-1].strip() == reply.strip()  # nothing of the reply is held back
 
@@ -140,8 +146,8 @@ def test_bad_input_is_a_korean_warning_and_the_app_stays_usable(ui: ChatUI) -> N
     state = login(ui, "민수")
     for bad in ("", "   \n\t ", "\x00\x07\x1b", "가" * 100_000):
         sent, frames = say(ui, bad, state)
-        assert sent[0] == gr.update()  # refused: the text stays in the box
-        assert frames == [(gr.skip(),) * 3] and ui.bot.store.turns(state.session.session_id) == []
+        assert sent.message is KEEP  # refused: the text stays in the box
+        assert frames == [PageView()] and ui.bot.store.turns(state.session.session_id) == []
     with pytest.raises(InputError) as empty:
         clean_message(" \x00 ", 4000)
     assert korean_error(empty.value).startswith("빈 메시지")
@@ -159,15 +165,15 @@ def test_bad_input_is_a_korean_warning_and_the_app_stays_usable(ui: ChatUI) -> N
 def test_a_message_sent_while_a_reply_streams_waits_and_is_answered_in_order(ui: ChatUI) -> None:
     """Issue 10: a message sent during streaming was thrown away. Now it waits, is shown, and is answered next."""
     state = login(ui, "민수")
-    ui.send("첫 번째 이야기: 오늘 면접을 봤어", state)
-    stream = ui.respond(state)
+    ui.chat.send("첫 번째 이야기: 오늘 면접을 봤어", state)
+    stream = ui.chat.respond(state)
     next(stream)  # the first reply is streaming
-    sent = ui.send("두 번째 이야기: 결과는 다음 주래", state)  # typed while it streams
-    assert sent[0] == ""  # accepted, so (only then) the box clears
-    assert [m["role"] for m in sent[1][-3:]] == ["user", "assistant", "user"]  # first, its partial reply, second
-    assert sent[1][-1]["content"] == "두 번째 이야기: 결과는 다음 주래"
-    assert "답변을 기다리는 메시지 1개" in sent[2]
-    assert drain(ui.respond(state)) == [(gr.skip(),) * 3]  # the page's second respond: the first one answers it
+    sent = ui.chat.send("두 번째 이야기: 결과는 다음 주래", state)  # typed while it streams
+    assert sent.message == ""  # accepted, so (only then) the box clears
+    assert [m["role"] for m in sent.chat[-3:]] == ["user", "assistant", "user"]  # first, its partial reply, second
+    assert sent.chat[-1]["content"] == "두 번째 이야기: 결과는 다음 주래"
+    assert "답변을 기다리는 메시지 1개" in sent.note
+    assert drain(ui.chat.respond(state)) == [PageView()]  # the page's second respond: the first one answers it
     frames = drain(stream)
     turns = ui.bot.store.turns(state.session.session_id)
     assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant"]
@@ -176,7 +182,7 @@ def test_a_message_sent_while_a_reply_streams_waits_and_is_answered_in_order(ui:
         "두 번째 이야기: 결과는 다음 주래",
     ]
     assert all(t["text"].startswith("네, 잘 들었어요") for t in turns[1::2])
-    assert [m["role"] for m in frames[-1][0]] == ["user", "assistant", "user", "assistant"] and frames[-1][2] == ""
+    assert [m["role"] for m in frames[-1].chat] == ["user", "assistant", "user", "assistant"] and frames[-1].note == ""
     assert ui.bot.chat_model.calls[-1][-1]["content"].startswith("두 번째")  # answered with the whole history
     assert [m["role"] for m in ui.bot.chat_model.calls[-1][1:]] == ["user", "assistant", "user"]
     assert not state.answering and not state.pending
@@ -200,25 +206,47 @@ def test_streaming_never_writes_the_textbox_so_a_draft_survives(tmp_path: Path) 
 
 def test_ending_the_session_puts_messages_still_waiting_back_in_the_box(ui: ChatUI) -> None:
     state = login(ui, "민수")
-    ui.send("첫 번째", state)
-    stream = ui.respond(state)
+    ui.chat.send("첫 번째", state)
+    stream = ui.chat.respond(state)
     next(stream)
-    ui.send("아직 답을 못 받은 말", state)
-    out = ui.end_session(state, "쓰던 초안")
-    assert out[3]["value"] == "아직 답을 못 받은 말\n쓰던 초안" and out[3]["interactive"] is False
+    ui.chat.send("아직 답을 못 받은 말", state)
+    out = ui.chat.end_session(state, "쓰던 초안")
+    assert out.message["value"] == "아직 답을 못 받은 말\n쓰던 초안" and out.message["interactive"] is False
     drain(stream)  # the reply streaming now still finishes
     texts = [t["text"] for t in ui.bot.store.turns(state.session.session_id)]
     assert "첫 번째" in texts and "아직 답을 못 받은 말" not in texts
-    assert ui.end_session(state, "")[3] == gr.update()  # already ended: the box is left alone
-    ui.send("나간다", state)
-    ui.logout(state)
+    assert ui.chat.end_session(state, "").message is KEEP  # already ended: the box is left alone
+    ui.chat.send("나간다", state)
+    ui.entry.logout(state)
     assert state.pending == []  # a tab that leaves gets nothing more answered
+
+
+def test_outputs_are_named_so_an_event_shows_exactly_what_its_view_sets() -> None:
+    """A view becomes {component: value} for its event's outputs by name: a part left KEEP is not touched, and a
+    part the event does not output is an error naming it (never a value shifted onto the next component)."""
+    from chatbot.web.view import as_outputs, wired
+
+    with gr.Blocks():
+        chat, note, hits = gr.Chatbot(), gr.Markdown(), gr.Markdown()
+    outputs = {"chat": chat, "note": note, "hits": hits}
+    assert as_outputs(PageView(chat=[], note="대기"), outputs) == {chat: [], note: "대기"}
+    assert as_outputs(PageView(), outputs) == gr.skip()  # nothing changed: every output is skipped
+    with pytest.raises(ValueError, match="'progress'"):
+        as_outputs(PageView(chat=[], progress="x"), outputs)
+
+    def broken(text: str) -> PageView:
+        raise InputError("없는 문장입니다")
+
+    handler = wired(broken, outputs)
+    with pytest.warns(UserWarning, match="오류: 없는 문장입니다"):  # a Korean toast, and the page left as it was
+        assert handler("x") == gr.skip()
+    assert handler.__name__ == "broken"  # Gradio names the event (and finds gr.Request) by the handler's own
 
 
 @pytest.mark.parametrize("name", ["<script>alert(1)</script>", "x'; drop table users; --", "", "a" * 65, "**굵게**"])
 def test_bad_user_names_are_refused(ui: ChatUI, name: str) -> None:
     with pytest.raises(InputError):
-        ui.login(name)
+        ui.entry.login(name)
     assert ui.bot.store.find_user(name) is None
 
 
@@ -227,7 +255,7 @@ def test_generation_failure_keeps_the_user_turn_and_warns(tmp_path: Path) -> Non
     ui = ChatUI(make_bot(tmp_path / "k.db", model), Worker(make_bot(tmp_path / "k.db", model)))
     state = login(ui, "민수")
     frames = say(ui, "안녕", state)[1]
-    assert frames[-1][0][-1]["role"] == "user"
+    assert frames[-1].chat[-1]["role"] == "user"
     assert [t["role"] for t in ui.bot.store.turns(state.session.session_id)] == ["user"]
     say(ui, "다시 해 볼게", state)
     assert ui.bot.store.turns(state.session.session_id)[-1]["role"] == "assistant"
@@ -238,17 +266,18 @@ def test_end_session_answers_at_once_and_the_worker_commits_a_version(ui: ChatUI
     state = login(ui, "민수")
     say(ui, "나 지난주에 부산으로 이사했어. 바다가 보여서 너무 좋아", state)
     started = time.perf_counter()
-    out = ui.end_session(state)
+    out = ui.chat.end_session(state)
     assert time.perf_counter() - started < 0.5
-    assert "대기 중" in out[1] and state.job_id is not None
-    memory_md, history_md = wait_job(ui, state)[2:4]
+    assert "대기 중" in out.progress and state.job_id is not None
+    done = wait_job(ui, state)
+    memory_md, history_md = done.memory, done.history
     assert "현재 기억 v1" in memory_md and "부산" in memory_md
     assert "v1" in history_md and "추가 1" in history_md
     assert ui.bot.store.job(ui.bot.store.jobs(statuses=("done",))[0]["id"])["stage"] == "ok"
     # the next session starts from the new memory and the hits panel shows it
-    ui.new_session(state)
+    ui.chat.new_session(state)
     frames = say(ui, "부산 생활 어때?", state)[1]
-    assert "부산" in frames[-1][1]
+    assert "부산" in frames[-1].hits
 
 
 def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
@@ -260,34 +289,34 @@ def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
         status="ok",
         author="import",
     )
-    ui.edit_sentence("1:0", "사용자는 부산에 산다.", state)
+    ui.memory.edit_sentence("1:0", "사용자는 부산에 산다.", state)
     v2 = ui.bot.engine.current(state.user_id)
     assert v2.author == "user" and v2.texts == ["사용자는 부산에 산다.", "사용자는 고양이를 키운다."]
     assert version_diff(ui.bot.store.version(state.user_id, 1), v2).rewritten == [
         ("사용자는 서울에 산다.", "사용자는 부산에 산다.")
     ]
     with pytest.raises(InputError):  # a stale pick (version 1) is refused
-        ui.delete_sentence("1:1", state)
+        ui.memory.delete_sentence("1:1", state)
     for forged in ("x:y", "2:99", "2:-1", ":"):
         with pytest.raises(InputError):
-            ui.delete_sentence(forged, state)
-    ui.delete_sentence("2:1", state)
-    ui.add_sentence("사용자는 수영을 배운다.", state)
+            ui.memory.delete_sentence(forged, state)
+    ui.memory.delete_sentence("2:1", state)
+    ui.memory.add_sentence("사용자는 수영을 배운다.", state)
     assert ui.bot.engine.current(state.user_id).texts == ["사용자는 부산에 산다.", "사용자는 수영을 배운다."]
     history = render_history(ui.bot.store.versions(state.user_id))
     assert "사용자 직접 수정" in history and "**삭제**" in history and "**고쳐 씀**" in history
-    ui.delete_sentence("4:1", state)
+    ui.memory.delete_sentence("4:1", state)
     with pytest.raises(InputError, match="마지막"):
-        ui.delete_sentence("5:0", state)
+        ui.memory.delete_sentence("5:0", state)
 
 
 def test_forget_needs_the_name_then_deletes_everything(ui: ChatUI) -> None:
     state = login(ui, "민수")
     say(ui, "안녕", state)
     with pytest.raises(InputError):
-        ui.forget("다른이름", state)
-    out = ui.forget("민수", state)
-    assert out[0] is None
+        ui.memory.forget("다른이름", state)
+    out = ui.memory.forget("민수", state)
+    assert out.state is None and out.login_box["visible"] is True and out.confirm == ""
     assert ui.bot.store.find_user("민수") is None
     assert ui.bot.store.jobs() == []
 
@@ -305,7 +334,7 @@ def test_worker_ends_idle_sessions_and_recovers_after_a_crash(tmp_path: Path) ->
     assert worker.end_idle() == [state.session.session_id]
     assert bot.store.session(state.session.session_id)["end_reason"] == "idle"
     frames = say(ui, "다시 왔어", state)[1]  # a new session starts by itself
-    assert frames[-1][0][-1]["role"] == "assistant" and not state.session.ended
+    assert frames[-1].chat[-1]["role"] == "assistant" and not state.session.ended
     # a "crash": the open session and a job left running are picked up by the next worker
     bot.store.claim_job(owner=dead_owner())
     bot2 = make_bot(tmp_path / "k.db")
@@ -366,18 +395,19 @@ def test_a_loading_backend_answers_loading_then_serves(tmp_path: Path) -> None:
         return bot, Worker(bot)
 
     ui = ChatUI(Backend.loading(load))
-    assert "불러오는 중" in ui.banner()[0]
-    with pytest.raises(KeemError, match="불러오는 중"):
-        ui.login("민수")
+    assert "불러오는 중" in ui.entry.banner().banner
+    with pytest.raises(KeemError, match="불러오는 중") as loading:
+        ui.entry.login("민수")
+    assert loading.value.code == "models_loading" and korean_error(loading.value) == LOADING
     gate.set()
     ui.backend.done.wait(5)
-    assert "임베더" in ui.banner()[0]
+    assert "임베더" in ui.entry.banner().banner
     assert login(ui, "민수").name == "민수"
     failing = ChatUI(Backend.loading(lambda: (_ for _ in ()).throw(RuntimeError("no weights"))))
     failing.backend.done.wait(5)
-    assert "no weights" in failing.banner()[0]
+    assert "no weights" in failing.entry.banner().banner
     with pytest.raises(KeemError, match="no weights"):
-        failing.login("민수")
+        failing.entry.login("민수")
 
 
 def test_chat_command_parses_the_same_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -440,7 +470,8 @@ def serve(
     """Launch the app in this process on a free 127.0.0.1 port; the caller closes app and worker."""
     bot = make_bot(db, model, **settings)
     worker = Worker(bot, poll_s=0.05).start()
-    app = build_app(bot, worker, browser_identity=browser_identity, study=study, admin_password=admin_password)
+    trial = trial_page(study, admin_password) if study is not None else None
+    app = build_app(bot, worker, browser_identity=browser_identity, study=study, trial=trial)
     port = free_port()
     app.queue().launch(
         server_name="127.0.0.1",
@@ -615,28 +646,28 @@ def test_a_failed_update_from_an_earlier_session_shows_its_error_and_a_retry_mak
     ui = ChatUI(bot, worker)
     state = login(ui, "민수")
     say(ui, "어제 부산으로 이사했어", state)
-    ui.end_session(state)
+    ui.chat.end_session(state)
     for _ in range(20):  # every retry fails until the job is given up (the backoff skipped)
         bot.store.db.execute("update update_jobs set next_attempt_at = 0")
         worker.run_pending()
         if bot.store.jobs(state.user_id, ("failed",)):
             break
-    ui.logout(state)
+    ui.entry.logout(state)
 
     again = login(ui, "민수")  # a later visit: the failure is on the memory tab with its error
-    memory, _, _, retry = ui.memory_outputs(again)
-    assert "실패했습니다" in memory and "update server refused the connection" in memory
-    assert "이전 기억은 그대로" in memory and retry["visible"] is True
+    panel = ui.memory.panel(again)
+    assert "실패했습니다" in panel.memory and "update server refused the connection" in panel.memory
+    assert "이전 기억은 그대로" in panel.memory and panel.retry["visible"] is True
     assert bot.store.versions(again.user_id) == []
 
     down[0] = False  # the model is back: the user's retry button turns the failed job into a version
-    progress, _, *_ = ui.retry_failed(again)
-    assert "다시 시도" in progress and again.job_id is not None
+    assert "다시 시도" in ui.memory.retry_failed(again).progress and again.job_id is not None
     worker.run_pending()
-    text, _, memory, _, _, retry = wait_job(ui, again)
-    assert "완료" in text and "부산" in memory and "실패" not in memory and retry["visible"] is False
+    done = wait_job(ui, again)
+    assert "완료" in done.progress and "부산" in done.memory and "실패" not in done.memory
+    assert done.retry["visible"] is False
     assert len(bot.store.versions(again.user_id)) == 1
-    assert "없습니다" in ui.retry_failed(again)[0]  # nothing left to retry
+    assert "없습니다" in ui.memory.retry_failed(again).progress  # nothing left to retry
     worker.stop()
 
 
@@ -648,27 +679,27 @@ def test_a_trial_participant_never_sees_their_strategy(tmp_path: Path) -> None:
     bot.engine.commit(
         state.user_id, [Sentence("사용자는 고양이를 키운다")], strategy="keem", status="ok", author="updater"
     )
-    memory, history, _, _ = ui.memory_outputs(state)
-    assert "keem" not in history and "keem" not in memory and "완료" in history
+    panel = ui.memory.panel(state)
+    assert "keem" not in panel.history and "keem" not in panel.memory and "완료" in panel.history
     plain = make_bot(tmp_path / "k.db")  # an operator's app names it
-    assert "keem/ok" in ChatUI(plain, Worker(plain)).memory_outputs(state)[1]
+    assert "keem/ok" in ChatUI(plain, Worker(plain)).memory.panel(state).history
 
 
 def test_with_browser_identity_a_typed_name_opens_only_that_browsers_memory(tmp_path: Path) -> None:
     bot = make_bot(tmp_path / "k.db")
     ui = ChatUI(bot, Worker(bot), browser_identity=True)
-    first = ui.login("민수", "")
-    state, key = first[0], first[-1]
+    first = ui.entry.login("민수", "")
+    state, key = first.state, first.key
     assert len(key) == 32 and state.name == "민수"
     bot.engine.commit(
         state.user_id, [Sentence("사용자는 부산으로 이사했다")], strategy="keem", status="ok", author="updater"
     )
-    back = ui.login("민수", key)  # the same browser, later
-    assert back[0].user_id == state.user_id and back[-1] == key and "부산" in back[-5]
-    stranger = ui.login("민수", "")  # another browser typing the same name
-    assert stranger[0].user_id != state.user_id and stranger[-1] != key and "부산" not in stranger[-5]
-    forged = ui.login("민수", "x' or 1=1")  # a malformed key is replaced, not used
-    assert forged[0].user_id not in (state.user_id, stranger[0].user_id)
+    back = ui.entry.login("민수", key)  # the same browser, later
+    assert back.state.user_id == state.user_id and back.key == key and "부산" in back.memory
+    stranger = ui.entry.login("민수", "")  # another browser typing the same name
+    assert stranger.state.user_id != state.user_id and stranger.key != key and "부산" not in stranger.memory
+    forged = ui.entry.login("민수", "x' or 1=1")  # a malformed key is replaced, not used
+    assert forged.state.user_id not in (state.user_id, stranger.state.user_id)
     assert bot.store.find_user("민수") is None  # no plain-name user to type into
 
 
@@ -677,12 +708,12 @@ def test_the_next_session_of_a_tab_keeps_its_user_whatever_the_identity(tmp_path
     per-browser user's second session went to another user."""
     bot = make_bot(tmp_path / "k.db")
     ui = ChatUI(bot, Worker(bot), browser_identity=True)
-    state = ui.login("민수", "")[0]
+    state = ui.entry.login("민수", "").state
     say(ui, "안녕", state)
-    ui.end_session(state)
-    ui.new_session(state)
+    ui.chat.end_session(state)
+    ui.chat.new_session(state)
     assert state.session.user_id == state.user_id and not state.session.ended
-    ui.end_session(state)
+    ui.chat.end_session(state)
     say(ui, "다시 왔어", state)  # a message after the end opens the next session by itself
     assert state.session.user_id == state.user_id
     assert len(bot.store.users()) == 1  # "민수#<key>" only
@@ -710,18 +741,18 @@ def test_a_full_disk_keeps_the_typed_message_in_the_box_and_end_session_tells_th
         ui = ChatUI(bot, Worker(bot))
         state = login(ui, "민수")
         sent, _ = say(ui, "오늘 부산에 왔어", state)
-        assert sent[0] == ""  # stored, so the box clears
+        assert sent.message == ""  # stored, so the box clears
         fill(disk)
         with pytest.warns(UserWarning, match="저장 공간이 가득 찼습니다"):
-            sent = ui.send("내일은 제주도에 가", state)
-        assert sent[0] != ""  # not stored: the box keeps the text
+            sent = ui.chat.send("내일은 제주도에 가", state)
+        assert sent.message is KEEP  # not stored: the box keeps the text
         assert [t["text"] for t in bot.store.turns(state.session.session_id) if t["role"] == "user"] == [
             "오늘 부산에 왔어"
         ]
-        out = ui.end_session(state, "내일은 제주도에 가")
-        assert "끝내지 못했습니다" in out[1] and "가득 찼습니다" in out[1] and not state.session.ended
+        out = ui.chat.end_session(state, "내일은 제주도에 가")
+        assert "끝내지 못했습니다" in out.progress and "가득 찼습니다" in out.progress and not state.session.ended
         (disk / "filler").unlink()
-        out = ui.end_session(state, "")
-        assert "기억 갱신" in out[1] and state.session.ended  # with room again, it ends and queues
+        out = ui.chat.end_session(state, "")
+        assert "기억 갱신" in out.progress and state.session.ended  # with room again, it ends and queues
         assert [t["role"] for t in bot.store.turns(state.session.session_id)] == ["user", "assistant"]
         bot.store.close()

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from chatbot.deploy import zerogpu
-from chatbot.web.app import Backend, ChatUI
+from chatbot.web.backend import Backend
+from chatbot.web.chat import ChatUI
 from chatbot.worker import Worker
 from models.base import ChatStream, GenerationOptions, Message
 from models.fake import ScriptedChatModel
@@ -70,17 +71,17 @@ def test_reply_and_update_run_inside_gpu_functions_called_from_the_users_events(
         assert ui.zero is not None and not worker.run_jobs
         decorated = {c["function"] for c in spaces.calls if c["event"] == "decorated"}
         assert {"keem_reply", "keem_update"} <= decorated  # before any event: ZeroGPU wants them at startup
-        state = ui.login("민수")[0]
+        state = ui.entry.login("민수").state
         _, frames = say(ui, "나 지난주에 부산으로 이사했어", state)
-        assert "네, 잘 들었어요" in frames[-1][0][-1]["content"]
+        assert "네, 잘 들었어요" in frames[-1].chat[-1]["content"]
         assert [c["event"] for c in spaces.calls if c.get("function") == "keem_reply"][-2:] == ["start", "end"]
-        out = ui.end_session(state)
-        assert "기억 갱신" in out[1] and state.job_id is not None
+        out = ui.chat.end_session(state)
+        assert "기억 갱신" in out.progress and state.job_id is not None
         time.sleep(0.2)  # the background worker leaves it alone on ZeroGPU
         assert ui.bot.store.job(state.job_id)["status"] == "pending"
         drain(ui.zero.catch_up(state))  # the event chained to "대화 끝내기"
-        progress = ui.poll(state)
-        assert "완료" in progress[0] and "부산" in progress[2]  # the memory tab shows it
+        progress = ui.memory.poll(state)
+        assert "완료" in progress.progress and "부산" in progress.memory  # the memory tab shows it
         chat = [running for kind, running in model.seen if kind == "chat"]
         update = [running for kind, running in model.seen if kind == "update"]
         assert chat == [["keem_reply"]] and update and all(r == ["keem_update"] for r in update)
@@ -95,9 +96,9 @@ def test_an_update_the_gpu_time_limit_cuts_stays_pending_and_the_next_event_fini
 ) -> None:
     ui, _model, worker = zero_ui(tmp_path, spaces)
     try:
-        state = ui.login("민수")[0]
+        state = ui.entry.login("민수").state
         say(ui, "나 다음 달에 마라톤 나가", state)
-        ui.end_session(state)
+        ui.chat.end_session(state)
         job_id = state.job_id
         spaces._aborts["keem_update"] = 1  # ZeroGPU cuts the first try after its first stage
         frames = drain(ui.zero.catch_up(state))
@@ -105,7 +106,7 @@ def test_an_update_the_gpu_time_limit_cuts_stays_pending_and_the_next_event_fini
         job = ui.bot.store.job(job_id)
         assert job["status"] == "pending" and "GPU task aborted" in job["last_error"]
         assert ui.bot.engine.current(state.user_id) is None  # nothing half-done became memory
-        again = ui.login("민수")[0]  # the user's next event runs it again, asking for more time
+        again = ui.entry.login("민수").state  # the user's next event runs it again, asking for more time
         drain(ui.zero.catch_up(again))
         assert ui.bot.store.job(job_id)["status"] == "done"
         assert "마라톤" in " ".join(ui.bot.engine.current(state.user_id).texts)

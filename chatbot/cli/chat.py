@@ -128,8 +128,9 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     auth = logins(args)
     from chatbot.bot import load_bot
     from chatbot.trials.study import study_from_settings
-    from chatbot.trials.web import admin_password
-    from chatbot.web.app import CSS, Backend, build_app, launch_options
+    from chatbot.trials.web import admin_password, trial_page
+    from chatbot.web.app import CSS, build_app, launch_options
+    from chatbot.web.backend import Backend
     from chatbot.worker import Worker
     from memory.backup import open_store
 
@@ -167,7 +168,8 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
             "the same name typed elsewhere is another user",
             file=sys.stderr,
         )
-    app = build_app(backend, browser_identity=per_browser, study=study, admin_password=password)
+    trial = trial_page(study, password) if study is not None else None  # consent, questionnaire, organiser view
+    app = build_app(backend, browser_identity=per_browser, study=study, trial=trial)
 
     def on_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt

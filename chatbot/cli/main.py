@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-scrub",
         action="store_true",
-        help="keep phone numbers, e-mail addresses, ID, card and account numbers and street addresses "
+        help="keep phone numbers, e-mail addresses, ID, card and account numbers and home addresses "
         "as typed (default: replaced by tags such as [전화번호])",
     )
     p = add_command(
@@ -567,7 +567,7 @@ def cmd_trial_export(settings: Settings, args: argparse.Namespace) -> int:
     if args.no_scrub:
         print(
             "warning: --no-scrub: the export keeps phone numbers, e-mail addresses, ID, card and account numbers "
-            "and street addresses as typed; keep it as safe as the database itself",
+            "and home addresses as typed; keep it as safe as the database itself",
             file=sys.stderr,
         )
     counts = export(_store(settings), args.out, args.pseudonymize, scrub=not args.no_scrub)

@@ -95,8 +95,8 @@ class GPUChatModel(ChatModel):
 class ZeroGPU:
     """The app's GPU functions and the event handler that runs a user's waiting memory updates inside them.
 
-    `backend` is the app's chatbot/web/app.py Backend; on ZeroGPU it has loaded before the app is built (the models must
-    reach ZeroGPU's GPU from the main thread, before launch), and its chat model is wrapped here once.
+    `backend` is the app's chatbot/web/backend.py Backend; on ZeroGPU it has loaded before the app is built (the models
+    must reach ZeroGPU's GPU from the main thread, before launch), and its chat model is wrapped here once.
     """
 
     def __init__(self, backend: Any):

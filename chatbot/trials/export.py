@@ -16,19 +16,28 @@ addresses become tags ([전화번호] ...). The database keeps what was typed. s
 With --pseudonymize, names become P001, P002, ... (by order of first use) and key.csv maps them back (raw names,
 the one file never scrubbed): keep it apart from the data. A browser-identity user ("name#key",
 KEEM_IDENTITY=browser) appears with only the key's first 6 characters: the full key is a credential.
+
+The folder appears whole or not at all: the files are written into a hidden folder beside it (.NAME.partial-*),
+synced, and renamed into place; a full disk, a read-only place or a missing permission removes that folder (and any
+folder made for it) and is a StorageError that names the cause and the fix, so a retry then works.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import json
+import os
+import secrets
+import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from chatbot.trials.pii import TAGS, Scrubber
 from memory.diff import version_diff
 from memory.store import Store, now_iso
-from models.errors import InputError
+from models.errors import InputError, StorageError
 
 FILES = ("participants.csv", "sessions.jsonl", "memory_versions.jsonl", "questionnaire.csv", "manifest.json")
 QUESTIONNAIRE_FIELDS = (
@@ -45,15 +54,21 @@ QUESTIONNAIRE_FIELDS = (
 )
 
 
+T = TypeVar("T")
+
+
 def export(store: Store, out: Path, pseudonymize: bool = False, scrub: bool = True) -> dict[str, Any]:
-    """Write the export files into `out` (which must not hold an earlier export); returns counts, with `pii`:
-    the pieces of personal data replaced per kind (all 0 when scrub=False)."""
-    if out.exists() and any(out.iterdir()):
-        raise InputError(f"{out} is not empty; give --out a new folder (an earlier export is never overwritten)")
+    """Write the export files into `out` (which must not hold an earlier export), whole or not at all; returns
+    counts, with `pii`: the pieces of personal data replaced per kind (all 0 when scrub=False)."""
+    _refuse_earlier(out)
+    return _whole_folder(out, lambda folder: _write(store, folder, pseudonymize, scrub))
+
+
+def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool) -> dict[str, Any]:
+    """The export files, written into the (new, empty) folder `out`."""
     users = store.users()
     if not users:
         raise InputError("the database has no participants yet; check --db / KEEM_DB")
-    out.mkdir(parents=True, exist_ok=True)
     scrubber = Scrubber()
     clean = scrubber if scrub else (lambda text: text)
     alias = _aliases(users, pseudonymize, clean)
@@ -155,6 +170,78 @@ def export(store: Store, out: Path, pseudonymize: bool = False, scrub: bool = Tr
         encoding="utf-8",
     )
     return counts
+
+
+def _refuse_earlier(out: Path) -> None:
+    """`out` must be a new or empty folder: an earlier export is never overwritten."""
+    try:
+        if out.exists() and not out.is_dir():
+            raise InputError(f"{out} is a file, not a folder; give --out a new folder")
+        if out.exists() and any(out.iterdir()):
+            raise InputError(f"{out} is not empty; give --out a new folder (an earlier export is never overwritten)")
+    except OSError as exc:
+        raise StorageError(_cannot_write(out, exc)) from exc
+
+
+def _whole_folder(out: Path, write: Callable[[Path], T]) -> T:
+    """Run `write` on a new hidden folder beside `out`, sync what it wrote and rename it to `out` (an empty `out` is
+    replaced). On any failure the folder, and the parents made for it, are removed: nothing half-written stays."""
+    made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]  # deepest first
+    partial = out.parent / f".{out.name}.partial-{secrets.token_hex(4)}"
+    try:
+        partial.mkdir(parents=True)
+        result = write(partial)
+        for path in partial.iterdir():  # a full disk may only say so here (delayed allocation), not at write()
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        partial.rename(out)
+    except BaseException as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        if isinstance(exc, OSError):
+            raise StorageError(_cannot_write(out, exc)) from exc
+        raise
+    _sync_folder(out.parent)
+    return result
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in `folder` durable; a file system that cannot sync a folder is left as it is."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _cannot_write(out: Path, exc: OSError) -> str:
+    """One line: why the export could not be written to `out`, and what to do."""
+    place = out.parent
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        why = f"the disk of {place} is full; free space there or give --out a folder on another disk"
+    elif exc.errno == errno.EROFS:
+        why = f"{place} is on a read-only file system; give --out a folder on a writable disk"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        why = f"no permission to write in {place}; give --out a folder you can write to, or fix its permissions"
+    elif exc.errno == errno.ENOTDIR:
+        why = f"a part of {out} is a file, not a folder; give --out a new folder"
+    elif exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+        why = f"{out} was filled while exporting; give --out a new folder"
+    else:
+        why = f"{exc.strerror or exc}; give --out a new folder on a writable disk with free space"
+    return f"cannot write the export to {out}: {why} (nothing of it was left behind)"
 
 
 def _aliases(users: list[dict[str, Any]], pseudonymize: bool, clean: Any) -> dict[int, str]:

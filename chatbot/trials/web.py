@@ -14,11 +14,11 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gradio as gr
 
@@ -39,10 +39,9 @@ from chatbot.trials.study import (
     trial_sessions,
 )
 from chatbot.web.render import md
+from chatbot.web.state import Entrance, UserState
+from chatbot.web.view import KEEP, Page, PageView, View
 from models.errors import InputError
-
-if TYPE_CHECKING:
-    from chatbot.web.app import ChatUI, UserState
 
 log = logging.getLogger(__name__)
 ADMIN_ENV = "KEEM_ADMIN_PASSWORD"
@@ -69,15 +68,43 @@ class Participant:
     survey: int | None = None  # the session whose questionnaire is shown
 
 
-class StudyUI:
-    """The study's handlers and boxes; `ui` is the app's ChatUI (identity, sessions, the memory tab)."""
+@dataclass
+class StudyView(View):
+    """What a study event changes on the page (the parts StudyUI builds), by name; KEEP: left as it is."""
 
-    def __init__(self, ui: ChatUI, study: Study, password: str | None):
-        self.ui, self.study, self.password = ui, study, password
+    person: Any = KEEP  # the tab's Participant (server-side)
+    consent: Any = KEEP  # the consent box
+    gate_note: Any = KEEP  # when the next session may start
+    survey: Any = KEEP  # the questionnaire box
+    survey_title: Any = KEEP
+    answers: Any = KEEP  # one value per question
+    granted: Any = KEEP  # the organiser's password was right (server-side)
+    admin_view: Any = KEEP
+    overview: Any = KEEP
+    password: Any = KEEP
+    archive: Any = KEEP
+
+
+GATED = ("person", "consent", "gate_note", "survey", "survey_title", "answers")
+SURVEY = ("person", "survey", "survey_title", "answers")
+
+
+def trial_page(study: Study, password: str | None) -> Callable[[Entrance], StudyPage]:
+    """The study's part of the page, for chatbot/web/app.py build_app(trial=...)."""
+    return lambda entry: StudyPage(StudyUI(entry, study, password))
+
+
+class StudyUI:
+    """A participant's handlers (admission, the questionnaire); `entry` is the chat page's way in (identity,
+    login); `organiser` has the organiser's."""
+
+    def __init__(self, entry: Entrance, study: Study, password: str | None):
+        self.entry, self.study = entry, study
+        self.organiser = Organiser(entry, study, password)
 
     @property
     def store(self) -> Any:
-        return self.ui.bot.store
+        return self.entry.bot.store
 
     # -- admission ---------------------------------------------------------------------------------
     def enter(
@@ -86,18 +113,18 @@ class StudyUI:
         browser_key: str | None = None,
         request: gr.Request | None = None,
         profile: gr.OAuthProfile | None = None,
-    ) -> tuple[Any, ...]:
-        """The start button: (participant, consent box, note, *survey outputs). A visitor who has not agreed to
-        this study's consent text sees it, and nothing is stored; one who has is admitted unless it is too early
-        (the note says when to come back). Either way an unanswered questionnaire is offered."""
-        who = self.ui.identify(name, browser_key, request, profile)
-        key = self.ui.bot.user_key(who.name, who.browser_key, who.hf_user)
+    ) -> StudyView:
+        """The start button: the participant, the consent box, the note and the questionnaire. A visitor who has not
+        agreed to this study's consent text sees it, and nothing is stored; one who has is admitted unless it is too
+        early (the note says when to come back). Either way an unanswered questionnaire is offered."""
+        who = self.entry.identify(name, browser_key, request, profile)
+        key = self.entry.bot.user_key(who.name, who.browser_key, who.hf_user)
         person = Participant(who.name, who.browser_key, who.hf_user, key, self.store.find_user(key))
         if person.user_id is None or not has_consented(self.store, person.user_id, self.study):
-            return (person, gr.update(visible=True), "", *self.survey_outputs(None))
+            return StudyView(person=person, consent=gr.update(visible=True), gate_note="") | self.survey_view(None)
         return self._admit(person)
 
-    def agree(self, person: Participant | None) -> tuple[Any, ...]:
+    def agree(self, person: Participant | None) -> StudyView:
         """The agree button: the participant exists from now on, with their consent (time and text hash)."""
         if person is None:
             raise InputError("먼저 이름 또는 참가자 코드를 입력하고 '대화 시작'을 누르세요.")
@@ -105,19 +132,18 @@ class StudyUI:
         give_consent(self.store, person.user_id, self.study)
         return self._admit(person)
 
-    def decline(self, person: Participant | None) -> tuple[Any, ...]:
-        return (
-            None,
-            gr.update(visible=False),
-            "동의하지 않으셨습니다. 아무것도 저장하지 않았습니다. 마음이 바뀌면 다시 '대화 시작'을 누르세요.",
-            *self.survey_outputs(None),
-        )
+    def decline(self, person: Participant | None) -> StudyView:
+        return StudyView(
+            person=None,
+            consent=gr.update(visible=False),
+            gate_note="동의하지 않으셨습니다. 아무것도 저장하지 않았습니다. 마음이 바뀌면 다시 '대화 시작'을 누르세요.",
+        ) | self.survey_view(None)
 
-    def leave(self) -> tuple[Any, ...]:
+    def leave(self) -> StudyView:
         """The tab logged out: forget who was here (the next start asks again) and hide the study's boxes."""
-        return (None, gr.update(visible=False), "", *self.survey_outputs(None))
+        return StudyView(person=None, consent=gr.update(visible=False), gate_note="") | self.survey_view(None)
 
-    def _admit(self, person: Participant) -> tuple[Any, ...]:
+    def _admit(self, person: Participant) -> StudyView:
         assert person.user_id is not None
         when = next_allowed(self.store, person.user_id, self.study)
         person.admitted = when is None
@@ -126,7 +152,7 @@ class StudyUI:
             note += " 그때 다시 접속해 주세요."
         pending = pending_questionnaires(self.store, person.user_id, self.study)
         person.survey = pending[0]["id"] if pending else None
-        return (person, gr.update(visible=False), note, *self.survey_outputs(person))
+        return StudyView(person=person, consent=gr.update(visible=False), gate_note=note) | self.survey_view(person)
 
     def open_chat(
         self,
@@ -134,39 +160,41 @@ class StudyUI:
         browser_key: str | None = None,
         request: gr.Request | None = None,
         profile: gr.OAuthProfile | None = None,
-    ) -> tuple[Any, ...]:
+    ) -> PageView:
         """Chained after enter/agree: opens the chat for an admitted participant with the study's strategy;
         leaves the page as it is otherwise."""
         if person is None or not person.admitted or person.user_id is None:
-            return tuple(gr.skip() for _ in range(self.ui.login_outputs))
+            return PageView()
         person.admitted = False  # one chat per admission: a later start decides again
         strategy = assign_strategy(self.store, person.user_id, self.study)
-        return self.ui.login(person.name, person.browser_key or browser_key, request, profile, strategy=strategy)
+        return self.entry.login(person.name, person.browser_key or browser_key, request, profile, strategy=strategy)
 
     # -- the questionnaire ---------------------------------------------------------------------------
-    def survey_outputs(self, person: Participant | None) -> tuple[Any, ...]:
-        """(survey box, its title, one value per question): shown for `person.survey`, else hidden."""
+    def survey_view(self, person: Participant | None) -> StudyView:
+        """The questionnaire box, its title and one value per question: shown for `person.survey`, else hidden."""
         if person is None or person.survey is None or person.user_id is None:
-            return (gr.update(visible=False), "", *(gr.update() for _ in self.study.questions))
+            kept = [gr.update() for _ in self.study.questions]
+            return StudyView(survey=gr.update(visible=False), survey_title="", answers=kept)
         number = session_number(self.store, person.user_id, person.survey)
         title = (
             f"### {number}번째 대화에 대한 설문\n"
             "대화는 끝났고 기억 갱신은 따로 진행됩니다. 각 문항에 답한 뒤 **설문 제출**을 눌러 주세요. "
             "창을 닫으면 다음 접속 때 다시 보여 드립니다."
         )
-        return (gr.update(visible=True), title, *(gr.update(value=None) for _ in self.study.questions))
+        answers = [gr.update(value=None) for _ in self.study.questions]
+        return StudyView(survey=gr.update(visible=True), survey_title=title, answers=answers)
 
-    def after_end(self, state: UserState | None, person: Participant | None) -> tuple[Any, ...]:
+    def after_end(self, state: UserState | None, person: Participant | None) -> StudyView:
         """Chained after '대화 끝내기': the questionnaire of the session just ended (if they said anything in it)."""
         if state is None or person is None or person.user_id != state.user_id or not state.session.ended:
-            return (person, *self.survey_outputs(None))
+            return StudyView(person=person) | self.survey_view(None)
         if session_number(self.store, state.user_id, state.session.session_id) is not None:
             pending = pending_questionnaires(self.store, state.user_id, self.study)
             ids = [p["id"] for p in pending]
             person.survey = state.session.session_id if state.session.session_id in ids else person.survey
-        return (person, *self.survey_outputs(person))
+        return StudyView(person=person) | self.survey_view(person)
 
-    def submit(self, person: Participant | None, *values: Any) -> tuple[Any, ...]:
+    def submit(self, person: Participant | None, *values: Any) -> StudyView:
         """Store the open questionnaire, every answer or none (a bad or missing one is named, nothing written);
         then the next unanswered one, if any."""
         if person is None or person.user_id is None or person.survey is None:
@@ -176,24 +204,34 @@ class StudyUI:
         gr.Info("설문을 저장했습니다. 감사합니다.")
         pending = pending_questionnaires(self.store, person.user_id, self.study)
         person.survey = pending[0]["id"] if pending else None
-        return (person, *self.survey_outputs(person))
+        return StudyView(person=person) | self.survey_view(person)
 
-    # -- the organiser's view ----------------------------------------------------------------------
-    def unlock(self, password: str, granted: bool) -> tuple[Any, ...]:
-        """(granted, organiser box, overview, password box): the right password opens the view for this tab."""
+
+class Organiser:
+    """The organiser's view behind KEEM_ADMIN_PASSWORD: progress, failed updates, a scrubbed export."""
+
+    def __init__(self, entry: Entrance, study: Study, password: str | None):
+        self.entry, self.study, self.password = entry, study, password
+
+    @property
+    def store(self) -> Any:
+        return self.entry.bot.store
+
+    def unlock(self, password: str, granted: bool) -> StudyView:
+        """The right password opens the organiser's view for this tab (and empties the password box)."""
         if self.password is None:
             raise InputError(f"연구자 화면이 꺼져 있습니다: 서버에 {ADMIN_ENV}를 설정하고 다시 시작하세요.")
         if not hmac.compare_digest((password or "").encode(), self.password.encode()):
             log.warning("a wrong organiser password was given")
             time.sleep(WRONG_PASSWORD_DELAY_S)
             raise InputError("연구자 비밀번호가 틀렸습니다.")
-        return (True, gr.update(visible=True), self.overview(), "")
+        return StudyView(granted=True, admin_view=gr.update(visible=True), overview=self.overview(), password="")
 
-    def refresh(self, granted: bool) -> str:
+    def refresh(self, granted: bool) -> StudyView:
         self._check(granted)
-        return self.overview()
+        return StudyView(overview=self.overview())
 
-    def download(self, granted: bool) -> str:
+    def download(self, granted: bool) -> StudyView:
         """A zip of `keem trial export` (personal data scrubbed) for this tab's organiser to download."""
         self._check(granted)
         work = Path(tempfile.mkdtemp(prefix="keem-export-"))
@@ -207,7 +245,7 @@ class StudyUI:
             f"내보냈습니다: 참가자 {counts['participants']}명, 설문 응답 {counts['answers']}개, "
             f"가린 개인정보 {replaced}개."
         )
-        return archive
+        return StudyView(archive=archive)
 
     def _check(self, granted: bool) -> None:
         if granted is not True or self.password is None:
@@ -259,43 +297,84 @@ class StudyUI:
             ]
         return "\n".join(rows)
 
-    # -- the page ------------------------------------------------------------------------------------
-    def consent_box(self) -> gr.Column:
-        """The consent text with agree / decline (hidden until a visitor who has not agreed presses start)."""
-        with gr.Column(visible=False, elem_id="consent") as box:
-            gr.Markdown(f"### {md(self.study.title)}\n\n{md(self.study.consent)}", elem_id="consent-text")
-            with gr.Row():
-                self.agree_button = gr.Button("동의하고 참여하기", variant="primary", elem_id="consent-agree")
-                self.decline_button = gr.Button("동의하지 않음", elem_id="consent-decline")
-        return box
 
-    def survey_box(self) -> tuple[gr.Column, gr.Markdown, list[Any]]:
-        with gr.Column(visible=False, elem_id="survey") as box:
+class StudyPage:
+    """The study's part of the page (chatbot/web/app.py Trial): its boxes and the wiring of its events."""
+
+    def __init__(self, ui: StudyUI):
+        self.ui = ui
+
+    def build_gate(self, page: Page) -> None:
+        """In the login box: the note that says when the next session may start."""
+        page.add(gate_note=gr.Markdown(elem_id="study-note"))
+
+    def build_boxes(self, page: Page) -> None:
+        """The consent text with agree / decline (hidden until a visitor who has not agreed presses start), and
+        the questionnaire (hidden until a session ends)."""
+        with gr.Column(visible=False, elem_id="consent") as consent:
+            gr.Markdown(f"### {md(self.ui.study.title)}\n\n{md(self.ui.study.consent)}", elem_id="consent-text")
+            with gr.Row():
+                agree = gr.Button("동의하고 참여하기", variant="primary", elem_id="consent-agree")
+                decline = gr.Button("동의하지 않음", elem_id="consent-decline")
+        page.add(consent=consent, agree=agree, decline=decline, person=gr.State(None))
+        with gr.Column(visible=False, elem_id="survey") as survey:
             title = gr.Markdown(elem_id="survey-title")
-            fields: list[Any] = []
-            for q in self.study.questions:
+            answers: list[Any] = []
+            for q in self.ui.study.questions:
                 if q.kind == "likert":
                     choices = [(f"{q.low + i} {label}", q.low + i) for i, label in enumerate(q.labels)]
-                    fields.append(gr.Radio(choices, label=q.text, elem_id=f"q-{q.id}"))
+                    answers.append(gr.Radio(choices, label=q.text, elem_id=f"q-{q.id}"))
                 else:
-                    fields.append(gr.Textbox(label=q.text, lines=3, max_length=q.max_chars, elem_id=f"q-{q.id}"))
-            self.submit_button = gr.Button("설문 제출", variant="primary", elem_id="survey-submit")
-        return box, title, fields
+                    answers.append(gr.Textbox(label=q.text, lines=3, max_length=q.max_chars, elem_id=f"q-{q.id}"))
+            submit = gr.Button("설문 제출", variant="primary", elem_id="survey-submit")
+        page.add(survey=survey, survey_title=title, answers=answers, submit=submit)
 
-    def organiser_box(self) -> tuple[Any, ...]:
-        """Built only with a password: (granted state, password box, open button, view, overview, refresh, export,
-        file)."""
-        granted = gr.State(False)
+    def build_organiser(self, page: Page) -> None:
+        """Built only with a password: the password box, and the view it opens (overview, refresh, export)."""
         with gr.Accordion("연구자 화면", open=False, elem_id="organiser"):
-            password = gr.Textbox(label="연구자 비밀번호", type="password", max_lines=1, elem_id="admin-password")
-            unlock = gr.Button("열기", elem_id="admin-open")
+            page.add(
+                granted=gr.State(False),
+                password=gr.Textbox(label="연구자 비밀번호", type="password", max_lines=1, elem_id="admin-password"),
+                unlock=gr.Button("열기", elem_id="admin-open"),
+            )
             with gr.Column(visible=False, elem_id="organiser-view") as view:
-                overview = gr.Markdown(elem_id="organiser-overview")
+                page.add(admin_view=view, overview=gr.Markdown(elem_id="organiser-overview"))
                 with gr.Row():
-                    refresh = gr.Button("새로 고침", size="sm", elem_id="admin-refresh")
-                    export = gr.Button("내보내기 (개인정보 가림, zip)", size="sm", elem_id="admin-export")
-                archive = gr.File(label="내보낸 파일", interactive=False, elem_id="admin-file")
-        return granted, password, unlock, view, overview, refresh, export, archive
+                    page.add(
+                        refresh=gr.Button("새로 고침", size="sm", elem_id="admin-refresh"),
+                        export=gr.Button("내보내기 (개인정보 가림, zip)", size="sm", elem_id="admin-export"),
+                    )
+                page.add(archive=gr.File(label="내보낸 파일", interactive=False, elem_id="admin-file"))
+
+    def wire(self, page: Page) -> list[Any]:
+        """The study's events, after the chat page's: consent, then the gap between sessions, decide; the chat
+        opens only for an admitted participant. Returns the events that may open the chat."""
+        p, person, ui = page, page["person"], self.ui
+        key = [p["key"]] if "key" in p else []
+        opened = []
+        for triggers, handler, inputs in (
+            ([p["start"].click, p["name"].submit], ui.enter, [p["name"], *key]),
+            ([p["agree"].click], ui.agree, [person]),
+        ):
+            admitted = p.on(triggers, handler, inputs, GATED, concurrency_limit=None)
+            opened.append(p.on(None, ui.open_chat, [person, *key], p.logged_in(), after=admitted))
+        p.on([p["decline"].click], ui.decline, [person], GATED)
+        p.on([p["submit"].click], ui.submit, [person, *p["answers"]], SURVEY)
+        p.on(None, ui.after_end, [p["state"], person], SURVEY, after=p.events["ended"])
+        p.on(None, ui.leave, None, GATED, after=p.events["signed_out"])
+        organiser = self.ui.organiser
+        if organiser.password is not None:  # no password, no organiser view at all
+            self.build_organiser(p)
+            granted = p["granted"]
+            p.on(
+                [p["unlock"].click],
+                organiser.unlock,
+                [p["password"], granted],
+                ["granted", "admin_view", "overview", "password"],
+            )
+            p.on([p["refresh"].click], organiser.refresh, [granted], ["overview"])
+            p.on([p["export"].click], organiser.download, [granted], ["archive"])
+        return opened
 
 
 def _value(q: Question, value: Any) -> Any:

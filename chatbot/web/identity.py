@@ -17,6 +17,7 @@ from typing import Any
 import gradio as gr
 
 from chatbot.web.render import md
+from chatbot.web.view import PageView
 from models.errors import InputError
 
 BUTTON = "Hugging Face로 로그인"
@@ -54,13 +55,13 @@ def login_controls() -> gr.Markdown:
     return gr.Markdown(HINT, elem_id="hf-login-note")
 
 
-def on_load(profile: gr.OAuthProfile | None = None) -> tuple[Any, str]:
+def on_load(profile: gr.OAuthProfile | None = None) -> PageView:
     """Page load: a signed-in visitor sees their HF name in the name box (locked); others type a name."""
     username = account(profile)
     if username is None:
-        return gr.update(interactive=True), HINT
-    return (
-        gr.update(value=username, interactive=False),
-        f"Hugging Face 계정 **{md(username)}** 으로 로그인했습니다. "
+        return PageView(name=gr.update(interactive=True), hf_note=HINT)
+    return PageView(
+        name=gr.update(value=username, interactive=False),
+        hf_note=f"Hugging Face 계정 **{md(username)}** 으로 로그인했습니다. "
         "'대화 시작'을 누르면 이 계정의 기억으로 이어집니다.",
     )

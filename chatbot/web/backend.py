@@ -1,0 +1,138 @@
+"""The bot and its job worker behind the page: ready at once, or loading in a background thread while the page
+already serves (the banner and the start button say so); and what every handler shares (AppContext)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import gradio as gr
+
+from chatbot.bot import Chatbot
+from chatbot.deploy import zerogpu
+from chatbot.session import BALANCED
+from chatbot.trials.study import Study, next_allowed, refusal_message
+from chatbot.web.messages import LOADING
+from chatbot.web.render import md, model_banner
+from chatbot.web.state import UserState
+from chatbot.web.view import PageView
+from chatbot.worker import Worker
+from models.errors import InputError, KeemError, ModelUnavailableError
+
+log = logging.getLogger(__name__)
+
+
+def warm_korean() -> None:
+    """Load Kiwi and run its first analysis now: that first call holds the GIL for seconds (3-5 s on 2 cores).
+    Left to the first update that needs it (a user's second session, maybe 4 updates at once) it stalled every
+    request, logins included, for 5-11 s under 20 users; beside the model loading it delayed the page by 4-9 s."""
+    try:
+        from memory.korean import content_words
+
+        content_words("사용자는 어제 부산으로 이사했다.")
+    except Exception:
+        log.warning("warming the Korean analyzer (Kiwi) failed", exc_info=True)
+
+
+class Backend:
+    """The bot and its job worker: ready at once, or loading in a background thread while the page already serves."""
+
+    def __init__(self, bot: Chatbot | None = None, worker: Worker | None = None):
+        self.bot, self.worker = bot, (worker or (Worker(bot) if bot is not None else None))
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        if bot is not None:
+            self.done.set()
+
+    @classmethod
+    def loading(cls, load: Callable[[], tuple[Chatbot, Worker]]) -> Backend:
+        """Start `load` (models, then a started worker) in a thread; handlers answer "loading" until it finishes."""
+        backend = cls()
+
+        def run() -> None:
+            try:
+                backend.bot, backend.worker = load()
+            except BaseException as exc:  # shown in the banner and on every action
+                if isinstance(exc, KeemError):
+                    log.error("loading the models failed: %s", exc)
+                else:
+                    log.exception("loading the models failed")
+                backend.error = exc
+            finally:
+                backend.done.set()
+            if backend.error is None:
+                warm_korean()  # once chat is open: before any update needs it, after the start it would slow
+
+        if zerogpu.active():  # ZeroGPU takes weights onto its GPU only from the main thread, before the launch
+            run()
+            return backend
+        threading.Thread(target=run, name="keem-load", daemon=True).start()
+        return backend
+
+    def ready(self) -> tuple[Chatbot, Worker]:
+        """The bot and worker; ModelUnavailableError (code models_loading while they still load) otherwise."""
+        if self.error is not None:
+            raise ModelUnavailableError(f"모델을 불러오지 못했습니다: {self.error}")
+        if not self.done.is_set() or self.bot is None or self.worker is None:
+            raise ModelUnavailableError(LOADING, code="models_loading")
+        return self.bot, self.worker
+
+    def banner(self) -> str:
+        if self.error is not None:
+            return f"**오류** 모델을 불러오지 못했습니다: {md(str(self.error))}"
+        if not self.done.is_set() or self.bot is None:
+            return LOADING
+        return model_banner(self.bot)
+
+    def start_button(self) -> dict[str, Any]:
+        """The start button's label and whether it takes clicks: only once the models are ready."""
+        if self.error is not None:
+            return {"value": "모델을 불러오지 못했습니다", "interactive": False}
+        if not self.done.is_set() or self.bot is None:
+            return {"value": "모델을 불러오는 중 …", "interactive": False}
+        return {"value": "대화 시작", "interactive": True}
+
+    def banner_view(self) -> PageView:
+        """The banner, its timer (it ticks only while the models load) and the start button, which says it is
+        loading and takes no click until the models are ready."""
+        return PageView(
+            banner=self.banner(),
+            banner_timer=gr.Timer(active=not self.done.is_set()),
+            start=gr.update(**self.start_button()),
+        )
+
+
+class AppContext:
+    """What every handler shares: the backend, the identity rule, a user trial's study and ZeroGPU's functions."""
+
+    def __init__(self, backend: Backend, *, browser_identity: bool = False, study: Study | None = None):
+        self.backend, self.browser_identity, self.study = backend, browser_identity, study
+        self.zero = zerogpu.ZeroGPU(backend) if zerogpu.active() else None  # GPU work in GPU functions
+
+    @property
+    def bot(self) -> Chatbot:
+        return self.backend.ready()[0]
+
+    @property
+    def worker(self) -> Worker:
+        return self.backend.ready()[1]
+
+    @property
+    def blind(self) -> bool:
+        """A trial participant must not learn their strategy."""
+        return self.study is not None or self.bot.settings.strategy == BALANCED
+
+    def may_start(self, state: UserState) -> None:
+        """In a study, refuse (Korean, with the date) a next session the study does not allow yet."""
+        if self.study is not None:
+            when = next_allowed(self.bot.store, state.user_id, self.study)
+            if when is not None:
+                raise InputError(refusal_message(when))
+
+    def fresh_session(self, state: UserState) -> None:
+        """The tab's next session: the same user and strategy as its last one."""
+        self.may_start(state)
+        state.session = self.bot.open_session(state.user_id, state.name, state.session.strategy)
+        self.worker.track(state.session)

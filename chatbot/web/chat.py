@@ -1,0 +1,329 @@
+"""The chat page's handlers: who logs in (Entry) and the conversation (Conversation: send, streamed replies, end,
+next session); ChatUI holds them with the memory tab's (chatbot/web/memory_tab.py)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import time
+from collections.abc import Generator, Iterator
+from typing import Any
+
+import gradio as gr
+
+from chatbot.bot import Chatbot
+from chatbot.session import check_user_name, clean_message
+from chatbot.trials.study import Study
+from chatbot.web import identity as hf_login
+from chatbot.web.backend import AppContext, Backend
+from chatbot.web.memory_tab import MemoryTab, panel
+from chatbot.web.messages import korean_error
+from chatbot.web.render import md, render_hits, shown
+from chatbot.web.state import Answering, Identity, UserState
+from chatbot.web.view import PageView, signed_out
+from chatbot.worker import Worker
+from models.errors import InputError, KeemError
+
+log = logging.getLogger(__name__)
+BROWSER_KEY = re.compile(r"[0-9a-f]{32}")
+# A streaming reply shows at most one frame per FRAME_S: every frame sends the chat again, and at a frame per token
+# 20 users' replies kept the server busy enough to slow everyone's (the last pieces always show, in the final frame)
+FRAME_S = 0.05
+
+
+class Entry:
+    """Logging in and out; each handler takes the server-side UserState, never a user id from the client."""
+
+    def __init__(self, ctx: AppContext):
+        self.ctx = ctx
+
+    @property
+    def bot(self) -> Chatbot:
+        return self.ctx.bot
+
+    def banner(self) -> PageView:
+        """The model banner, its timer and the start button (page load and the banner timer's tick)."""
+        return self.ctx.backend.banner_view()
+
+    def on_state_deleted(self, state: UserState | None) -> None:
+        """The tab closed (Gradio dropped its state): end the session so its memory update runs."""
+        worker = self.ctx.backend.worker
+        if isinstance(state, UserState) and not state.session.ended and worker is not None:
+            worker.end(state.session, "closed")
+
+    def identify(
+        self,
+        name: str,
+        browser_key: str | None = None,
+        request: gr.Request | None = None,
+        profile: gr.OAuthProfile | None = None,
+    ) -> Identity:
+        """Who this login is: the authenticated user (auth on) wins, then a Hugging Face sign-in, then the typed
+        name. With browser identity the user is the typed name in this browser: `browser_key` comes from the
+        browser's localStorage, and a browser without one (or with a malformed one) gets a new random key."""
+        username = getattr(request, "username", None) if request is not None else None
+        account = None if username else hf_login.account(profile)  # signed in with Hugging Face
+        name = check_user_name(username or account or name)
+        key = None
+        if self.ctx.browser_identity and not username and not account:
+            key = browser_key if BROWSER_KEY.fullmatch(browser_key or "") else secrets.token_hex(16)
+        return Identity(name, key, account is not None)
+
+    def login(
+        self,
+        name: str,
+        browser_key: str | None = None,
+        request: gr.Request | None = None,
+        profile: gr.OAuthProfile | None = None,
+        strategy: str | None = None,
+    ) -> PageView:
+        """Start a session for the identity (see `identify`); with browser identity the view's `key` is the key for
+        the browser's localStorage. `strategy`: a study's assignment (else the settings decide)."""
+        who = self.identify(name, browser_key, request, profile)
+        session = self.bot.start(who.name, strategy=strategy, browser_key=who.browser_key, hf_user=who.hf_user)
+        self.ctx.worker.track(session)
+        state = UserState(session.user_id, who.name, session)
+        view = PageView(
+            state=state,
+            login_box=gr.update(visible=False),
+            main_box=gr.update(visible=True),
+            greeting=f"**{md(who.name)}** 님, 안녕하세요. 편하게 이야기해 주세요.",
+            chat=[],
+            hits=render_hits([]),
+            message=gr.update(interactive=True),
+            progress="",
+            again=gr.update(visible=False),
+        ) | panel(self.ctx, state)
+        if self.ctx.browser_identity and not who.hf_user:  # a signed-in account leaves this browser's own key
+            view.key = who.browser_key
+        return view
+
+    def logout(self, state: UserState | None) -> PageView:
+        if state is not None:
+            state.take_pending()  # leaving: nothing more is answered for this tab
+        if state is not None and not state.session.ended:
+            self.ctx.worker.end(state.session, "logout")
+        return signed_out()
+
+
+class Conversation:
+    """Sending, streamed replies, ending a conversation and starting the next one."""
+
+    def __init__(self, ctx: AppContext):
+        self.ctx = ctx
+
+    def send(self, text: str, state: UserState | None) -> PageView:
+        """Accept a typed message: the box is cleared only when the message is accepted; a refused one stays in the
+        box with a Korean warning. Accepted messages wait in `state.pending` and the chained `respond` answers them
+        in order, so one sent while a reply streams is queued, never dropped."""
+        if state is None:
+            gr.Warning("먼저 이름을 입력하고 대화를 시작하세요.")
+            return PageView()
+        bot = self.ctx.bot
+        try:
+            clean = clean_message(text, bot.settings.max_message_chars)
+            model = bot.chat_model
+            need, window = model.count_tokens(clean), model.context_window
+            if need > window // 2:  # the session would refuse it after the box was cleared: refuse it here
+                raise InputError(
+                    f"메시지가 이 모델에 너무 깁니다 ({need:,}토큰, 최대 {window // 2:,}토큰). 나누어 보내 주세요."
+                )
+            if state.session.ended:  # it would open the next session: in a study, only when allowed
+                self.ctx.may_start(state)
+        except InputError as exc:
+            gr.Warning(korean_error(exc) if getattr(exc, "code", None) else str(exc))
+            return PageView()
+        with state.lock:
+            idle = not (state.answering or state.awaiting or state.pending) and not state.session.ended
+            if idle:  # stored before the box is cleared: a message the disk cannot take stays in the box
+                try:
+                    state.session.record(clean)
+                except KeemError as exc:
+                    gr.Warning(f"메시지를 저장하지 못했습니다. 입력한 내용은 그대로 있습니다. {korean_error(exc)}")
+                    return PageView()
+                state.awaiting = True
+            else:
+                state.pending.append(clean)
+        if not state.session.ended:  # an ended one is replaced when this message's turn comes
+            self.ctx.worker.touch(state.session)
+        return PageView(message="", chat=rows(state), note=waiting_note(state))
+
+    def respond(self, state: UserState | None) -> Iterator[PageView]:
+        """Stream replies to the waiting messages, oldest first (chat, hits, note). It never touches the textbox,
+        so a draft typed meanwhile stays. A second call while one is answering returns at once (the first one
+        answers everything queued, including messages that arrive while it streams)."""
+        if state is None:
+            yield PageView()
+            return
+        with state.lock:
+            if state.answering:
+                yield PageView()
+                return
+            state.answering = True
+        answered = 0
+        try:
+            while True:
+                with state.lock:  # checked and released together: a message queued after this is another's
+                    if state.awaiting:
+                        state.awaiting, text, stored = False, str(state.session.history[-1]["content"]), True
+                    elif state.pending:
+                        text, stored = state.pending.pop(0), False
+                    else:
+                        state.answering = False
+                        break
+                if not (yield from self._answer(state, text, stored)):
+                    break  # not stored (the disk is full): it waits again, shown, for the next send or end
+                answered += 1
+        finally:
+            with state.lock:
+                state.answering, state.current = False, None
+        if not answered:  # e.g. the message was refused: nothing to show
+            yield PageView()
+
+    def _answer(self, state: UserState, text: str, stored: bool) -> Generator[PageView, None, bool]:
+        """Stream the reply to one message (`stored`: its user turn is already in the database); returns False
+        when a queued message could not be stored, which then goes back to the front of the queue."""
+        if state.session.ended:
+            try:
+                self.ctx.fresh_session(state)
+            except InputError as exc:  # a study's gap: the message waits, shown, and nothing is lost
+                with state.lock:
+                    state.pending.insert(0, text)
+                gr.Warning(str(exc))
+                yield PageView(chat=rows(state), note=waiting_note(state))
+                return False
+            gr.Info("이전 대화가 끝나 새 대화를 시작했습니다.")
+            stored = False
+        session, worker = state.session, self.ctx.worker
+        worker.touch(session)
+        if not stored:
+            try:
+                session.record(text)
+            except KeemError as exc:
+                with state.lock:
+                    state.pending.insert(0, text)
+                gr.Warning(f"메시지를 저장하지 못했습니다. 보낼 때까지 기다리는 중입니다. {korean_error(exc)}")
+                yield PageView(chat=rows(state), note=waiting_note(state))
+                return False
+        state.current = Answering(session, len(session.history) - 1, text)  # shown as "…" until the first piece
+        try:
+            shown_at = 0.0
+            for piece in session.reply():
+                state.current.reply += piece
+                if time.monotonic() - shown_at >= FRAME_S:  # the rest of this frame's pieces come with the next
+                    shown_at = time.monotonic()
+                    yield PageView(chat=rows(state), note=waiting_note(state))
+        except Exception as exc:  # what streamed so far is already saved by the session
+            if not isinstance(exc, KeemError):
+                log.exception("chat turn failed")
+            gr.Warning(f"답변 생성 중 문제가 생겼습니다. {korean_error(exc)}")
+        finally:
+            worker.touch(session)
+            state.current = None
+        yield PageView(chat=rows(state), hits=render_hits(session.last_hits), note=waiting_note(state))
+        return True
+
+    def end_session(self, state: UserState | None, draft: str = "") -> PageView:
+        """Queue the memory update and answer at once; the timer then polls its progress.
+
+        Messages still waiting for a reply are not sent into the ended conversation: they go back into the
+        textbox, before the draft, for the next conversation.
+        """
+        if state is None or state.session.ended:
+            return PageView(state=state, progress="이미 끝난 대화입니다.", timer=gr.Timer(active=False))
+        try:
+            job_id = self.ctx.worker.end(state.session, "user")
+        except KeemError as exc:  # nothing ended: the conversation goes on, and the page says why
+            return PageView(
+                state=state, progress=f"대화를 끝내지 못했습니다. {korean_error(exc)}", timer=gr.Timer(active=False)
+            )
+        unsent = state.take_pending()
+        box = gr.update(interactive=False)  # the box's text stays as it is, unless waiting messages come back
+        if unsent:
+            box = gr.update(interactive=False, value="\n".join(unsent + ([draft] if (draft or "").strip() else [])))
+        state.job_id = job_id
+        progress = "기억 갱신: 대기 중 … (백그라운드에서 진행됩니다. 계속 둘러보셔도 됩니다)"
+        if job_id is None:
+            progress = "나눈 말이 없어 기억은 그대로입니다."
+        return PageView(
+            state=state,
+            progress=progress,
+            timer=gr.Timer(active=job_id is not None),
+            message=box,
+            again=gr.update(visible=True),
+        )
+
+    def new_session(self, state: UserState | None) -> PageView:
+        if state is None:
+            return PageView(state=state, chat=[], hits="")
+        if not state.session.ended:
+            self.ctx.worker.end(state.session, "user")
+        self.ctx.fresh_session(state)
+        return PageView(
+            state=state,
+            chat=[],
+            message=gr.update(interactive=True),
+            again=gr.update(visible=False),
+            hits=render_hits([]),
+            progress=gr.update() if state.job_id is not None else "",  # a running update keeps showing
+        )
+
+
+def rows(state: UserState) -> list[dict[str, Any]]:
+    """The chat as shown: the session's turns, the reply streaming now, then the messages still waiting."""
+    session, current = state.session, state.current
+    shown_rows = [shown(m) for m in session.history]
+    if current is not None and current.session is session:
+        added = len(session.history) - current.base  # 0: not yet recorded, 1: the user turn, 2: the reply too
+        if added == 0:
+            shown_rows.append(shown({"role": "user", "content": current.text}))
+        if added < 2:
+            shown_rows.append(shown({"role": "assistant", "content": current.reply or "…"}))
+    waiting = list(state.pending)
+    shown_rows += [shown({"role": "user", "content": t}) for t in waiting]
+    if (waiting or state.awaiting) and current is None:  # its reply is about to begin
+        shown_rows.append({"role": "assistant", "content": "…"})
+    return shown_rows
+
+
+def waiting_note(state: UserState) -> str:
+    waiting = len(state.pending)
+    if not waiting or state.current is None:
+        return ""
+    return f"⏳ 답변을 기다리는 메시지 {waiting}개: 지금 답변이 끝나면 보낸 순서대로 답합니다."
+
+
+class ChatUI:
+    """Every handler of the page, in three parts sharing one AppContext: `entry` (banner, login, logout), `chat`
+    (send, replies, end, next conversation) and `memory` (the memory tab). With a `study` (a user trial) strategies
+    are hidden and a tab's next session opens only when the study allows it."""
+
+    def __init__(
+        self,
+        bot: Chatbot | Backend,
+        worker: Worker | None = None,
+        *,
+        browser_identity: bool = False,
+        study: Study | None = None,
+    ):
+        backend = bot if isinstance(bot, Backend) else Backend(bot, worker)
+        self.ctx = AppContext(backend, browser_identity=browser_identity, study=study)
+        self.entry, self.chat, self.memory = Entry(self.ctx), Conversation(self.ctx), MemoryTab(self.ctx)
+
+    @property
+    def backend(self) -> Backend:
+        return self.ctx.backend
+
+    @property
+    def bot(self) -> Chatbot:
+        return self.ctx.bot
+
+    @property
+    def worker(self) -> Worker:
+        return self.ctx.worker
+
+    @property
+    def zero(self) -> Any:
+        """ZeroGPU's functions (chatbot/deploy/zerogpu.py) on ZeroGPU, else None."""
+        return self.ctx.zero

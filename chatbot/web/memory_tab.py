@@ -1,0 +1,132 @@
+"""The memory tab's handlers: the panel (memory, history, sentence picker, retry button), the update's progress,
+retrying failed updates, editing / adding / deleting a sentence, and forgetting the user."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from chatbot.session import clean_message
+from chatbot.web.backend import AppContext
+from chatbot.web.render import choices, render_history, render_jobs, render_memory, stage_text
+from chatbot.web.state import UserState
+from chatbot.web.view import PageView, signed_out
+from memory.store import Sentence, Version
+from memory.updaters.base import carry_over
+from models.errors import InputError
+
+
+def panel(ctx: AppContext, state: UserState) -> PageView:
+    """The memory tab: updates not yet in memory, then the current memory; the history; the sentence picker; the
+    retry button, shown while an update of this user's has failed."""
+    store = ctx.bot.store
+    versions = store.versions(state.user_id)
+    latest = versions[-1] if versions else None
+    waiting = store.jobs(state.user_id, ("pending", "running", "failed"))
+    jobs = render_jobs(waiting)
+    return PageView(
+        memory=f"{jobs}\n\n---\n\n{render_memory(latest)}" if jobs else render_memory(latest),
+        history=render_history(versions, show_strategy=not ctx.blind),
+        pick=gr.update(choices=choices(latest), value=None),
+        retry=gr.update(visible=any(j["status"] == "failed" for j in waiting)),
+    )
+
+
+class MemoryTab:
+    """The memory tab's events; each takes the tab's server-side UserState."""
+
+    def __init__(self, ctx: AppContext):
+        self.ctx = ctx
+
+    def panel(self, state: UserState) -> PageView:
+        return panel(self.ctx, state)
+
+    def poll(self, state: UserState | None) -> PageView:
+        """Progress of this tab's update job (the timer's tick); refreshes the memory panel when it finishes."""
+        if state is None or state.job_id is None:
+            return PageView(timer=gr.Timer(active=False))
+        try:
+            job = self.ctx.bot.store.job(state.job_id)
+        except InputError:
+            state.job_id = None
+            return PageView(progress="", timer=gr.Timer(active=False))
+        if job["user_id"] != state.user_id:  # cannot happen: job ids come from this state only
+            state.job_id = None
+            return PageView(progress="", timer=gr.Timer(active=False))
+        text, finished = stage_text(job)
+        if not finished:
+            return PageView(progress=text, timer=gr.Timer(active=True))
+        state.job_id = None
+        return PageView(progress=text, timer=gr.Timer(active=False)) | self.panel(state)
+
+    def retry_failed(self, state: UserState | None) -> PageView:
+        """Put this user's failed updates back in the queue now; the progress line then follows the newest one."""
+        if state is None:
+            raise InputError("먼저 대화를 시작하세요.")
+        ids = self.ctx.bot.store.retry_jobs(user_id=state.user_id)
+        if not ids:
+            return PageView(progress="다시 시도할 실패한 갱신이 없습니다.", timer=gr.Timer(active=False)) | self.panel(
+                state
+            )
+        self.ctx.worker.notify()
+        state.job_id = ids[-1]
+        return PageView(
+            progress=f"실패한 기억 갱신 {len(ids)}개를 다시 시도합니다 …", timer=gr.Timer(active=True)
+        ) | self.panel(state)
+
+    def _pick(self, state: UserState | None, pick: str | None) -> tuple[Version, int]:
+        if state is None:
+            raise InputError("먼저 대화를 시작하세요.")
+        latest = self.ctx.bot.engine.current(state.user_id)
+        if latest is None or not pick or ":" not in pick:
+            raise InputError("고칠 문장을 먼저 고르세요.")
+        number, _, index = pick.partition(":")
+        if not (number.isdigit() and index.isdigit()):
+            raise InputError("고칠 문장을 목록에서 고르세요.")
+        if int(number) != latest.number or not 0 <= int(index) < len(latest.sentences):
+            raise InputError("그 사이 기억이 바뀌었습니다. 목록에서 다시 고르세요.")
+        return latest, int(index)
+
+    def _commit(self, state: UserState, sentences: list[Sentence], note: str) -> PageView:
+        """Store the user's own version; the panel shows it and the sentence box empties."""
+        self.ctx.bot.engine.commit(state.user_id, sentences, strategy="user", status="ok", author="user", note=note)
+        gr.Info("새 기억 버전을 저장했습니다.")
+        return self.panel(state) | PageView(edit_text="")
+
+    def edit_sentence(self, pick: str | None, new_text: str, state: UserState | None) -> PageView:
+        latest, index = self._pick(state, pick)
+        assert state is not None
+        text = clean_message(new_text, 300).replace("\n", " ")
+        sentences = carry_over(latest.sentences)
+        sentences[index] = Sentence(text, "user", latest.sentences[index].id)
+        return self._commit(state, sentences, f"사용자가 {index + 1}번 문장을 고쳤습니다")
+
+    def delete_sentence(self, pick: str | None, state: UserState | None) -> PageView:
+        latest, index = self._pick(state, pick)
+        assert state is not None
+        if len(latest.sentences) == 1:
+            raise InputError(
+                "마지막 남은 문장은 지울 수 없습니다 (기억은 비워 둘 수 없습니다). 모두 지우려면 '나를 잊기'를 쓰세요."
+            )
+        sentences = carry_over(s for i, s in enumerate(latest.sentences) if i != index)
+        return self._commit(state, sentences, f"사용자가 {index + 1}번 문장을 지웠습니다")
+
+    def add_sentence(self, new_text: str, state: UserState | None) -> PageView:
+        if state is None:
+            raise InputError("먼저 대화를 시작하세요.")
+        text = clean_message(new_text, 300).replace("\n", " ")
+        latest = self.ctx.bot.engine.current(state.user_id)
+        old = carry_over(latest.sentences) if latest else []
+        return self._commit(state, [*old, Sentence(text, "user")], "사용자가 문장을 추가했습니다")
+
+    def forget(self, confirm: str, state: UserState | None) -> PageView:
+        """Delete everything about this user once they type their name; the tab returns to the start screen."""
+        if state is None:
+            raise InputError("먼저 대화를 시작하세요.")
+        if (confirm or "").strip() != state.name:
+            raise InputError("확인란에 이름을 정확히 입력해야 삭제됩니다.")
+        state.take_pending()
+        state.session.ended = True  # no update job for a user being forgotten
+        self.ctx.worker.end(state.session, "forget")
+        self.ctx.bot.engine.forget(state.user_id)
+        gr.Info("모든 대화와 기억을 삭제했습니다.")
+        return signed_out() | PageView(confirm="")

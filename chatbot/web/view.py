@@ -1,0 +1,191 @@
+"""What one event changes on the page, by name: typed views that become Gradio's `{component: value}` outputs.
+
+A handler returns a view (a dataclass whose fields are the page's parts); a field left `KEEP` is not touched.
+`wired` turns the view into the dict Gradio takes, for the outputs the event lists by the same names, so adding an
+output never shifts another; a view that sets a part its event does not output is an error, not a silent drop.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Self
+
+import gradio as gr
+
+from chatbot.web.messages import korean_error
+from models.errors import KeemError
+
+log = logging.getLogger(__name__)
+
+
+class _Keep:
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()  # a view's field left as it is on the page
+
+
+class View:
+    """Base of the views: `changed()` gives the fields set; `a | b` is `a` with `b`'s set fields on top."""
+
+    def changed(self) -> dict[str, Any]:
+        return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not KEEP}  # type: ignore[arg-type]
+
+    def __or__(self, other: View) -> Self:
+        return type(self)(**{**self.changed(), **other.changed()})
+
+
+@dataclass
+class PageView(View):
+    """The chat page's parts (chatbot/web/app.py builds one component per field)."""
+
+    state: Any = KEEP  # the tab's UserState (server-side)
+    key: Any = KEEP  # the browser's identity key (localStorage), with browser identity only
+    banner: Any = KEEP
+    banner_timer: Any = KEEP
+    start: Any = KEEP  # the start button
+    name: Any = KEEP  # the name box
+    hf_note: Any = KEEP  # the Hugging Face sign-in hint
+    login_box: Any = KEEP
+    main_box: Any = KEEP
+    greeting: Any = KEEP
+    chat: Any = KEEP
+    message: Any = KEEP
+    note: Any = KEEP  # messages waiting for their reply
+    hits: Any = KEEP  # the memory used by the last reply
+    progress: Any = KEEP  # the memory update's progress line
+    timer: Any = KEEP  # polls the update's progress
+    again: Any = KEEP  # the new-conversation button
+    memory: Any = KEEP
+    history: Any = KEEP
+    pick: Any = KEEP  # the sentence picker
+    retry: Any = KEEP  # the retry-failed-updates button
+    edit_text: Any = KEEP
+    confirm: Any = KEEP  # the forget box's name check
+
+
+def empty_panel() -> PageView:
+    """The memory tab of nobody (logged out)."""
+    return PageView(memory="", history="", pick=gr.update(choices=[], value=None), retry=gr.update(visible=False))
+
+
+def signed_out() -> PageView:
+    """The start screen again: no user, the chat and memory tab emptied."""
+    return (
+        PageView(
+            state=None,
+            login_box=gr.update(visible=True),
+            main_box=gr.update(visible=False),
+            greeting="",
+            chat=[],
+            hits="",
+            progress="",
+        )
+        | empty_panel()
+    )
+
+
+Outputs = Mapping[str, Any]  # a view's field name -> its component (a list of components for a list-valued field)
+
+
+def as_outputs(view: View | None, outputs: Outputs, name: str = "handler") -> Any:
+    """`view` as `{component: value}` for an event whose outputs are `outputs`; nothing changed: gr.skip()."""
+    changed = view.changed() if view is not None else {}
+    unwired = sorted(set(changed) - set(outputs))
+    if unwired:
+        raise ValueError(f"{name} sets {unwired}, which its event does not output: add them to its outputs")
+    result: dict[Any, Any] = {}
+    for field, value in changed.items():
+        target = outputs[field]
+        if isinstance(target, list):  # one value per component (a questionnaire's answers)
+            result.update(zip(target, value, strict=True))
+        else:
+            result[target] = value
+    return result or gr.skip()
+
+
+def warn(fn: Callable[..., Any], exc: Exception) -> None:
+    """An error as a Korean toast: the user never sees a stack trace (unexpected ones go to the log)."""
+    if not isinstance(exc, KeemError):
+        log.exception("%s failed", getattr(fn, "__name__", fn), exc_info=exc)
+    gr.Warning(korean_error(exc))
+
+
+def wired(fn: Callable[..., Any], outputs: Outputs) -> Callable[..., Any]:
+    """The Gradio handler for `fn` (which returns or yields views): its views as `{component: value}`, and an
+    error a Korean toast with the page left as it was. Name and signature stay `fn`'s (Gradio reads them)."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def stream(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            try:
+                for view in fn(*args, **kwargs):
+                    yield as_outputs(view, outputs, fn.__name__)
+            except Exception as exc:
+                warn(fn, exc)
+                yield gr.skip()
+
+        return stream
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            view = fn(*args, **kwargs)
+        except Exception as exc:
+            warn(fn, exc)
+            return gr.skip()
+        return as_outputs(view, outputs, fn.__name__)
+
+    return call
+
+
+class Page:
+    """The page's components by view field name, and its events wired by those names (every one private to the
+    page: `options` go to each event)."""
+
+    def __init__(self, **options: Any):
+        self.parts: dict[str, Any] = {}
+        self.events: dict[str, Any] = {}  # events other parts chain onto ("ended", "signed_out")
+        self.options = options
+
+    def add(self, **parts: Any) -> None:
+        self.parts.update(parts)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.parts[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.parts
+
+    def logged_in(self) -> list[str]:
+        """What a login shows: the chat page, its memory tab and, with browser identity, the browser's key."""
+        return [*LOGGED_IN, *(["key"] if "key" in self else [])]
+
+    def on(
+        self,
+        triggers: Any,
+        fn: Callable[..., Any],
+        inputs: Sequence[Any] | None,
+        outputs: Sequence[str],
+        *,
+        after: Any = None,
+        **options: Any,
+    ) -> Any:
+        """Wire `fn` (it returns or yields views) to `triggers`, or chained `after` an event; `outputs` are names."""
+        targets = {name: self.parts[name] for name in outputs}
+        flat = [c for t in targets.values() for c in (t if isinstance(t, list) else [t])]
+        handler = wired(fn, targets)
+        kwargs = {**self.options, **options}
+        if after is not None:
+            return after.then(handler, inputs, flat, **kwargs)
+        return gr.on(triggers, handler, inputs, flat, **kwargs)
+
+
+PANEL = ("memory", "history", "pick", "retry")
+LOGGED_IN = ("state", "login_box", "main_box", "greeting", "chat", "hits", "message", "progress", "again", *PANEL)
+SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL)
