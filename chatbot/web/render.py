@@ -66,6 +66,11 @@ KOREAN = {  # error code (models/errors.py) -> the message the page shows
     "storage_folder": "서버의 데이터베이스 설정이 잘못되었습니다 (폴더를 가리킴). 관리자에게 알려 주세요.",
     "storage_not_sqlite": "서버의 데이터베이스 파일이 손상되었거나 다른 파일입니다. 관리자에게 알려 주세요.",
     "storage_other": "서버의 데이터베이스를 쓸 수 없습니다. 관리자에게 알려 주세요.",
+    "migration_newer": "서버의 데이터베이스를 더 새로운 버전의 keem이 썼습니다. 관리자에게 알려 주세요.",
+    "migration_failed": "서버의 데이터베이스를 새 형식으로 바꾸지 못했습니다. 관리자에게 알려 주세요.",
+    "questionnaire_no_session": "이 참가자의 대화가 아닙니다. 본인이 나눈 대화의 설문에 답해 주세요.",
+    "questionnaire_done": "이미 응답한 설문입니다. 한 대화의 설문은 한 번만 제출할 수 있습니다.",
+    "questionnaire_empty": "설문에 답한 항목이 없습니다. 답을 고른 뒤 제출해 주세요.",
 }
 
 
