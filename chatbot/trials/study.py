@@ -16,7 +16,8 @@
     text = "더 하고 싶은 말이 있다면 적어 주세요"
 
 Errors name the field and the fix (InputError, one line). Without a study file nothing here is called. What a
-participant reads (refusals, questionnaire errors) is Korean and never names the strategy.
+participant reads (refusals, questionnaire errors) is Korean and never names the strategy; the errors of records.py
+(a questionnaire answered twice, or empty) carry a code the page shows in Korean (chatbot/web/render.py).
 """
 
 from __future__ import annotations
