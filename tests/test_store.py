@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chatbot.web.render import korean_error
 from memory.store import Sentence, Store
 from memory.store.migrations import schema
 from memory.store.queue import process_owner
@@ -26,8 +27,10 @@ def test_a_database_from_a_newer_keem_is_refused(tmp_path):
     store = Store(tmp_path / "k.db")
     store.db["_sqlite_migrations"].insert({"migration_set": "keem", "name": "m999_future", "applied_at": "x"})
     store.close()
-    with pytest.raises(MigrationError, match="newer keem"):
+    with pytest.raises(MigrationError, match="newer keem") as refused:
         Store(tmp_path / "k.db")
+    assert "upgrade keem-chat" in str(refused.value)  # the fix, in English; the page says it in Korean by its code
+    assert korean_error(refused.value).startswith("서버의 데이터베이스를 더 새로운 버전의 keem이 썼습니다")
 
 
 def test_versions_number_up_and_never_commit_empty(store):
