@@ -33,8 +33,8 @@ from memory.store import Store, now_iso  # noqa: E402
 
 
 def fill(store: Store, turns: int, chars: int) -> tuple[int, int]:
-    user = store.get_or_create_user("bench")
-    session = store.start_session(user, "keem", "bench")
+    user = store.users.get_or_create("bench")
+    session = store.sessions.start(user, "keem", "bench")
     with store.write():
         store.db["turns"].insert_all(
             (
@@ -63,7 +63,7 @@ def measure(store: Store, user: int, session: int, snapshot: Callable[[], None])
     def writer() -> None:
         while not stop.is_set():
             started = time.perf_counter()
-            store.add_turn(session, user, "user", "안녕")
+            store.turns.add(session, user, "user", "안녕")
             latencies.append(time.perf_counter() - started)
             time.sleep(0.005)
 

@@ -197,7 +197,7 @@ def run_engine(n: int, per_user: int, queries: int, seed: int = 1) -> dict:
             texts = [f"user {u} sentence {i}" for i in range(per_user)]
             rows = rng.standard_normal((per_user, DIM), dtype=np.float32)
             emb.rows.update(zip(texts, rows / np.linalg.norm(rows, axis=1, keepdims=True)))
-            uid = store.get_or_create_user(f"u{u}")
+            uid = store.users.get_or_create(f"u{u}")
             engine.commit(
                 uid, [Sentence(t, "imported") for t in texts], strategy="import", status="ok", author="import"
             )

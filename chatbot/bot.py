@@ -61,15 +61,15 @@ class Chatbot:
         strategy = strategy or self.settings.strategy
         if strategy not in (*STRATEGIES, BALANCED):
             raise InputError(f"unknown strategy '{strategy}'; choose one of: {', '.join((*STRATEGIES, BALANCED))}")
-        user_id = self.store.get_or_create_user(self.user_key(user_name, browser_key, hf_user))
+        user_id = self.store.users.get_or_create(self.user_key(user_name, browser_key, hf_user))
         if strategy == BALANCED:
-            strategy = self.store.assign_strategy(user_id, STRATEGIES)
+            strategy = self.store.users.assign_strategy(user_id, STRATEGIES)
         return self.open_session(user_id, check_user_name(user_name), strategy)
 
     def open_session(self, user_id: int, user_name: str, strategy: str) -> ChatSession:
         """A new session of a user who exists (the next session of a tab keeps its user and strategy)."""
-        session_id = self.store.start_session(user_id, strategy, self.chat_model.spec)
-        before = self.store.previous_session(user_id, session_id)
+        session_id = self.store.sessions.start(user_id, strategy, self.chat_model.spec)
+        before = self.store.sessions.previous(user_id, session_id)
         previous_date = to_date(before["started_at"]) if before else None
         self.engine.warm(user_id)
         return ChatSession(self, user_id, user_name, session_id, strategy, previous_date)
@@ -81,7 +81,7 @@ class Chatbot:
         """Finish jobs a crash or shutdown left behind (each job at most once per call)."""
         self.runner.resume()
         done = []
-        for job in self.store.jobs(statuses=("pending",)):
+        for job in self.store.queue.jobs(statuses=("pending",)):
             try:
                 version = self.runner.run(job["id"], on_stage)
             except Exception:  # recorded on the job; the next start retries it

@@ -82,7 +82,7 @@ class ChatSession:
                 f"message is {need:,} tokens, more than this model's context allows ({window:,} in all); "
                 "shorten it or use a model with a longer context"
             )
-        self.bot.store.add_turn(self.session_id, self.user_id, "user", text)
+        self.bot.store.turns.add(self.session_id, self.user_id, "user", text)
         self.history.append({"role": "user", "content": text})
         return text
 
@@ -130,7 +130,7 @@ class ChatSession:
         finally:
             reply = "".join(pieces).replace("\ufffd", "").strip()
             if reply:
-                self.bot.store.add_turn(self.session_id, self.user_id, "assistant", reply)
+                self.bot.store.turns.add(self.session_id, self.user_id, "assistant", reply)
                 self.history.append({"role": "assistant", "content": reply})
 
     def end(self, reason: str = "user") -> int | None:
@@ -138,9 +138,9 @@ class ChatSession:
         if self.ended:
             return None
         with self.bot.store.write():  # both or neither: a disk that is full leaves the session open, as it is
-            self.bot.store.end_session(self.session_id, reason)
+            self.bot.store.sessions.end(self.session_id, reason)
             job = (
-                self.bot.store.enqueue_job(self.user_id, self.session_id, self.strategy)
+                self.bot.store.queue.enqueue(self.user_id, self.session_id, self.strategy)
                 if any(m["role"] == "user" for m in self.history)
                 else None
             )

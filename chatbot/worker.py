@@ -76,14 +76,14 @@ class Worker:
     def recover(self) -> int:
         """Jobs left running go back to pending; sessions left open get ended and enqueued. Returns jobs waiting."""
         self.bot.runner.resume()
-        for row in self.store.open_sessions():
+        for row in self.store.sessions.all_open():
             with self._lock:
                 if row["id"] in self._live:
                     continue
-            self.store.end_session(row["id"], "restart")
-            if any(t["role"] == "user" for t in self.store.turns(row["id"])):
-                self.store.enqueue_job(row["user_id"], row["id"], row["strategy"])
-        return len(self.store.jobs(statuses=("pending",)))
+            self.store.sessions.end(row["id"], "restart")
+            if any(t["role"] == "user" for t in self.store.turns.of_session(row["id"])):
+                self.store.queue.enqueue(row["user_id"], row["id"], row["strategy"])
+        return len(self.store.queue.jobs(statuses=("pending",)))
 
     def stop(self, *, end_open: bool = True, timeout: float = 5.0) -> list[int]:
         """End every live session (reason 'shutdown'; its job runs at the next start) and stop the thread."""
@@ -161,7 +161,7 @@ class Worker:
             for done in [j for j, (_, f) in self._running.items() if f.done()]:
                 del self._running[done]
             busy = {user for user, _ in self._running.values()}
-        for job in self.store.jobs(statuses=("pending",)):
+        for job in self.store.queue.jobs(statuses=("pending",)):
             if self._stop.is_set() or (job["next_attempt_at"] or 0) > now or job["user_id"] in busy:
                 continue
             with self._lock:
@@ -176,7 +176,9 @@ class Worker:
         try:
             self.bot.run_update(job_id)
         except Exception as exc:  # recorded on the job by the runner (pending again unless out of attempts)
-            log.warning("memory update job %s failed (attempt %s): %s", job_id, self.store.job(job_id)["attempts"], exc)
+            log.warning(
+                "memory update job %s failed (attempt %s): %s", job_id, self.store.queue.get(job_id)["attempts"], exc
+            )
         finally:
             self._wake.set()  # the next of this user's jobs may go now
 
@@ -201,7 +203,7 @@ class Worker:
         """Snapshot the database when it changed and a snapshot is due (or forced), or a user was forgotten."""
         if self.backups is None:
             return False
-        state = (self.store.db.conn.total_changes, self.store.forgotten)
+        state = (self.store.db.conn.total_changes, self.store.users.forgotten)
         if state == self._backed_up:
             return False
         forgot = state[1] != (self._backed_up[1] if self._backed_up else 0)

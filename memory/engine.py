@@ -29,7 +29,7 @@ class MemoryEngine:
         self.index = IndexCache(embedder)
 
     def current(self, user_id: int) -> Version | None:
-        return self.store.latest_version(user_id)
+        return self.store.versions.latest(user_id)
 
     def commit(
         self, user_id: int, sentences: list[Sentence], cues: Mapping[str, str] | None = None, **meta: Any
@@ -60,7 +60,7 @@ class MemoryEngine:
             )
             for s in sentences
         ]
-        version = self.store.commit_version(user_id, ready, **meta)
+        version = self.store.versions.commit(user_id, ready, **meta)
         self.index.build(version)
         return version
 
@@ -69,10 +69,10 @@ class MemoryEngine:
 
         When the whole memory fits `token_budget`, every sentence comes back, most relevant first.
         """
-        version_id = self.store.latest_version_id(user_id)
+        version_id = self.store.versions.latest_id(user_id)
         if version_id is None:
             return []
-        entry = self.index.entry(user_id, version_id, lambda: self.store.latest_version(user_id))  # type: ignore[arg-type,return-value]
+        entry = self.index.entry(user_id, version_id, lambda: self.store.versions.latest(user_id))  # type: ignore[arg-type,return-value]
         limit = k
         if token_budget is not None:
             if entry.tokens is None:  # once per version, not on every turn
@@ -89,5 +89,5 @@ class MemoryEngine:
             self.index.entry(user_id, version.id, lambda: version)
 
     def forget(self, user_id: int) -> None:
-        self.store.delete_user(user_id)
+        self.store.users.delete(user_id)
         self.index.drop(user_id)

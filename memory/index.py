@@ -88,6 +88,11 @@ class IndexCache:
                 return entry
         return self.build(load())
 
+    def cached_users(self) -> list[int]:
+        """The users whose index is in memory now, least recently used first."""
+        with self._lock:
+            return list(self._entries)
+
     def drop(self, user_id: int) -> None:
         with self._lock:
             self._entries.pop(user_id, None)

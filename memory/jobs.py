@@ -39,7 +39,7 @@ Compute = Callable[[str, UpdateInput, Callable[[str], None]], Computed]  # (stra
 class JobRunner:
     """Claims a job, runs its strategy, commits the result in one transaction; a failure leaves memory as it was.
 
-    A job is leased to the process that runs it (memory/store.py claim_job), so a second process on the same
+    A job is leased to the process that runs it (memory/store/queue.py Queue.claim), so a second process on the same
     database never runs a live job, and a job committed twice makes one version. A failed job is retried after
     `retry_delay`; after `max_attempts` it is marked failed with its error, and `resume` (every start) or
     `keem jobs retry` puts it back.
@@ -74,12 +74,12 @@ class JobRunner:
         return cues, {"cues": {**report, **({"problems": problems} if problems else {})}}
 
     def build_input(self, job: dict) -> UpdateInput:
-        session = self.store.session(job["session_id"])
+        session = self.store.sessions.get(job["session_id"])
         previous = self.engine.current(job["user_id"])
-        before = self.store.previous_session(job["user_id"], job["session_id"])
+        before = self.store.sessions.previous(job["user_id"], job["session_id"])
         return UpdateInput(
             previous=list(previous.sentences) if previous else [],
-            dialogue=[{"role": t["role"], "text": t["text"]} for t in self.store.turns(job["session_id"])],
+            dialogue=[{"role": t["role"], "text": t["text"]} for t in self.store.turns.of_session(job["session_id"])],
             session_date=to_date(session["started_at"]),  # type: ignore[arg-type]
             previous_date=to_date(before["started_at"]) if before else None,
         )
@@ -104,19 +104,19 @@ class JobRunner:
         chatbot/deploy/zerogpu.py); claiming, stages and the commit stay here. Exceptions are recorded on the job
         (pending again after a backoff, up to `max_attempts`) and re-raised.
         """
-        job = self.store.claim_job(job_id)
+        job = self.store.queue.claim(job_id)
         if job is None:
             return None
 
         def stage(name: str) -> None:
-            self.store.set_job_stage(job["id"], name)
+            self.store.queue.set_stage(job["id"], name)
             if on_stage:
                 on_stage(name)
 
         try:
             inp = self.build_input(job)
             if not any(t["role"] == "user" for t in inp.dialogue):
-                self.store.finish_job_without_version(job["id"], "skipped")
+                self.store.queue.finish_without_version(job["id"], "skipped")
                 return None
             done = (compute or self.compute)(job["strategy"], inp, stage)
             result, cues, details = done.result, done.cues, done.details
@@ -136,7 +136,7 @@ class JobRunner:
             )
         except Exception as exc:
             retry = job["attempts"] < self.max_attempts
-            self.store.fail_job(
+            self.store.queue.fail(
                 job["id"],
                 f"{type(exc).__name__}: {exc}"[:500],
                 retry_in_s=retry_delay(job["attempts"]) if retry else None,
@@ -158,6 +158,6 @@ class JobRunner:
     def resume(self) -> int:
         """At a start: jobs a dead process left running, and jobs that failed for good, go back to pending (a job
         another live process runs stays its). Returns how many are waiting now."""
-        self.store.requeue_running()
-        self.store.retry_jobs()
-        return len(self.store.jobs(statuses=("pending",)))
+        self.store.queue.requeue_running()
+        self.store.queue.retry()
+        return len(self.store.queue.jobs(statuses=("pending",)))

@@ -8,11 +8,13 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "message_too_long",  # length, limit
     "bad_user_name",
     "models_loading",  # chatbot/web/backend.py: the models are still loading
-    "storage_full",  # memory/store.py: why the database cannot be written
+    "storage_full",  # memory/store/connection.py: why the database cannot be written
     "storage_read_only",
     "storage_folder",
     "storage_not_sqlite",
     "storage_other",
+    "migration_newer",  # memory/store/connection.py: a newer keem wrote the database; path
+    "migration_failed",  # path
     "questionnaire_unknown",  # chatbot/trials/study.py and the store: a user trial's questionnaire; items
     "questionnaire_missing",  # item, question
     "questionnaire_range",  # item, question, low, high

@@ -87,8 +87,8 @@ def wait_version(db: Path, user: str, timeout: float = 30) -> list[str]:
     while time.monotonic() < deadline:
         store = Store(db)
         try:
-            users = [u for u in store.users() if u["name"] == user]
-            versions = store.versions(users[0]["id"]) if users else []
+            users = [u for u in store.users.all() if u["name"] == user]
+            versions = store.versions.of_user(users[0]["id"]) if users else []
             if versions:
                 return [s.text for s in versions[-1].sentences]
         finally:
@@ -210,7 +210,7 @@ def test_signed_in_with_hugging_face_the_memory_follows_the_account_and_a_visito
             phone.locator("#start-button").wait_for(timeout=15_000)
         store = Store(db)
         try:
-            names = [u["name"] for u in store.users()]
+            names = [u["name"] for u in store.users.all()]
         finally:
             store.close()
         assert "hf:minsu-hf" not in names and any(n.startswith("minsu-hf#") for n in names), names

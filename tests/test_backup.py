@@ -22,7 +22,7 @@ SECRET = "사용자는 비밀 일기장에 첫사랑 이야기를 적는다"
 
 
 def _memory(store: Store, name: str, text: str) -> int:
-    uid = store.get_or_create_user(name)
+    uid = store.users.get_or_create(name)
     MemoryEngine(store, NgramEmbedder()).commit(uid, [Sentence(text)], strategy="import", status="ok", author="import")
     return uid
 
@@ -43,7 +43,7 @@ def test_a_snapshot_is_a_whole_database_and_only_the_newest_are_kept(tmp_path):
     assert backups.snapshots() == paths[-KEEP:]
     assert not list((tmp_path / "bucket").glob("*.part"))
     copy = Store(paths[-1])
-    assert copy.latest_version(copy.require_user("minsu")).texts == [SECRET]
+    assert copy.versions.latest(copy.users.require("minsu")).texts == [SECRET]
 
 
 def test_a_missing_database_is_restored_from_the_newest_sound_snapshot(store, tmp_path):
@@ -55,7 +55,7 @@ def test_a_missing_database_is_restored_from_the_newest_sound_snapshot(store, tm
     target = tmp_path / "fresh" / "keem.db"
     assert backups.restore(target) == good
     restored = Store(target)
-    assert restored.latest_version(restored.require_user("minsu")).texts == [SECRET]
+    assert restored.versions.latest(restored.users.require("minsu")).texts == [SECRET]
     assert backups.restore(target) is None  # an existing database is never overwritten
 
 
@@ -68,7 +68,7 @@ def test_the_app_restores_its_memory_after_the_container_lost_its_disk(tmp_path)
     for path in (tmp_path / "live").iterdir():  # a new container: local files gone, the bucket kept
         path.unlink()
     again = _bot(tmp_path)
-    assert again.store.latest_version(again.store.require_user("minsu")).texts == [SECRET]
+    assert again.store.versions.latest(again.store.users.require("minsu")).texts == [SECRET]
 
 
 def test_snapshots_follow_changes_on_schedule_and_not_otherwise(tmp_path):
@@ -94,13 +94,13 @@ def test_forgetting_a_user_removes_them_from_every_snapshot_at_once(tmp_path):
     _memory(bot.store, "minsu", SECRET)
     _memory(bot.store, "jiwoo", "사용자는 고양이를 키운다")
     assert worker.backup()
-    bot.engine.forget(bot.store.require_user("minsu"))
+    bot.engine.forget(bot.store.users.require("minsu"))
     assert worker.backup()  # not waiting for the schedule
     snapshots = worker.backups.snapshots()
     assert len(snapshots) == 1
     assert SECRET.encode() not in snapshots[0].read_bytes()  # secure_delete: not even in free pages
     kept = Store(snapshots[0])
-    assert kept.latest_version(kept.require_user("jiwoo")).texts == ["사용자는 고양이를 키운다"]
+    assert kept.versions.latest(kept.users.require("jiwoo")).texts == ["사용자는 고양이를 키운다"]
 
 
 def test_cli_forget_replaces_the_snapshots_and_cli_reads_restore(tmp_path, monkeypatch, capsys):

@@ -198,7 +198,7 @@ def test_browser_identity_survives_a_reload_and_a_stranger_typing_the_name_sees_
     try:
         page = browser.new_context(locale="ko-KR").new_page()
         enter(page, url, "민수")
-        [user] = [u for u in bot.store.users() if u["name"].startswith("민수#")]
+        [user] = [u for u in bot.store.users.all() if u["name"].startswith("민수#")]
         bot.engine.commit(
             user["id"], [Sentence("사용자는 부산으로 이사했다")], strategy="keem", status="ok", author="updater"
         )
@@ -209,7 +209,7 @@ def test_browser_identity_survives_a_reload_and_a_stranger_typing_the_name_sees_
         enter(stranger, url, "민수")  # someone else types the same name
         open_tab(stranger, "기억")
         stranger.locator("#memory").get_by_text("아직 기억이 없습니다").wait_for(timeout=10_000)
-        assert len([u for u in bot.store.users() if u["name"].startswith("민수#")]) == 2
+        assert len([u for u in bot.store.users.all() if u["name"].startswith("민수#")]) == 2
     finally:
         app.close()
         worker.stop()
@@ -286,8 +286,8 @@ def test_a_message_sent_while_a_reply_is_coming_is_answered_and_a_draft_survives
             assert box.input_value() == "아직 쓰는 중인 초안"  # the draft survived the replies
             texts = bot_texts(page)
             assert "«첫 번째: " in texts[-2] and "«두 번째: " in texts[-1], texts
-            [session] = bot.store.open_sessions()
-            turns = bot.store.turns(session["id"])
+            [session] = bot.store.sessions.all_open()
+            turns = bot.store.turns.of_session(session["id"])
             assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant"]
             assert [turns[0]["text"], turns[2]["text"]] == [
                 "첫 번째: 오늘 면접을 봤어",
@@ -346,14 +346,14 @@ def test_sigkill_mid_session_loses_no_shown_turn_and_the_restart_finishes_the_up
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     bot = make_bot(db)
-    session = bot.store.open_sessions()[0]
-    assert [t["text"] for t in bot.store.turns(session["id"])] == [text_of(m) for m in shown]
+    session = bot.store.sessions.all_open()[0]
+    assert [t["text"] for t in bot.store.turns.of_session(session["id"])] == [text_of(m) for m in shown]
     worker = Worker(bot, poll_s=0.05).start()
     try:
         deadline = time.monotonic() + 10
         while bot.engine.current(session["user_id"]) is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "마라톤" in " ".join(bot.engine.current(session["user_id"]).texts)
-        assert bot.store.session(session["id"])["end_reason"] == "restart"
+        assert bot.store.sessions.get(session["id"])["end_reason"] == "restart"
     finally:
         worker.stop(end_open=False)

@@ -285,7 +285,7 @@ def test_a_failed_update_becomes_a_version_by_jobs_retry_or_by_a_restart(db, tmp
     worker = Worker(bot, poll_s=0.05)
     worker.recover()
     worker.run_pending()
-    assert bot.store.job(jobs[1])["status"] == "done" and bot.store.latest_version(bot.store.find_user("jiwoo"))
+    assert bot.store.queue.get(jobs[1])["status"] == "done" and bot.store.versions.latest(bot.store.users.find("jiwoo"))
     code, out, _ = run(capsys, "jobs", "retry")
     assert code == 0 and "no failed update jobs" in out
 

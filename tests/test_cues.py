@@ -64,7 +64,7 @@ def test_cue_writer_asks_in_batches_and_maps_cues_to_their_sentences():
 def test_a_cue_lets_search_find_a_paraphrase_and_survives_reload(tmp_path):
     store = Store(tmp_path / "m.db")
     engine = MemoryEngine(store, NgramEmbedder(dim=4096))
-    uid = store.get_or_create_user("a")
+    uid = store.users.get_or_create("a")
     engine.commit(uid, [Sentence(WEEKEND), Sentence(FLOWERS)], strategy="import", status="ok", author="import")
     plain = {h.text: h.score for h in engine.search(uid, QUERY, k=2)}
     engine.commit(
@@ -86,7 +86,7 @@ def test_a_cue_lets_search_find_a_paraphrase_and_survives_reload(tmp_path):
 def test_unchanged_sentences_keep_their_cues_without_re_embedding(store):
     embedder = CountingEmbedder()
     engine = MemoryEngine(store, embedder)
-    uid = store.get_or_create_user("a")
+    uid = store.users.get_or_create("a")
     engine.commit(uid, [Sentence(WEEKEND)], {WEEKEND: "KTX, 기차역"}, strategy="import", status="ok", author="import")
     embedder.seen.clear()
     version = engine.commit(
@@ -97,11 +97,11 @@ def test_unchanged_sentences_keep_their_cues_without_re_embedding(store):
 
 
 def _ended_session(store, text):
-    uid = store.get_or_create_user("a")
-    sid = store.start_session(uid, "accumulate", "fake")
-    store.add_turn(sid, uid, "user", text)
-    store.end_session(sid)
-    return uid, store.enqueue_job(uid, sid, "accumulate")
+    uid = store.users.get_or_create("a")
+    sid = store.sessions.start(uid, "accumulate", "fake")
+    store.turns.add(sid, uid, "user", text)
+    store.sessions.end(sid)
+    return uid, store.queue.enqueue(uid, sid, "accumulate")
 
 
 def _responder(cue_reply):
@@ -136,7 +136,7 @@ def test_a_failed_cue_call_costs_the_cues_not_the_update(store):
     version = JobRunner(engine, lambda s: make_updater(s, model), cue_writer=CueWriter(model)).run(job)
     assert version is not None and version.sentences[0].cues is None
     assert "server went away" in version.details["cues"]["error"]
-    assert store.job(job)["status"] == "done"
+    assert store.queue.get(job)["status"] == "done"
 
 
 def test_cues_are_off_unless_asked_for(store):
@@ -151,11 +151,11 @@ def test_a_database_from_before_cues_is_migrated(tmp_path):
     """A store written by the first schema gains the cue columns and keeps its memory."""
     from sqlite_utils import Database
 
-    from memory.migrations import migrations
+    from memory.store.migrations import schema
 
     path = tmp_path / "old.db"
     db = Database(path)
-    migrations.apply(db, stop_before="m002_memory_cues")
+    schema.migrations.apply(db, stop_before="m002_memory_cues")
     db["users"].insert({"id": 1, "name": "a", "created_at": "2024-01-01T00:00:00+00:00"})
     db["memory_versions"].insert(
         {
@@ -174,7 +174,7 @@ def test_a_database_from_before_cues_is_migrated(tmp_path):
     db.conn.close()
     store = Store(path)
     assert {"cues", "cue_embedding"} <= {c.name for c in store.db["memory_sentences"].columns}
-    version = store.latest_version(1)
+    version = store.versions.latest(1)
     assert version.texts == [FLOWERS] and version.sentences[0].cues is None
     engine = MemoryEngine(store, NgramEmbedder(dim=4096))
     assert engine.search(1, "꽃집", k=1)[0].text == FLOWERS

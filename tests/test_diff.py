@@ -27,7 +27,7 @@ def history(tmp_path, monkeypatch):
     monkeypatch.setenv("KEEM_DB", str(path))
     store = Store(path)
     engine = MemoryEngine(store, NgramEmbedder())
-    uid = store.get_or_create_user("민수")
+    uid = store.users.get_or_create("민수")
     meta = {"status": "ok", "author": "updater"}
     v1 = engine.commit(uid, [Sentence(SEOUL), Sentence(CAT), Sentence(SWIM)], strategy="import", **meta)
     seoul, cat, _swim = v1.sentences
@@ -43,7 +43,7 @@ def history(tmp_path, monkeypatch):
 
 def test_a_rewrite_is_one_rewrite_not_a_removal_and_an_addition(history):
     store, uid = history
-    v1, v2 = store.versions(uid)
+    v1, v2 = store.versions.of_user(uid)
     d = version_diff(v1, v2)
     assert (d.kept, d.added, d.removed, d.rewritten) == ([CAT], [PIANO], [SWIM], [(SEOUL, BUSAN)])
     first = version_diff(None, v1)
@@ -86,7 +86,7 @@ def test_cli_history_and_the_memory_tab_classify_the_same_sentences_the_same_way
     store, uid = history
     assert main(["memory", "history", "--user", "민수", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    tab = _tab_diff(render_history(store.versions(uid)))
+    tab = _tab_diff(render_history(store.versions.of_user(uid)))
     assert rows[1]["kept"] == [CAT] and rows[1]["rewritten"] == [{"old": SEOUL, "new": BUSAN}]
     for row in rows:
         shown = tab[row["version"]]

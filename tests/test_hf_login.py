@@ -35,14 +35,14 @@ def test_an_hf_account_never_shares_memory_with_a_typed_name_or_a_browser_identi
     worker = Worker(bot)
     ui, public = ChatUI(bot, worker), ChatUI(bot, worker, browser_identity=True)
     signed = ui.entry.login("아무 이름", profile=profile("minsu")).state
-    assert signed.name == "minsu" and bot.store.users()[0]["name"] == "hf:minsu"
+    assert signed.name == "minsu" and bot.store.users.all()[0]["name"] == "hf:minsu"
     bot.engine.commit(signed.user_id, [Sentence("사용자는 제주도에 산다")], strategy="keem", status="ok", author="user")
     typed = ui.entry.login("minsu").state  # the same name typed, without signing in
     visitor_out = public.entry.login("minsu", None)
     visitor, key = visitor_out.state, visitor_out.key
     assert len({signed.user_id, typed.user_id, visitor.user_id}) == 3
     assert bot.engine.current(typed.user_id) is None and bot.engine.current(visitor.user_id) is None
-    assert {u["name"] for u in bot.store.users()} == {"hf:minsu", "minsu", f"minsu#{key}"}
+    assert {u["name"] for u in bot.store.users.all()} == {"hf:minsu", "minsu", f"minsu#{key}"}
     with pytest.raises(InputError):
         ui.entry.login("hf:minsu")  # the namespace cannot be typed
     again = public.entry.login("", key, profile=profile("minsu"))  # signed in on a public Space: the account wins
@@ -56,4 +56,4 @@ def test_a_signed_in_user_can_forget_everything(tmp_path: Path) -> None:
     state = ui.entry.login("", profile=profile("minsu")).state
     bot.engine.commit(state.user_id, [Sentence("사용자는 제주도에 산다")], strategy="keem", status="ok", author="user")
     ui.memory.forget("minsu", state)
-    assert "hf:minsu" not in {u["name"] for u in bot.store.users()}
+    assert "hf:minsu" not in {u["name"] for u in bot.store.users.all()}

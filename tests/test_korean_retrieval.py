@@ -24,7 +24,7 @@ def ranked(tmp_path_factory):
     engine = MemoryEngine(store, load_embedder("auto"))
     results: list[tuple[bool, int]] = []
     for user in DATA["users"]:
-        uid = store.get_or_create_user(user["user"])
+        uid = store.users.get_or_create(user["user"])
         engine.commit(
             uid, [Sentence(m["text"]) for m in user["memory"]], strategy="import", status="ok", author="import"
         )

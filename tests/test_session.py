@@ -36,7 +36,7 @@ def test_a_turn_retrieves_memory_into_the_system_prompt_and_persists_both_turns(
     system = bot.chat_model.calls[-1][0]["content"]
     assert "사용자는 테니스를 치다가 손목을 다쳤다." in system and "오늘 날짜" in system and "지난 대화:" not in system
     assert session.last_hits and session.last_hits[0].text.startswith("사용자는 테니스")
-    assert [(t["role"], t["text"]) for t in store.turns(session.session_id)] == [
+    assert [(t["role"], t["text"]) for t in store.turns.of_session(session.session_id)] == [
         ("user", "손목은 좀 나았어"),
         ("assistant", "그랬구나!"),
     ]
@@ -51,7 +51,7 @@ def test_what_the_user_typed_and_what_was_shown_survive_a_failing_model(bot, sto
     session = bot.start("minsu")
     with pytest.raises(GenerationError):
         list(session.send("안녕"))
-    assert [(t["role"], t["text"]) for t in store.turns(session.session_id)] == [
+    assert [(t["role"], t["text"]) for t in store.turns.of_session(session.session_id)] == [
         ("user", "안녕"),
         ("assistant", "반가"),
     ]
@@ -65,7 +65,7 @@ def test_bad_messages_are_refused_and_nothing_is_written(bot, store, text, messa
     session = bot.start("minsu")
     with pytest.raises(InputError, match=message):
         list(session.send(text))
-    assert store.turns(session.session_id) == []
+    assert store.turns.of_session(session.session_id) == []
 
 
 def test_control_characters_are_stripped():
@@ -86,7 +86,7 @@ def test_ending_enqueues_the_update_and_the_next_session_knows_the_last_date(bot
     session = bot.start("minsu")
     list(session.send("안녕"))
     job = session.end()
-    assert store.job(job)["status"] == "pending" and store.session(session.session_id)["status"] == "ended"
+    assert store.queue.get(job)["status"] == "pending" and store.sessions.get(session.session_id)["status"] == "ended"
     assert session.end() is None
     with pytest.raises(InputError, match="ended"):
         list(session.send("또"))

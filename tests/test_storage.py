@@ -103,7 +103,7 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
     db = tmp_path / "keem.db"
     store = Store(db)
     for i in range(3000):
-        store.get_or_create_user(f"user{i:04d}")
+        store.users.get_or_create(f"user{i:04d}")
     store.close()
     env = {**os.environ, "KEEM_DB": str(db), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     done = subprocess.run(

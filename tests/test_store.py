@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from memory.migrations import migrations
-from memory.store import Sentence, Store, process_owner
+from chatbot.web.messages import korean_error
+from memory.store import Sentence, Store
+from memory.store.migrations import schema
+from memory.store.queue import process_owner
 from models.errors import MigrationError, UnknownUserError, UpdateError
 from tests.conftest import dead_owner
 
@@ -15,7 +17,7 @@ def test_migrations_build_the_schema_from_an_empty_database_and_rerun_cleanly(tm
     store = Store(path)
     tables = set(store.db.table_names())
     assert {"users", "sessions", "turns", "memory_versions", "memory_sentences", "update_jobs"} <= tables
-    assert [m.name for m in migrations.applied(store.db)] == [m.name for m in migrations._migrations]
+    assert schema.applied(store.db) == schema.names
     assert store.db.execute("pragma journal_mode").fetchone()[0] == "wal"
     store.close()
     Store(path).close()  # reopening applies nothing twice
@@ -25,49 +27,55 @@ def test_a_database_from_a_newer_keem_is_refused(tmp_path):
     store = Store(tmp_path / "k.db")
     store.db["_sqlite_migrations"].insert({"migration_set": "keem", "name": "m999_future", "applied_at": "x"})
     store.close()
-    with pytest.raises(MigrationError, match="newer keem"):
+    with pytest.raises(MigrationError, match="newer keem") as refused:
         Store(tmp_path / "k.db")
+    assert "upgrade keem-chat" in str(refused.value)  # the fix, in English; the page says it in Korean by its code
+    assert korean_error(refused.value).startswith("서버의 데이터베이스를 더 새로운 버전의 keem이 썼습니다")
 
 
 def test_versions_number_up_and_never_commit_empty(store):
-    uid = store.get_or_create_user("minsu")
-    assert store.get_or_create_user("minsu") == uid
-    v1 = store.commit_version(
+    uid = store.users.get_or_create("minsu")
+    assert store.users.get_or_create("minsu") == uid
+    v1 = store.versions.commit(
         uid, [Sentence("사용자는 고양이를 키운다")], strategy="import", status="ok", author="import"
     )
-    v2 = store.commit_version(
+    v2 = store.versions.commit(
         uid,
         [Sentence("사용자는 고양이를 키운다", "kept", v1.sentences[0].id), Sentence("사용자는 부산에 산다")],
         strategy="keem",
         status="ok",
         author="updater",
     )
-    assert (v1.number, v2.number) == (1, 2) and store.latest_version(uid).texts == v2.texts
+    assert (v1.number, v2.number) == (1, 2) and store.versions.latest(uid).texts == v2.texts
     with pytest.raises(UpdateError, match="empty"):
-        store.commit_version(uid, [], strategy="keem", status="ok", author="updater")
+        store.versions.commit(uid, [], strategy="keem", status="ok", author="updater")
     with pytest.raises(UpdateError):
-        store.commit_version(uid, [Sentence("  ")], strategy="keem", status="ok", author="updater")
-    assert [v.number for v in store.versions(uid)] == [1, 2]
+        store.versions.commit(uid, [Sentence("  ")], strategy="keem", status="ok", author="updater")
+    assert [v.number for v in store.versions.of_user(uid)] == [1, 2]
 
 
 def test_job_queue_claims_fails_retries_and_requeues_after_a_crash(store):
-    uid = store.get_or_create_user("minsu")
-    sid = store.start_session(uid, "keem", "fake")
-    job = store.enqueue_job(uid, sid, "keem")
-    assert store.enqueue_job(uid, sid, "keem") == job  # one job per session
-    claimed = store.claim_job()
+    uid = store.users.get_or_create("minsu")
+    sid = store.sessions.start(uid, "keem", "fake")
+    job = store.queue.enqueue(uid, sid, "keem")
+    assert store.queue.enqueue(uid, sid, "keem") == job  # one job per session
+    claimed = store.queue.claim()
     assert claimed["id"] == job and claimed["status"] == "running" and claimed["attempts"] == 1
     assert claimed["owner"] == process_owner()
-    assert store.claim_job() is None
-    assert store.requeue_running() == 0  # this process is alive: its job stays its own
-    store.fail_job(job, "boom", retry_in_s=60)
-    assert store.job(job)["status"] == "pending" and store.claim_job() is None  # backing off
-    assert store.claim_job(job)["attempts"] == 2  # named explicitly, it runs now
-    store.fail_job(job, "boom", retry_in_s=None)
-    assert store.job(job)["status"] == "failed" and store.job(job)["last_error"] == "boom"
-    assert store.retry_jobs() == [job] and store.job(job)["status"] == "pending" and store.job(job)["attempts"] == 0
-    store.claim_job(owner=dead_owner())  # a process that then died
-    assert store.requeue_running() == 1 and store.job(job)["status"] == "pending"
+    assert store.queue.claim() is None
+    assert store.queue.requeue_running() == 0  # this process is alive: its job stays its own
+    store.queue.fail(job, "boom", retry_in_s=60)
+    assert store.queue.get(job)["status"] == "pending" and store.queue.claim() is None  # backing off
+    assert store.queue.claim(job)["attempts"] == 2  # named explicitly, it runs now
+    store.queue.fail(job, "boom", retry_in_s=None)
+    assert store.queue.get(job)["status"] == "failed" and store.queue.get(job)["last_error"] == "boom"
+    assert (
+        store.queue.retry() == [job]
+        and store.queue.get(job)["status"] == "pending"
+        and store.queue.get(job)["attempts"] == 0
+    )
+    store.queue.claim(owner=dead_owner())  # a process that then died
+    assert store.queue.requeue_running() == 1 and store.queue.get(job)["status"] == "pending"
 
 
 def test_a_job_another_process_runs_is_never_taken_until_its_lease_runs_out(tmp_path):
@@ -75,14 +83,14 @@ def test_a_job_another_process_runs_is_never_taken_until_its_lease_runs_out(tmp_
 
     path = tmp_path / "shared.db"
     first = Store(path)
-    uid = first.get_or_create_user("minsu")
-    job = first.enqueue_job(uid, first.start_session(uid, "keem", "fake"), "keem")
+    uid = first.users.get_or_create("minsu")
+    job = first.queue.enqueue(uid, first.sessions.start(uid, "keem", "fake"), "keem")
     stores = [Store(path) for _ in range(6)]  # six processes racing for one job
     barrier, won = threading.Barrier(len(stores)), []
 
     def race(i: int, store: Store) -> None:
         barrier.wait()
-        if store.claim_job(owner=f"{process_owner()}-{i}", lease_s=60) is not None:
+        if store.queue.claim(owner=f"{process_owner()}-{i}", lease_s=60) is not None:
             won.append(i)
 
     threads = [threading.Thread(target=race, args=(i, s)) for i, s in enumerate(stores)]
@@ -91,36 +99,38 @@ def test_a_job_another_process_runs_is_never_taken_until_its_lease_runs_out(tmp_
     for t in threads:
         t.join()
     assert len(won) == 1
-    assert first.requeue_running() == 0 and first.claim_job(job) is None  # alive and leased: nobody else takes it
+    assert (
+        first.queue.requeue_running() == 0 and first.queue.claim(job) is None
+    )  # alive and leased: nobody else takes it
     first.db.execute("update update_jobs set lease_until = 0 where id = ?", [job])  # its process hung
-    assert first.claim_job(job)["owner"] == process_owner()
+    assert first.queue.claim(job)["owner"] == process_owner()
     for s in (first, *stores):
         s.close()
 
 
 def test_a_job_committed_twice_makes_one_version(store):
-    uid = store.get_or_create_user("minsu")
-    job = store.enqueue_job(uid, store.start_session(uid, "keem", "fake"), "keem")
-    store.claim_job(job)
-    one = store.commit_version(
+    uid = store.users.get_or_create("minsu")
+    job = store.queue.enqueue(uid, store.sessions.start(uid, "keem", "fake"), "keem")
+    store.queue.claim(job)
+    one = store.versions.commit(
         uid, [Sentence("사용자는 학생이다")], strategy="keem", status="ok", author="updater", job_id=job
     )
-    two = store.commit_version(
+    two = store.versions.commit(
         uid, [Sentence("사용자는 학생이다")], strategy="keem", status="ok", author="updater", job_id=job
     )
-    assert one.id == two.id and [v.number for v in store.versions(uid)] == [1]
+    assert one.id == two.id and [v.number for v in store.versions.of_user(uid)] == [1]
 
 
 def test_forget_deletes_everything_of_one_user_only(store):
-    a, b = store.get_or_create_user("a"), store.get_or_create_user("b")
+    a, b = store.users.get_or_create("a"), store.users.get_or_create("b")
     for uid in (a, b):
-        sid = store.start_session(uid, "keem", "fake")
-        store.add_turn(sid, uid, "user", "안녕")
-        store.enqueue_job(uid, sid, "keem")
-        store.commit_version(uid, [Sentence("사용자는 학생이다")], strategy="import", status="ok", author="import")
-    store.delete_user(a)
+        sid = store.sessions.start(uid, "keem", "fake")
+        store.turns.add(sid, uid, "user", "안녕")
+        store.queue.enqueue(uid, sid, "keem")
+        store.versions.commit(uid, [Sentence("사용자는 학생이다")], strategy="import", status="ok", author="import")
+    store.users.delete(a)
     with pytest.raises(UnknownUserError, match="keem session --user a"):
-        store.require_user("a")
+        store.users.require("a")
     for table in ("sessions", "turns", "memory_versions", "memory_sentences", "update_jobs"):
         assert store.db.execute(f"select count(*) from {table} where user_id = ?", [a]).fetchone()[0] == 0
         assert store.db.execute(f"select count(*) from {table} where user_id = ?", [b]).fetchone()[0] == 1
@@ -137,13 +147,13 @@ def test_two_processes_writing_one_database_wait_for_each_other(tmp_path):
     def writer(name: str) -> None:
         store = Store(path)  # its own connection, as another process would have
         try:
-            uid = store.get_or_create_user(name)
+            uid = store.users.get_or_create(name)
             for i in range(25):
-                sid = store.start_session(uid, "keem", "fake")
-                store.add_turn(sid, uid, "user", f"{name} {i}")
-                store.enqueue_job(uid, sid, "keem")
-                store.claim_job()
-                store.commit_version(
+                sid = store.sessions.start(uid, "keem", "fake")
+                store.turns.add(sid, uid, "user", f"{name} {i}")
+                store.queue.enqueue(uid, sid, "keem")
+                store.queue.claim()
+                store.versions.commit(
                     uid, [Sentence(f"사용자는 {i}번째로 말했다")], strategy="import", status="ok", author="import"
                 )
         except Exception as exc:
@@ -158,4 +168,4 @@ def test_two_processes_writing_one_database_wait_for_each_other(tmp_path):
         t.join()
     assert errors == []
     store = Store(path)
-    assert [len(store.versions(store.require_user(f"u{n}"))) for n in range(4)] == [25] * 4
+    assert [len(store.versions.of_user(store.users.require(f"u{n}"))) for n in range(4)] == [25] * 4

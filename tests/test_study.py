@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from chatbot.settings import Settings
+from chatbot.trials.records import records
 from chatbot.trials.study import (
     ALL_DONE,
     DEFAULT_QUESTIONS,
@@ -23,6 +24,7 @@ from chatbot.trials.study import (
     study_from_settings,
     submit_answers,
 )
+from chatbot.web.messages import korean_error
 from memory.store import Store
 from memory.updaters import STRATEGIES
 from models.errors import InputError
@@ -45,11 +47,11 @@ def write_study(folder: Path, text: str = STUDY, name: str = "study.toml") -> Pa
 
 def held(store: Store, user_id: int, text: str = "안녕", end: bool = True) -> int:
     """One session in which the participant said something (through the store's public methods)."""
-    session_id = store.start_session(user_id, "keem", "fake")
-    store.add_turn(session_id, user_id, "user", text)
-    store.add_turn(session_id, user_id, "assistant", "응")
+    session_id = store.sessions.start(user_id, "keem", "fake")
+    store.turns.add(session_id, user_id, "user", text)
+    store.turns.add(session_id, user_id, "assistant", "응")
     if end:
-        store.end_session(session_id)
+        store.sessions.end(session_id)
     return session_id
 
 
@@ -145,12 +147,12 @@ def test_a_missing_study_file_names_the_setting(tmp_path):
 
 def test_an_early_session_is_refused_with_the_next_allowed_time(tmp_path, store):
     study = load_study(write_study(tmp_path))
-    uid = store.get_or_create_user("p1")
+    uid = store.users.get_or_create("p1")
     assert next_allowed(store, uid, study) is None  # a first session may start at once
-    store.start_session(uid, "keem", "fake")  # opened, nothing said: does not count
+    store.sessions.start(uid, "keem", "fake")  # opened, nothing said: does not count
     assert next_allowed(store, uid, study) is None
     first = held(store, uid)
-    last_message = datetime.fromisoformat(store.turns(first)[-1]["created_at"])
+    last_message = datetime.fromisoformat(store.turns.of_session(first)[-1]["created_at"])
     when = next_allowed(store, uid, study)
     assert when == last_message + timedelta(hours=20)
     message = refusal_message(when)
@@ -163,7 +165,7 @@ def test_an_early_session_is_refused_with_the_next_allowed_time(tmp_path, store)
 
 def test_a_participant_who_held_every_session_is_refused_for_good(tmp_path, store):
     study = load_study(write_study(tmp_path, STUDY.replace("min_gap_hours = 20", "min_gap_hours = 0")))
-    uid = store.get_or_create_user("p1")
+    uid = store.users.get_or_create("p1")
     for _ in range(3):
         assert next_allowed(store, uid, study) is None
         held(store, uid)
@@ -173,8 +175,8 @@ def test_a_participant_who_held_every_session_is_refused_for_good(tmp_path, stor
 
 def test_consent_is_recorded_once_per_text_and_a_changed_text_needs_a_new_one(tmp_path, store):
     study = load_study(write_study(tmp_path))
-    uid = store.get_or_create_user("p1")
-    assert not has_consented(store, uid, study) and store.consent(uid, study.id) is None
+    uid = store.users.get_or_create("p1")
+    assert not has_consented(store, uid, study) and records(store).consent(uid, study.id) is None
     first = give_consent(store, uid, study, at=datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc))
     assert give_consent(store, uid, study) == first  # agreeing twice keeps the first
     assert first["created_at"] == "2026-11-02T09:00:00+00:00" and first["text_hash"] == study.consent_hash
@@ -185,7 +187,7 @@ def test_consent_is_recorded_once_per_text_and_a_changed_text_needs_a_new_one(tm
 
 def test_answers_are_checked_whole_stored_once_and_nothing_is_written_half_way(tmp_path, store):
     study = load_study(write_study(tmp_path))
-    uid = store.get_or_create_user("p1")
+    uid = store.users.get_or_create("p1")
     first, second = held(store, uid), held(store, uid)
     assert [s["id"] for s in pending_questionnaires(store, uid, study)] == [first, second]
     for bad, says in [
@@ -198,34 +200,36 @@ def test_answers_are_checked_whole_stored_once_and_nothing_is_written_half_way(t
         with pytest.raises(InputError) as exc:
             submit_answers(store, first, uid, study, bad)
         assert says in str(exc.value)
-        assert store.answers(session_id=first) == []  # nothing half-way
+        assert records(store).answers(session_id=first) == []  # nothing half-way
     assert submit_answers(store, first, uid, study, {**FIVE, "comment": "  재미있었어요 \x00"}) == 5
-    stored = {a["item"]: a["value"] for a in store.answers(study.id, uid, first)}
+    stored = {a["item"]: a["value"] for a in records(store).answers(study.id, uid, first)}
     assert stored == {"remembered": 4, "understood": 5, "natural": 3, "again": 4, "comment": "재미있었어요"}
-    assert store.answers(session_id=first)[0]["question"] == "챗봇이 지난 대화를 기억했다"
-    with pytest.raises(InputError, match="이미 응답한 설문입니다"):
+    assert records(store).answers(session_id=first)[0]["question"] == "챗봇이 지난 대화를 기억했다"
+    with pytest.raises(InputError, match="answered already") as twice:
         submit_answers(store, first, uid, study, {**FIVE, "remembered": 1})
-    assert {a["item"]: a["value"] for a in store.answers(session_id=first)} == stored
+    assert twice.value.code == "questionnaire_done"
+    assert korean_error(twice.value) == "이미 응답한 설문입니다. 한 대화의 설문은 한 번만 제출할 수 있습니다."
+    assert {a["item"]: a["value"] for a in records(store).answers(session_id=first)} == stored
     assert [s["id"] for s in pending_questionnaires(store, uid, study)] == [second]
     assert pending_questionnaires(store, uid, study)[0]["number"] == 2
-    other = store.get_or_create_user("p2")
+    other = store.users.get_or_create("p2")
     with pytest.raises(InputError, match="participant"):
         submit_answers(store, second, other, study, FIVE)  # not their session
 
 
 def test_the_study_assigns_only_its_strategies_and_forget_removes_answers_and_consents(tmp_path, store):
     study = load_study(write_study(tmp_path))
-    users = [store.get_or_create_user(f"p{i}") for i in range(4)]
+    users = [store.users.get_or_create(f"p{i}") for i in range(4)]
     assert sorted(assign_strategy(store, u, study) for u in users) == ["accumulate", "accumulate", "keem", "keem"]
     give_consent(store, users[0], study)
     submit_answers(store, held(store, users[0]), users[0], study, FIVE)
-    store.delete_user(users[0])
-    assert store.answers() == [] and store.consent(users[0], study.id) is None
+    store.users.delete(users[0])
+    assert records(store).answers() == [] and records(store).consent(users[0], study.id) is None
 
 
 def test_nothing_a_participant_reads_names_a_strategy(tmp_path, store):
     study = load_study(write_study(tmp_path, STUDY.replace("sessions = 3", "sessions = 1")))
-    uid = store.get_or_create_user("p1")
+    uid = store.users.get_or_create("p1")
     assign_strategy(store, uid, study)
     session = held(store, uid)
     shown = [refusal_message(next_allowed(store, uid, study)), refusal_message(datetime.now(timezone.utc))]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from chatbot.cli.main import main as keem
+from chatbot.trials.records import records
 from chatbot.trials.study import study_from_dict
 from models.openai_backend import OpenAIChatModel
 from tests.fake_openai import FakeOpenAIServer
@@ -153,10 +154,10 @@ def test_a_six_participant_study_from_consent_to_report(tmp_path: Path, monkeypa
             worker.stop()
 
     # every session was assigned one of the three strategies, balanced; six participants answered twice
-    strategies = [bot.store.find_user(person) for person in PEOPLE]
-    assigned = [r["strategy"] for r in bot.store.users()]
+    strategies = [bot.store.users.find(person) for person in PEOPLE]
+    assigned = [r["strategy"] for r in bot.store.users.all()]
     assert sorted(assigned) == sorted(["keem", "accumulate", "operations"] * 2) and None not in strategies
-    assert len(bot.store.answers(study_id="pilot-browser")) == 6 * 2 * 5
+    assert len(records(bot.store).answers(study_id="pilot-browser")) == 6 * 2 * 5
 
     export = tmp_path / "export"
     monkeypatch.setenv("KEEM_DB", str(db))

@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
+from chatbot.trials.records import records
 from chatbot.trials.study import load_study, study_from_dict
 from chatbot.trials.web import Participant, StudyUI, StudyView, admin_password, trial_page
 from chatbot.web.app import build_app
 from chatbot.web.chat import ChatUI
+from chatbot.web.messages import korean_error
 from chatbot.web.state import UserState
 from chatbot.worker import Worker
 from models.errors import InputError
@@ -63,14 +65,17 @@ def test_nothing_is_stored_before_consent_and_declining_stores_nothing(tmp_path:
     person, out = enter(sui, "P001")
     assert person is not None and person.user_id is None and out.consent["visible"] is True  # the consent box
     assert chat_state(sui, person) is None  # no chat before agreeing
-    assert bot.store.users() == [] and bot.store.sessions(1) == []
+    assert bot.store.users.all() == [] and bot.store.sessions.of_user(1) == []
     declined = sui.decline(person)
-    assert declined.person is None and "아무것도 저장하지 않았습니다" in declined.gate_note and bot.store.users() == []
+    assert (
+        declined.person is None and "아무것도 저장하지 않았습니다" in declined.gate_note and bot.store.users.all() == []
+    )
 
     person, _ = enter(sui, "P001")
     agreed = sui.agree(person)
     assert agreed.person.admitted and agreed.consent["visible"] is False
-    [consent] = bot.store._rows("select * from consents")
+    consent = records(bot.store).consent(agreed.person.user_id, "pilot-ui")
+    assert consent is not None
     assert consent["study_id"] == "pilot-ui" and consent["text_hash"] == sui.study.consent_hash
     state = chat_state(sui, agreed.person)
     assert state is not None and state.session.strategy in PLAN["strategies"]
@@ -93,16 +98,17 @@ def test_after_a_session_the_questionnaire_opens_and_is_stored_once_with_the_str
         sui.submit(person, 4, None, 3, 4, "")
     with pytest.raises(InputError, match="1에서 5 사이"):
         sui.submit(person, 4, 9, 3, 4, "")
-    assert bot.store.answers() == []
+    assert records(bot.store).answers() == []
     submitted = sui.submit(person, *GOOD)
     person = submitted.person
     assert submitted.survey["visible"] is False and person.survey is None
-    rows = bot.store.answers(study_id="pilot-ui")
+    rows = records(bot.store).answers(study_id="pilot-ui")
     assert [r["value"] for r in rows] == list(GOOD)
     person.survey = state.session.session_id  # a second tab submits the same questionnaire again
-    with pytest.raises(InputError, match="이미 응답한 설문"):
+    with pytest.raises(InputError, match="answered already") as twice:
         sui.submit(person, *GOOD)
-    assert len(bot.store.answers()) == 5
+    assert korean_error(twice.value).startswith("이미 응답한 설문입니다")  # what the page shows
+    assert len(records(bot.store).answers()) == 5
     worker.stop()
 
 
@@ -112,13 +118,13 @@ def test_a_questionnaire_left_open_is_offered_at_the_next_visit_even_when_too_ea
     person, out = enter(sui, "P003")
     assert not person.admitted and "다음 대화는" in out.gate_note and "이후에 할 수 있습니다" in out.gate_note
     assert chat_state(sui, person) is None  # too early: no session opened
-    assert len(bot.store.sessions(person.user_id)) == 1
+    assert len(bot.store.sessions.of_user(person.user_id)) == 1
     assert out.survey["visible"] is True and person.survey == state.session.session_id  # the questionnaire
     sui.submit(person, *GOOD)
-    assert len(bot.store.answers()) == 5
+    assert len(records(bot.store).answers()) == 5
     with pytest.raises(InputError, match="다음 대화는"):  # '새 대화 시작' in the old tab is refused too
         ui.chat.new_session(state)
-    assert len(bot.store.sessions(person.user_id)) == 1
+    assert len(bot.store.sessions.of_user(person.user_id)) == 1
     worker.stop()
 
 
@@ -128,8 +134,8 @@ def test_the_organiser_view_needs_the_password_and_shows_progress_failures_and_a
     sui, ui, bot, worker = make(tmp_path)
     _, state = one_session(sui, ui, "P004", "내 번호는 010-2345-6789 이고 메일은 minji.kim@example.com 이야")
     job_id = state.job_id
-    bot.store.claim_job(job_id)
-    bot.store.fail_job(job_id, "GenerationError: update server down", retry_in_s=None)
+    bot.store.queue.claim(job_id)
+    bot.store.queue.fail(job_id, "GenerationError: update server down", retry_in_s=None)
 
     with pytest.raises(InputError, match="비밀번호가 틀렸습니다"):
         sui.organiser.unlock("P004", False)

@@ -69,7 +69,7 @@ def test_history_hides_the_strategy_from_a_blind_participant(tmp_path):
         status="ok",
         author="updater",
     )
-    versions = bot.store.versions(session.user_id)
+    versions = bot.store.versions.of_user(session.user_id)
     assert session.strategy in render_history(versions)
     assert session.strategy not in render_history(versions, show_strategy=False)
 
@@ -191,7 +191,7 @@ def test_an_export_carries_no_personal_data_only_tags_and_the_database_keeps_it(
         "민지",
         "[이메일]-P002",
     ]
-    assert "010-2345-6789" in bot.store.turns(session.session_id)[0]["text"]  # only exports are scrubbed
+    assert "010-2345-6789" in bot.store.turns.of_session(session.session_id)[0]["text"]  # only exports are scrubbed
 
     assert main(["trial", "export", "--out", str(tmp_path / "raw"), "--no-scrub", "--json"]) == 0
     captured = capsys.readouterr()

@@ -111,7 +111,7 @@ def test_chat_streams_persists_and_shows_hits(ui: ChatUI) -> None:
     assert sent.chat[-1]["content"] == "…"  # the user's message shows before generation
     final = frames[-1].chat
     assert final[-1]["role"] == "assistant" and final[-1]["content"].startswith("네, 잘 들었어요")
-    assert [t["role"] for t in ui.bot.store.turns(state.session.session_id)] == ["user", "assistant"]
+    assert [t["role"] for t in ui.bot.store.turns.of_session(state.session.session_id)] == ["user", "assistant"]
     assert "불러온 기억이 없습니다" in frames[-1].hits
 
 
@@ -147,7 +147,7 @@ def test_bad_input_is_a_korean_warning_and_the_app_stays_usable(ui: ChatUI) -> N
     for bad in ("", "   \n\t ", "\x00\x07\x1b", "가" * 100_000):
         sent, frames = say(ui, bad, state)
         assert sent.message is KEEP  # refused: the text stays in the box
-        assert frames == [PageView()] and ui.bot.store.turns(state.session.session_id) == []
+        assert frames == [PageView()] and ui.bot.store.turns.of_session(state.session.session_id) == []
     with pytest.raises(InputError) as empty:
         clean_message(" \x00 ", 4000)
     assert korean_error(empty.value).startswith("빈 메시지")
@@ -159,7 +159,7 @@ def test_bad_input_is_a_korean_warning_and_the_app_stays_usable(ui: ChatUI) -> N
     assert korean_error(name.value).startswith("이름은")
     assert korean_error(InputError("anything else")) == "오류: anything else"
     say(ui, "이제 괜찮아", state)
-    assert len(ui.bot.store.turns(state.session.session_id)) == 2
+    assert len(ui.bot.store.turns.of_session(state.session.session_id)) == 2
 
 
 def test_a_message_sent_while_a_reply_streams_waits_and_is_answered_in_order(ui: ChatUI) -> None:
@@ -175,7 +175,7 @@ def test_a_message_sent_while_a_reply_streams_waits_and_is_answered_in_order(ui:
     assert "답변을 기다리는 메시지 1개" in sent.note
     assert drain(ui.chat.respond(state)) == [PageView()]  # the page's second respond: the first one answers it
     frames = drain(stream)
-    turns = ui.bot.store.turns(state.session.session_id)
+    turns = ui.bot.store.turns.of_session(state.session.session_id)
     assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant"]
     assert [turns[0]["text"], turns[2]["text"]] == [
         "첫 번째 이야기: 오늘 면접을 봤어",
@@ -187,7 +187,7 @@ def test_a_message_sent_while_a_reply_streams_waits_and_is_answered_in_order(ui:
     assert [m["role"] for m in ui.bot.chat_model.calls[-1][1:]] == ["user", "assistant", "user"]
     assert not state.answering and not state.pending
     say(ui, "세 번째", state)  # and the next message is answered as usual
-    assert len(ui.bot.store.turns(state.session.session_id)) == 6
+    assert len(ui.bot.store.turns.of_session(state.session.session_id)) == 6
 
 
 def test_streaming_never_writes_the_textbox_so_a_draft_survives(tmp_path: Path) -> None:
@@ -213,7 +213,7 @@ def test_ending_the_session_puts_messages_still_waiting_back_in_the_box(ui: Chat
     out = ui.chat.end_session(state, "쓰던 초안")
     assert out.message["value"] == "아직 답을 못 받은 말\n쓰던 초안" and out.message["interactive"] is False
     drain(stream)  # the reply streaming now still finishes
-    texts = [t["text"] for t in ui.bot.store.turns(state.session.session_id)]
+    texts = [t["text"] for t in ui.bot.store.turns.of_session(state.session.session_id)]
     assert "첫 번째" in texts and "아직 답을 못 받은 말" not in texts
     assert ui.chat.end_session(state, "").message is KEEP  # already ended: the box is left alone
     ui.chat.send("나간다", state)
@@ -247,7 +247,7 @@ def test_outputs_are_named_so_an_event_shows_exactly_what_its_view_sets() -> Non
 def test_bad_user_names_are_refused(ui: ChatUI, name: str) -> None:
     with pytest.raises(InputError):
         ui.entry.login(name)
-    assert ui.bot.store.find_user(name) is None
+    assert ui.bot.store.users.find(name) is None
 
 
 def test_generation_failure_keeps_the_user_turn_and_warns(tmp_path: Path) -> None:
@@ -256,9 +256,9 @@ def test_generation_failure_keeps_the_user_turn_and_warns(tmp_path: Path) -> Non
     state = login(ui, "민수")
     frames = say(ui, "안녕", state)[1]
     assert frames[-1].chat[-1]["role"] == "user"
-    assert [t["role"] for t in ui.bot.store.turns(state.session.session_id)] == ["user"]
+    assert [t["role"] for t in ui.bot.store.turns.of_session(state.session.session_id)] == ["user"]
     say(ui, "다시 해 볼게", state)
-    assert ui.bot.store.turns(state.session.session_id)[-1]["role"] == "assistant"
+    assert ui.bot.store.turns.of_session(state.session.session_id)[-1]["role"] == "assistant"
 
 
 def test_end_session_answers_at_once_and_the_worker_commits_a_version(ui: ChatUI) -> None:
@@ -273,7 +273,7 @@ def test_end_session_answers_at_once_and_the_worker_commits_a_version(ui: ChatUI
     memory_md, history_md = done.memory, done.history
     assert "현재 기억 v1" in memory_md and "부산" in memory_md
     assert "v1" in history_md and "추가 1" in history_md
-    assert ui.bot.store.job(ui.bot.store.jobs(statuses=("done",))[0]["id"])["stage"] == "ok"
+    assert ui.bot.store.queue.get(ui.bot.store.queue.jobs(statuses=("done",))[0]["id"])["stage"] == "ok"
     # the next session starts from the new memory and the hits panel shows it
     ui.chat.new_session(state)
     frames = say(ui, "부산 생활 어때?", state)[1]
@@ -292,7 +292,7 @@ def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
     ui.memory.edit_sentence("1:0", "사용자는 부산에 산다.", state)
     v2 = ui.bot.engine.current(state.user_id)
     assert v2.author == "user" and v2.texts == ["사용자는 부산에 산다.", "사용자는 고양이를 키운다."]
-    assert version_diff(ui.bot.store.version(state.user_id, 1), v2).rewritten == [
+    assert version_diff(ui.bot.store.versions.get(state.user_id, 1), v2).rewritten == [
         ("사용자는 서울에 산다.", "사용자는 부산에 산다.")
     ]
     with pytest.raises(InputError):  # a stale pick (version 1) is refused
@@ -303,7 +303,7 @@ def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
     ui.memory.delete_sentence("2:1", state)
     ui.memory.add_sentence("사용자는 수영을 배운다.", state)
     assert ui.bot.engine.current(state.user_id).texts == ["사용자는 부산에 산다.", "사용자는 수영을 배운다."]
-    history = render_history(ui.bot.store.versions(state.user_id))
+    history = render_history(ui.bot.store.versions.of_user(state.user_id))
     assert "사용자 직접 수정" in history and "**삭제**" in history and "**고쳐 씀**" in history
     ui.memory.delete_sentence("4:1", state)
     with pytest.raises(InputError, match="마지막"):
@@ -317,8 +317,8 @@ def test_forget_needs_the_name_then_deletes_everything(ui: ChatUI) -> None:
         ui.memory.forget("다른이름", state)
     out = ui.memory.forget("민수", state)
     assert out.state is None and out.login_box["visible"] is True and out.confirm == ""
-    assert ui.bot.store.find_user("민수") is None
-    assert ui.bot.store.jobs() == []
+    assert ui.bot.store.users.find("민수") is None
+    assert ui.bot.store.queue.jobs() == []
 
 
 def test_worker_ends_idle_sessions_and_recovers_after_a_crash(tmp_path: Path) -> None:
@@ -332,19 +332,19 @@ def test_worker_ends_idle_sessions_and_recovers_after_a_crash(tmp_path: Path) ->
     assert worker.end_idle() == []
     now[0] = 200
     assert worker.end_idle() == [state.session.session_id]
-    assert bot.store.session(state.session.session_id)["end_reason"] == "idle"
+    assert bot.store.sessions.get(state.session.session_id)["end_reason"] == "idle"
     frames = say(ui, "다시 왔어", state)[1]  # a new session starts by itself
     assert frames[-1].chat[-1]["role"] == "assistant" and not state.session.ended
     # a "crash": the open session and a job left running are picked up by the next worker
-    bot.store.claim_job(owner=dead_owner())
+    bot.store.queue.claim(owner=dead_owner())
     bot2 = make_bot(tmp_path / "k.db")
     worker2 = Worker(bot2, poll_s=0.05).start()
     try:
         deadline = time.monotonic() + 60  # a bound, not a speed test: the machine may be busy
-        while bot2.store.jobs(statuses=("pending", "running")) and time.monotonic() < deadline:
+        while bot2.store.queue.jobs(statuses=("pending", "running")) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(bot2.store.jobs(statuses=("done",))) == 2, bot2.store.jobs()
-        assert bot2.store.session(state.session.session_id)["end_reason"] == "restart"
+        assert len(bot2.store.queue.jobs(statuses=("done",))) == 2, bot2.store.queue.jobs()
+        assert bot2.store.sessions.get(state.session.session_id)["end_reason"] == "restart"
     finally:
         worker2.stop(end_open=False)
 
@@ -353,7 +353,7 @@ def test_shutdown_ends_open_sessions_and_queues_their_updates(ui: ChatUI) -> Non
     state = login(ui, "민수")
     say(ui, "안녕", state)
     jobs = ui.worker.stop()
-    assert len(jobs) == 1 and ui.bot.store.session(state.session.session_id)["end_reason"] == "shutdown"
+    assert len(jobs) == 1 and ui.bot.store.sessions.get(state.session.session_id)["end_reason"] == "shutdown"
 
 
 def test_markdown_escaping_emotion_marks_and_banner(ui: ChatUI) -> None:
@@ -369,7 +369,7 @@ def test_markdown_escaping_emotion_marks_and_banner(ui: ChatUI) -> None:
 
 def test_memory_tab_shows_the_cue_words_stored_for_a_sentence(ui: ChatUI) -> None:
     """Cue words are data about the user too: the user sees them beside their sentence, escaped."""
-    uid = ui.bot.store.get_or_create_user("민수")
+    uid = ui.bot.store.users.get_or_create("민수")
     version = ui.bot.engine.commit(
         uid,
         [Sentence("사용자는 주말부부로 지낸다"), Sentence("사용자는 서울에 산다")],
@@ -518,7 +518,7 @@ def seed_owner(url: str, app: gr.Blocks, bot: Chatbot, cookies: httpx.Cookies | 
     """User one logs in through the app, says a secret, and gets a memory holding it."""
     owner = uuid.uuid4().hex
     call(url, dep_index(app, "login"), ["민수"], owner, cookies)
-    user_id = bot.store.require_user("민수")
+    user_id = bot.store.users.require("민수")
     call(url, dep_index(app, "send"), [SECRET, None], owner, cookies)
     call(url, dep_index(app, "respond"), [None], owner, cookies)
     bot.engine.commit(user_id, [Sentence(SECRET)], strategy="import", status="ok", author="import")
@@ -549,8 +549,8 @@ def sweep(
 
 def assert_owner_untouched(bot: Chatbot, user_id: int, versions: int) -> None:
     assert bot.engine.current(user_id).texts == [SECRET]
-    assert len(bot.store.versions(user_id)) == versions
-    assert any(t["text"] == SECRET for s in bot.store.open_sessions() for t in bot.store.turns(s["id"]))
+    assert len(bot.store.versions.of_user(user_id)) == versions
+    assert any(t["text"] == SECRET for s in bot.store.sessions.all_open() for t in bot.store.turns.of_session(s["id"]))
 
 
 def test_no_public_endpoint_and_strangers_reach_nothing_of_another_user(tmp_path: Path) -> None:
@@ -565,7 +565,7 @@ def test_no_public_endpoint_and_strangers_reach_nothing_of_another_user(tmp_path
         # without --auth-file the name is the credential, so only its holder may type it: everything else is swept
         assert sweep(url, app, [uuid.uuid4().hex, other], ["기억", "1:0", "2:0", None, "", 1, "영희"]) > 50
         assert_owner_untouched(bot, user_id, 1)
-        assert bot.store.versions(bot.store.require_user("영희")) == []
+        assert bot.store.versions.of_user(bot.store.users.require("영희")) == []
     finally:
         app.close()
         worker.stop()
@@ -626,11 +626,11 @@ def test_a_failed_update_is_retried_after_a_backoff_until_it_succeeds(tmp_path: 
     list(session.send("바다 보러 갔어"))
     job_id = worker.end(session)
     model.queue.appendleft(GenerationError("server went away"))  # the first update call fails
-    assert worker.run_pending() == 1 and bot.store.job(job_id)["status"] == "pending"
+    assert worker.run_pending() == 1 and bot.store.queue.get(job_id)["status"] == "pending"
     assert worker.run_pending() == 0  # still backing off
-    assert bot.store.job(job_id)["next_attempt_at"] - time.time() > worker_module.RETRY_BASE_S - 5
+    assert bot.store.queue.get(job_id)["next_attempt_at"] - time.time() > worker_module.RETRY_BASE_S - 5
     bot.store.db.execute("update update_jobs set next_attempt_at = 0 where id = ?", [job_id])  # its time came
-    assert worker.run_pending() == 1 and bot.store.job(job_id)["status"] == "done"
+    assert worker.run_pending() == 1 and bot.store.queue.get(job_id)["status"] == "done"
 
 
 def test_a_failed_update_from_an_earlier_session_shows_its_error_and_a_retry_makes_it_memory(tmp_path: Path) -> None:
@@ -650,7 +650,7 @@ def test_a_failed_update_from_an_earlier_session_shows_its_error_and_a_retry_mak
     for _ in range(20):  # every retry fails until the job is given up (the backoff skipped)
         bot.store.db.execute("update update_jobs set next_attempt_at = 0")
         worker.run_pending()
-        if bot.store.jobs(state.user_id, ("failed",)):
+        if bot.store.queue.jobs(state.user_id, ("failed",)):
             break
     ui.entry.logout(state)
 
@@ -658,7 +658,7 @@ def test_a_failed_update_from_an_earlier_session_shows_its_error_and_a_retry_mak
     panel = ui.memory.panel(again)
     assert "실패했습니다" in panel.memory and "update server refused the connection" in panel.memory
     assert "이전 기억은 그대로" in panel.memory and panel.retry["visible"] is True
-    assert bot.store.versions(again.user_id) == []
+    assert bot.store.versions.of_user(again.user_id) == []
 
     down[0] = False  # the model is back: the user's retry button turns the failed job into a version
     assert "다시 시도" in ui.memory.retry_failed(again).progress and again.job_id is not None
@@ -666,7 +666,7 @@ def test_a_failed_update_from_an_earlier_session_shows_its_error_and_a_retry_mak
     done = wait_job(ui, again)
     assert "완료" in done.progress and "부산" in done.memory and "실패" not in done.memory
     assert done.retry["visible"] is False
-    assert len(bot.store.versions(again.user_id)) == 1
+    assert len(bot.store.versions.of_user(again.user_id)) == 1
     assert "없습니다" in ui.memory.retry_failed(again).progress  # nothing left to retry
     worker.stop()
 
@@ -700,7 +700,7 @@ def test_with_browser_identity_a_typed_name_opens_only_that_browsers_memory(tmp_
     assert stranger.state.user_id != state.user_id and stranger.key != key and "부산" not in stranger.memory
     forged = ui.entry.login("민수", "x' or 1=1")  # a malformed key is replaced, not used
     assert forged.state.user_id not in (state.user_id, stranger.state.user_id)
-    assert bot.store.find_user("민수") is None  # no plain-name user to type into
+    assert bot.store.users.find("민수") is None  # no plain-name user to type into
 
 
 def test_the_next_session_of_a_tab_keeps_its_user_whatever_the_identity(tmp_path: Path) -> None:
@@ -716,8 +716,8 @@ def test_the_next_session_of_a_tab_keeps_its_user_whatever_the_identity(tmp_path
     ui.chat.end_session(state)
     say(ui, "다시 왔어", state)  # a message after the end opens the next session by itself
     assert state.session.user_id == state.user_id
-    assert len(bot.store.users()) == 1  # "민수#<key>" only
-    assert len(bot.store.sessions(state.user_id)) == 3
+    assert len(bot.store.users.all()) == 1  # "민수#<key>" only
+    assert len(bot.store.sessions.of_user(state.user_id)) == 3
 
 
 def test_browser_identity_is_on_for_a_public_space_without_logins(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -746,7 +746,7 @@ def test_a_full_disk_keeps_the_typed_message_in_the_box_and_end_session_tells_th
         with pytest.warns(UserWarning, match="저장 공간이 가득 찼습니다"):
             sent = ui.chat.send("내일은 제주도에 가", state)
         assert sent.message is KEEP  # not stored: the box keeps the text
-        assert [t["text"] for t in bot.store.turns(state.session.session_id) if t["role"] == "user"] == [
+        assert [t["text"] for t in bot.store.turns.of_session(state.session.session_id) if t["role"] == "user"] == [
             "오늘 부산에 왔어"
         ]
         out = ui.chat.end_session(state, "내일은 제주도에 가")
@@ -754,5 +754,5 @@ def test_a_full_disk_keeps_the_typed_message_in_the_box_and_end_session_tells_th
         (disk / "filler").unlink()
         out = ui.chat.end_session(state, "")
         assert "기억 갱신" in out.progress and state.session.ended  # with room again, it ends and queues
-        assert [t["role"] for t in bot.store.turns(state.session.session_id)] == ["user", "assistant"]
+        assert [t["role"] for t in bot.store.turns.of_session(state.session.session_id)] == ["user", "assistant"]
         bot.store.close()

@@ -217,12 +217,12 @@ def test_news_the_rewrite_left_out_is_kept():
 
 # -- the job runner: memory is never lost ----------------------------------------------------------
 def _session(store, name="minsu"):
-    uid = store.get_or_create_user(name)
-    sid = store.start_session(uid, "keem", "fake")
+    uid = store.users.get_or_create(name)
+    sid = store.sessions.start(uid, "keem", "fake")
     for t in DIALOGUE:
-        store.add_turn(sid, uid, t["role"], t["text"])
-    store.end_session(sid)
-    return uid, sid, store.enqueue_job(uid, sid, "keem")
+        store.turns.add(sid, uid, t["role"], t["text"])
+    store.sessions.end(sid)
+    return uid, sid, store.queue.enqueue(uid, sid, "keem")
 
 
 def test_job_commits_a_version_and_records_stages(store):
@@ -233,7 +233,7 @@ def test_job_commits_a_version_and_records_stages(store):
     seen = []
     version = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder)).run(job, seen.append)
     assert version.number == 2 and version.session_id == sid and version.status == "ok"
-    assert store.job(job)["status"] == "done" and store.job(job)["version_id"] == version.id
+    assert store.queue.get(job)["status"] == "done" and store.queue.get(job)["version_id"] == version.id
     assert seen[-1] == "ok" and version.details["reflected"]
 
 
@@ -251,8 +251,8 @@ def test_exception_mid_update_leaves_memory_intact_and_the_job_retryable(store):
     runner = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder))
     with pytest.raises(GenerationError):
         runner.run(job)
-    assert store.latest_version(uid).number == 1 and store.latest_version(uid).texts == PREVIOUS
-    assert store.job(job)["status"] == "pending" and "server went away" in store.job(job)["last_error"]
+    assert store.versions.latest(uid).number == 1 and store.versions.latest(uid).texts == PREVIOUS
+    assert store.queue.get(job)["status"] == "pending" and "server went away" in store.queue.get(job)["last_error"]
     model.answers["update"] = GOOD.answers["update"]
     assert runner.run(job).number == 2
 
@@ -260,13 +260,13 @@ def test_exception_mid_update_leaves_memory_intact_and_the_job_retryable(store):
 def test_job_left_running_by_a_crash_is_resumed(store):
     engine = MemoryEngine(store, NgramEmbedder())
     _uid, _sid, job = _session(store)
-    store.claim_job(job, owner=dead_owner())  # the process died here, mid-job
+    store.queue.claim(job, owner=dead_owner())  # the process died here, mid-job
     model = StageModel(**{k: list(v) for k, v in GOOD.answers.items()})
     runner = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder))
     assert runner.run() is None  # nothing pending until resumed
     assert runner.resume() == 1
     version = runner.run()
-    assert version.number == 1 and version.texts and store.job(job)["status"] == "done"
+    assert version.number == 1 and version.texts and store.queue.get(job)["status"] == "done"
 
 
 def test_accumulate_strategy_appends_the_summary():
@@ -334,4 +334,4 @@ def test_a_prompt_past_the_servers_context_is_unusable_output_for_every_strategy
         version = JobRunner(engine, lambda _: make_updater(strategy, model, engine.embedder)).run(job)
     assert version is not None and version.status == "fallback", strategy
     assert set(PREVIOUS) <= set(version.texts)  # nothing lost
-    assert store.job(job)["status"] == "done" and "KEEM_OPENAI_CONTEXT" in (version.note or ""), version.note
+    assert store.queue.get(job)["status"] == "done" and "KEEM_OPENAI_CONTEXT" in (version.note or ""), version.note

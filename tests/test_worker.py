@@ -52,10 +52,13 @@ def test_updates_of_several_users_run_at_once_and_one_users_in_order(store):
         list(session.send(f"나 {name}인데 요가를 시작했어"))
         jobs.append(worker.end(session))
     assert worker.run_pending() == 4
-    assert all(store.job(j)["status"] == "done" for j in jobs)
+    assert all(store.queue.get(j)["status"] == "done" for j in jobs)
     assert model.most >= 2 and not model.same_user_overlap  # users at once; one user's updates never
-    minsu = store.versions(store.find_user("민수"))
-    assert [v.session_id for v in minsu] == [store.job(jobs[0])["session_id"], store.job(jobs[3])["session_id"]]
+    minsu = store.versions.of_user(store.users.find("민수"))
+    assert [v.session_id for v in minsu] == [
+        store.queue.get(jobs[0])["session_id"],
+        store.queue.get(jobs[3])["session_id"],
+    ]
     worker.stop()
 
 

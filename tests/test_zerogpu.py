@@ -78,7 +78,7 @@ def test_reply_and_update_run_inside_gpu_functions_called_from_the_users_events(
         out = ui.chat.end_session(state)
         assert "기억 갱신" in out.progress and state.job_id is not None
         time.sleep(0.2)  # the background worker leaves it alone on ZeroGPU
-        assert ui.bot.store.job(state.job_id)["status"] == "pending"
+        assert ui.bot.store.queue.get(state.job_id)["status"] == "pending"
         drain(ui.zero.catch_up(state))  # the event chained to "대화 끝내기"
         progress = ui.memory.poll(state)
         assert "완료" in progress.progress and "부산" in progress.memory  # the memory tab shows it
@@ -103,12 +103,12 @@ def test_an_update_the_gpu_time_limit_cuts_stays_pending_and_the_next_event_fini
         spaces._aborts["keem_update"] = 1  # ZeroGPU cuts the first try after its first stage
         frames = drain(ui.zero.catch_up(state))
         assert "GPU 시간 안에 끝나지 못했습니다" in frames[-1][0]
-        job = ui.bot.store.job(job_id)
+        job = ui.bot.store.queue.get(job_id)
         assert job["status"] == "pending" and "GPU task aborted" in job["last_error"]
         assert ui.bot.engine.current(state.user_id) is None  # nothing half-done became memory
         again = ui.entry.login("민수").state  # the user's next event runs it again, asking for more time
         drain(ui.zero.catch_up(again))
-        assert ui.bot.store.job(job_id)["status"] == "done"
+        assert ui.bot.store.queue.get(job_id)["status"] == "done"
         assert "마라톤" in " ".join(ui.bot.engine.current(state.user_id).texts)
         first, second = [
             c["duration"] for c in spaces.calls if c["event"] == "start" and c["function"] == "keem_update"

@@ -325,12 +325,12 @@ JOB_FIELDS = (
 
 def cmd_jobs_list(settings: Settings, args: argparse.Namespace) -> int:
     store = _store(settings)
-    user_id = store.require_user(args.user) if args.user else None
-    names = {u["id"]: u["name"] for u in store.users()}
+    user_id = store.users.require(args.user) if args.user else None
+    names = {u["id"]: u["name"] for u in store.users.all()}
     statuses = tuple(args.status) if args.status else ("pending", "running", "done", "failed")
     rows = [
         {**{k: job.get(k) for k in JOB_FIELDS}, "user": names.get(job["user_id"])}
-        for job in store.jobs(user_id, statuses)
+        for job in store.queue.jobs(user_id, statuses)
     ]
     if args.json:
         _print(rows)
@@ -353,8 +353,8 @@ def _print_stage(job_id: int, stage: str) -> None:
 def cmd_jobs_retry(settings: Settings, args: argparse.Namespace) -> int:
     """Failed jobs back to the queue; then run them here with the update model (unless --no-run)."""
     store = _store(settings)
-    user_id = store.require_user(args.user) if args.user else None
-    ids = store.retry_jobs(args.job or None, user_id)
+    user_id = store.users.require(args.user) if args.user else None
+    ids = store.queue.retry(args.job or None, user_id)
     if not ids:
         print("no failed update jobs to retry")
         return 0
@@ -386,8 +386,8 @@ def cmd_jobs_retry(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     store = _store(settings)
-    user_id = store.require_user(args.user)
-    version = store.version(user_id, args.version) if args.version else store.latest_version(user_id)
+    user_id = store.users.require(args.user)
+    version = store.versions.get(user_id, args.version) if args.version else store.versions.latest(user_id)
     if version is None:
         raise InputError(f"user '{args.user}' has no memory yet; end a session or run: keem memory import")
     if args.json:
@@ -401,7 +401,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_users(settings: Settings, args: argparse.Namespace) -> int:
-    rows = _store(settings).user_overview()
+    rows = _store(settings).users.overview()
     if args.json:
         _print(rows)
         return 0
@@ -419,10 +419,10 @@ def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
     from memory.diff import version_diff
 
     store = _store(settings)
-    user_id = store.require_user(args.user)
+    user_id = store.users.require(args.user)
     rows: list[dict[str, Any]] = []
     previous = None
-    for v in store.versions(user_id):
+    for v in store.versions.of_user(user_id):
         rows.append(
             {
                 **{
@@ -462,7 +462,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     if not args.query.strip():
         raise InputError("empty query: give the text to search for")
     engine = _engine(settings)
-    user_id = engine.store.require_user(args.user)
+    user_id = engine.store.users.require(args.user)
     hits = engine.search(user_id, args.query, k=args.k)
     if args.json:
         _print([{"text": h.text, "score": round(h.score, 4), "sentence_id": h.sentence_id} for h in hits])
@@ -522,7 +522,7 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     texts = read_import_file(args.file)
     name = check_user_name(args.user)
     engine = _engine(settings)
-    user_id = engine.store.get_or_create_user(name)
+    user_id = engine.store.users.get_or_create(name)
     previous = engine.current(user_id)
     sentences = accumulate(list(previous.sentences) if previous else [], texts, "imported")
     new = [s for s in sentences if s.provenance == "imported"]
@@ -546,13 +546,13 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
     store = _store(settings)
-    user_id = store.require_user(args.user)
+    user_id = store.users.require(args.user)
     if not args.yes and sys.stdin.isatty():
         answer = input(f"delete every session, turn and memory version of '{args.user}'? type the name to confirm: ")
         if answer.strip() != args.user:
             print("nothing deleted")
             return 1
-    store.delete_user(user_id)
+    store.users.delete(user_id)
     from memory.backup import snapshot_if_configured
 
     snapshot_if_configured(settings.backup_dir, store, drop_older=True)  # older snapshots still hold the user

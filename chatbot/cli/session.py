@@ -58,7 +58,7 @@ def run_session(settings: Settings, args: argparse.Namespace) -> int:
     script = read_script(args.script, settings.max_message_chars) if args.script else None
     bot = load_bot(settings)
     stage = lambda s: print(f"[memory update: {s}]", file=sys.stderr)  # noqa: E731
-    if bot.store.jobs(statuses=("pending", "running")):
+    if bot.store.queue.jobs(statuses=("pending", "running")):
         print("finishing memory updates left from an earlier run ...", file=sys.stderr)
         bot.resume_jobs(stage)
     session = bot.start(name)

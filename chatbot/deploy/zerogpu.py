@@ -155,7 +155,7 @@ class ZeroGPU:
         bot = self.backend.bot
 
         def compute(strategy: str, inp: UpdateInput, stage: Callable[[str], None]) -> Computed:
-            tries = bot.store.job(job_id)["attempts"] - 1  # the tries ZeroGPU cut before this one
+            tries = bot.store.queue.get(job_id)["attempts"] - 1  # the tries ZeroGPU cut before this one
             done = None
             for kind, value in self.update_gpu(strategy, inp, tries):
                 if kind == "stage":
@@ -177,7 +177,7 @@ class ZeroGPU:
         if state is None or bot is None:
             yield gr.skip(), gr.skip()
             return
-        for job in bot.store.jobs(state.user_id, statuses=("pending",)):
+        for job in bot.store.queue.jobs(state.user_id, statuses=("pending",)):
             if state.job_id is None:
                 state.job_id = job["id"]
             yield gr.skip(), gr.Timer(active=True)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from chatbot.trials.pii import TAGS, Scrubber
+from chatbot.trials.records import records
 from memory.diff import version_diff
 from memory.store import Store, now_iso
 from models.errors import InputError, StorageError
@@ -66,7 +67,7 @@ def export(store: Store, out: Path, pseudonymize: bool = False, scrub: bool = Tr
 
 def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool) -> dict[str, Any]:
     """The export files, written into the (new, empty) folder `out`."""
-    users = store.users()
+    users = store.users.all()
     if not users:
         raise InputError("the database has no participants yet; check --db / KEEM_DB")
     scrubber = Scrubber()
@@ -80,11 +81,12 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool) -> dict[str
         open(out / "memory_versions.jsonl", "w", encoding="utf-8") as versions_file,
     ):
         for user in users:
-            sessions, versions = store.sessions(user["id"]), store.versions(user["id"])
+            sessions, versions = store.sessions.of_user(user["id"]), store.versions.of_user(user["id"])
             user_turns, number, numbers = 0, 0, {}
             for s in sessions:
                 turns = [
-                    {"role": t["role"], "text": clean(t["text"]), "at": t["created_at"]} for t in store.turns(s["id"])
+                    {"role": t["role"], "text": clean(t["text"]), "at": t["created_at"]}
+                    for t in store.turns.of_session(s["id"])
                 ]
                 said = sum(t["role"] == "user" for t in turns)
                 number += bool(said)
@@ -129,7 +131,7 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool) -> dict[str
                     "value": a["value"] if a["kind"] == "likert" else clean(str(a["value"])),
                     "answered_at": a["created_at"],
                 }
-                for a in store.answers(user_id=user["id"])
+                for a in records(store).answers(user_id=user["id"])
             ]
             answers += mine
             counts["sessions"] += len(sessions)

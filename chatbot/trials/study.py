@@ -16,7 +16,8 @@
     text = "더 하고 싶은 말이 있다면 적어 주세요"
 
 Errors name the field and the fix (InputError, one line). Without a study file nothing here is called. What a
-participant reads (refusals, questionnaire errors) is Korean and never names the strategy.
+participant reads (refusals, questionnaire errors) is Korean and never names the strategy; the errors of records.py
+(a questionnaire answered twice, or empty) carry a code the page shows in Korean (chatbot/web/render.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from chatbot.settings import Settings
+from chatbot.trials.records import records
 from memory.store import Store
 from memory.updaters import STRATEGIES
 from models.errors import InputError
@@ -296,15 +298,15 @@ def study_from_settings(settings: Settings) -> Study | None:
 def assign_strategy(store: Store, user_id: int, study: Study) -> str:
     """The participant's strategy among the study's: kept from their first session, balanced across participants.
     Internal: never show it to the participant."""
-    return store.assign_strategy(user_id, study.strategies)
+    return store.users.assign_strategy(user_id, study.strategies)
 
 
 def trial_sessions(store: Store, user_id: int) -> list[dict[str, Any]]:
     """The participant's sessions in which they said something, oldest first, each with its `number` (1, 2, ...)
     and `last_at` (the time of its last message)."""
     out: list[dict[str, Any]] = []
-    for s in store.sessions(user_id):
-        turns = store.turns(s["id"])
+    for s in store.sessions.of_user(user_id):
+        turns = store.turns.of_session(s["id"])
         if any(t["role"] == "user" for t in turns):
             out.append({**s, "number": len(out) + 1, "last_at": turns[-1]["created_at"]})
     return out
@@ -341,17 +343,17 @@ def refusal_message(when: datetime, tz: timezone = KST) -> str:
 
 def has_consented(store: Store, user_id: int, study: Study) -> bool:
     """True when the participant agreed to this study's current consent text."""
-    row = store.consent(user_id, study.id)
+    row = records(store).consent(user_id, study.id)
     return row is not None and row["text_hash"] == study.consent_hash
 
 
 def give_consent(store: Store, user_id: int, study: Study, at: datetime | None = None) -> dict[str, Any]:
-    return store.record_consent(user_id, study.id, study.consent_hash, at)
+    return records(store).record_consent(user_id, study.id, study.consent_hash, at)
 
 
 def submit_answers(store: Store, session_id: int, user_id: int, study: Study, answers: Mapping[str, Any]) -> int:
     """Check every answer against the study, then store them all (or, on any problem, nothing)."""
-    return store.save_answers(session_id, user_id, study.id, dict(answers), check=study.check_answers)
+    return records(store).save_answers(session_id, user_id, study.id, dict(answers), check=study.check_answers)
 
 
 def pending_questionnaires(store: Store, user_id: int, study: Study) -> list[dict[str, Any]]:
@@ -360,7 +362,7 @@ def pending_questionnaires(store: Store, user_id: int, study: Study) -> list[dic
     numbers = {s["id"]: s["number"] for s in trial_sessions(store, user_id)}
     return [
         {**s, "number": numbers[s["id"]]}
-        for s in store.unanswered_sessions(user_id, study.id)
+        for s in records(store).unanswered_sessions(user_id, study.id)
         if numbers.get(s["id"], study.sessions + 1) <= study.sessions
     ]
 

@@ -23,6 +23,7 @@ from typing import Any
 import gradio as gr
 
 from chatbot.trials.export import export, shown_name
+from chatbot.trials.records import records
 from chatbot.trials.study import (
     ALL_DONE,
     KST,
@@ -119,7 +120,7 @@ class StudyUI:
         early (the note says when to come back). Either way an unanswered questionnaire is offered."""
         who = self.entry.identify(name, browser_key, request, profile)
         key = self.entry.bot.user_key(who.name, who.browser_key, who.hf_user)
-        person = Participant(who.name, who.browser_key, who.hf_user, key, self.store.find_user(key))
+        person = Participant(who.name, who.browser_key, who.hf_user, key, self.store.users.find(key))
         if person.user_id is None or not has_consented(self.store, person.user_id, self.study):
             return StudyView(person=person, consent=gr.update(visible=True), gate_note="") | self.survey_view(None)
         return self._admit(person)
@@ -128,7 +129,7 @@ class StudyUI:
         """The agree button: the participant exists from now on, with their consent (time and text hash)."""
         if person is None:
             raise InputError("먼저 이름 또는 참가자 코드를 입력하고 '대화 시작'을 누르세요.")
-        person.user_id = self.store.get_or_create_user(person.key)
+        person.user_id = self.store.users.get_or_create(person.key)
         give_consent(self.store, person.user_id, self.study)
         return self._admit(person)
 
@@ -263,18 +264,18 @@ class Organiser:
             "|---|---|---|---|---|---|---|---|",
         ]
         answered_by_user: dict[int, set[int]] = {}
-        for a in store.answers(study_id=study.id):
+        for a in records(store).answers(study_id=study.id):
             answered_by_user.setdefault(a["user_id"], set()).add(a["session_id"])
         failures = []
         consented = 0
-        for user in store.users():
+        for user in store.users.all():
             if not has_consented(store, user["id"], study):
                 continue
             consented += 1
             done = trial_sessions(store, user["id"])
             when = next_allowed(store, user["id"], study, now)
             nxt = "지금" if when is None else "끝" if when >= ALL_DONE else f"{when.astimezone(KST):%m-%d %H:%M}"
-            jobs = store.jobs(user["id"], ("pending", "running", "failed"))
+            jobs = store.queue.jobs(user["id"], ("pending", "running", "failed"))
             failed = [j for j in jobs if j["status"] == "failed"]
             failures += [(user["name"], j) for j in failed]
             rows.append(

@@ -19,9 +19,9 @@ def panel(ctx: AppContext, state: UserState) -> PageView:
     """The memory tab: updates not yet in memory, then the current memory; the history; the sentence picker; the
     retry button, shown while an update of this user's has failed."""
     store = ctx.bot.store
-    versions = store.versions(state.user_id)
+    versions = store.versions.of_user(state.user_id)
     latest = versions[-1] if versions else None
-    waiting = store.jobs(state.user_id, ("pending", "running", "failed"))
+    waiting = store.queue.jobs(state.user_id, ("pending", "running", "failed"))
     jobs = render_jobs(waiting)
     return PageView(
         memory=f"{jobs}\n\n---\n\n{render_memory(latest)}" if jobs else render_memory(latest),
@@ -45,7 +45,7 @@ class MemoryTab:
         if state is None or state.job_id is None:
             return PageView(timer=gr.Timer(active=False))
         try:
-            job = self.ctx.bot.store.job(state.job_id)
+            job = self.ctx.bot.store.queue.get(state.job_id)
         except InputError:
             state.job_id = None
             return PageView(progress="", timer=gr.Timer(active=False))
@@ -62,7 +62,7 @@ class MemoryTab:
         """Put this user's failed updates back in the queue now; the progress line then follows the newest one."""
         if state is None:
             raise InputError("먼저 대화를 시작하세요.")
-        ids = self.ctx.bot.store.retry_jobs(user_id=state.user_id)
+        ids = self.ctx.bot.store.queue.retry(user_id=state.user_id)
         if not ids:
             return PageView(progress="다시 시도할 실패한 갱신이 없습니다.", timer=gr.Timer(active=False)) | self.panel(
                 state

@@ -22,6 +22,8 @@ MESSAGES = {
     "storage_folder": "서버의 데이터베이스 설정이 잘못되었습니다 (폴더를 가리킴). 관리자에게 알려 주세요.",
     "storage_not_sqlite": "서버의 데이터베이스 파일이 손상되었거나 다른 파일입니다. 관리자에게 알려 주세요.",
     "storage_other": "서버의 데이터베이스를 쓸 수 없습니다. 관리자에게 알려 주세요.",
+    "migration_newer": "서버의 데이터베이스를 더 새로운 버전의 keem이 썼습니다. 관리자에게 알려 주세요.",
+    "migration_failed": "서버의 데이터베이스를 새 형식으로 바꾸지 못했습니다. 관리자에게 알려 주세요.",
     "questionnaire_unknown": "이 설문에 없는 문항입니다: {items}",
     "questionnaire_missing": "'{question}' 문항에 답해 주세요.",
     "questionnaire_range": "'{question}' 문항의 답은 {low}에서 {high} 사이의 하나여야 합니다.",

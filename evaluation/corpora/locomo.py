@@ -151,7 +151,7 @@ def evaluate(
                 if not observed or not questions:
                     result.per_conversation.append({**row, **tally.as_json()})
                     continue
-                user_id = store.get_or_create_user(f"locomo-{number}")
+                user_id = store.users.get_or_create(f"locomo-{number}")
                 version = engine.commit(
                     user_id,
                     [Sentence(o.text, "imported") for o in observed],

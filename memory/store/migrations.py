@@ -1,14 +1,19 @@
-"""Numbered schema migrations (sqlite-utils Migrations). Never edit one that shipped: add the next number."""
+"""The memory engine's numbered schema migrations (the set "keem"). Never edit one that shipped: add the next number.
+
+The user-trial tables (consents, answers) were this set's m005; they belong to chatbot/trials/records.py's own set
+now, which leaves them as they are in a database that already has them.
+"""
 
 from __future__ import annotations
 
 from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
 
-migrations = Migrations("keem")
+from memory.store.connection import Schema
+
+schema = Schema("keem", retired=["m005_trial_questionnaires"])
 
 
-@migrations(name="m001_initial")
+@schema
 def m001_initial(db: Database) -> None:
     db.table("users").create({"id": int, "name": str, "created_at": str}, pk="id", not_null={"name", "created_at"})
     db.table("users").create_index(["name"], unique=True)
@@ -95,20 +100,20 @@ def m001_initial(db: Database) -> None:
     db.table("update_jobs").create_index(["session_id"], unique=True)
 
 
-@migrations(name="m002_memory_cues")
+@schema
 def m002_memory_cues(db: Database) -> None:
     """Cue words the update model wrote for a sentence (memory/cues.py) and their vector, both optional."""
     db.table("memory_sentences").add_column("cues", str)
     db.table("memory_sentences").add_column("cue_embedding", bytes)
 
 
-@migrations(name="m003_user_strategy")
+@schema
 def m003_user_strategy(db: Database) -> None:
     """The strategy a user trial assigned to the user (KEEM_STRATEGY=balanced); empty outside trials."""
     db.table("users").add_column("strategy", str)
 
 
-@migrations(name="m004_job_leases")
+@schema
 def m004_job_leases(db: Database) -> None:
     """Update jobs are leased by the process that runs them (owner, lease expiry), and a failed attempt's retry
     time is stored with the job (epoch seconds), so no second process takes a live job and backoff survives
@@ -116,28 +121,3 @@ def m004_job_leases(db: Database) -> None:
     db.table("update_jobs").add_column("owner", str)
     db.table("update_jobs").add_column("lease_until", float)
     db.table("update_jobs").add_column("next_attempt_at", float)
-
-
-@migrations(name="m005_trial_questionnaires")
-def m005_trial_questionnaires(db: Database) -> None:
-    """User trials (chatbot/trials/study.py): a participant's consent to a study, and their questionnaire answers per
-    session. Both go with the user when "forget" deletes their sessions and then the user (ON DELETE CASCADE)."""
-    db.execute("""create table consents (
-        id integer primary key,
-        user_id integer not null references users(id) on delete cascade,
-        study_id text not null,
-        text_hash text not null,
-        created_at text not null)""")
-    db.execute("create index idx_consents_user_study on consents (user_id, study_id)")
-    db.execute("""create table answers (
-        id integer primary key,
-        session_id integer not null references sessions(id) on delete cascade,
-        user_id integer not null references users(id) on delete cascade,
-        study_id text not null,
-        item text not null,
-        kind text not null,
-        question text,
-        value text not null,
-        created_at text not null)""")
-    db.execute("create unique index idx_answers_session_item on answers (session_id, study_id, item)")
-    db.execute("create index idx_answers_user on answers (user_id, study_id)")

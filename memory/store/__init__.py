@@ -1,0 +1,35 @@
+"""The SQLite store (the source of truth), one part per concern over one shared connection.
+
+connection.py opens the file (WAL, pragmas), applies a migration set and turns SQLite and file-system failures into
+StorageErrors with the fix; migrations.py is the memory engine's schema; users.py holds users, sessions and turns;
+versions.py memory versions and their sentences; queue.py the durable queue of update jobs. A caller writes
+`store.users.get_or_create(name)`, `store.versions.commit(...)`, `store.queue.claim()`. The user-trial tables are
+not here: chatbot/trials/records.py keeps them, with a migration set of its own.
+"""
+
+from __future__ import annotations
+
+import os
+
+from memory.store.connection import Connection, now_iso, storage_error
+from memory.store.migrations import schema
+from memory.store.queue import Queue
+from memory.store.users import Sessions, Turns, Users
+from memory.store.versions import Sentence, Version, Versions
+
+__all__ = ["Sentence", "Store", "Version", "now_iso", "storage_error"]
+
+
+class Store(Connection):
+    """One SQLite file with the memory engine's schema: `users`, `sessions`, `turns`, `versions`, `queue`.
+
+    Safe to share between threads (one connection, one lock); `write()` is one transaction across the parts.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        super().__init__(path, schema)
+        self.users = Users(self)
+        self.sessions = Sessions(self)
+        self.turns = Turns(self)
+        self.versions = Versions(self)
+        self.queue = Queue(self)

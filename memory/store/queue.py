@@ -1,0 +1,169 @@
+"""The durable queue of memory-update jobs: enqueue, lease to one process, stages, backoff after a failure, retry."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+from memory.store.connection import Connection, now_iso
+from models.errors import InputError
+
+JOB_STATUSES = ("pending", "running", "done", "failed")
+LEASE_S = 900.0  # a running job's lease; every stage renews it. A job whose lease ran out is free to take again.
+
+
+def process_owner() -> str:
+    """This process, as a job's owner: host and pid (a dead pid on this host frees its jobs at once)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_is_dead(owner: str | None) -> bool:
+    host, _, pid = (owner or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another machine's process: only its lease tells
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+class Queue:
+    """Update jobs, one per ended session; a job is leased to the process that runs it (memory/jobs.py)."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    def enqueue(self, user_id: int, session_id: int, strategy: str) -> int:
+        with self.conn.write():
+            existing = self.conn.one("select id from update_jobs where session_id = ?", [session_id])
+            if existing:
+                return int(existing["id"])
+            return self.conn.insert(
+                "update_jobs",
+                {
+                    "user_id": user_id,
+                    "session_id": session_id,
+                    "strategy": strategy,
+                    "status": "pending",
+                    "stage": "queued",
+                    "attempts": 0,
+                    "created_at": now_iso(),
+                    "updated_at": now_iso(),
+                },
+            )
+
+    def get(self, job_id: int) -> dict[str, Any]:
+        row = self.conn.one("select * from update_jobs where id = ?", [job_id])
+        if row is None:
+            raise InputError(f"no update job {job_id}")
+        return row
+
+    def claim(
+        self, job_id: int | None = None, owner: str | None = None, lease_s: float = LEASE_S
+    ) -> dict[str, Any] | None:
+        """Lease a job to `owner` (this process by default) and mark it running; None when none is free.
+
+        The given job if it is pending, else the oldest pending job whose retry time has come. A job another
+        process runs is never taken while its lease lasts; one whose lease ran out (its process died or hung)
+        is taken again.
+        """
+        owner = owner or process_owner()
+        now = time.time()
+        with self.conn.write():
+            free = "(status = 'pending' or (status = 'running' and coalesce(lease_until, 0) < ?))"
+            if job_id:
+                row = self.conn.one(f"select * from update_jobs where id = ? and {free}", [job_id, now])
+            else:
+                row = self.conn.one(
+                    f"select * from update_jobs where {free} and coalesce(next_attempt_at, 0) <= ? order by id limit 1",
+                    [now, now],
+                )
+            if row is None:
+                return None
+            self.conn.db.execute(
+                "update update_jobs set status = 'running', attempts = attempts + 1, owner = ?, "
+                "lease_until = ?, updated_at = ? where id = ?",
+                [owner, now + lease_s, now_iso(), row["id"]],
+            )
+        return self.get(row["id"])
+
+    def set_stage(self, job_id: int, stage: str, lease_s: float = LEASE_S) -> None:
+        """Record the stage a running job reached, and renew its lease."""
+        with self.conn.write():
+            self.conn.db.execute(
+                "update update_jobs set stage = ?, updated_at = ?, lease_until = ? where id = ?",
+                [stage, now_iso(), time.time() + lease_s, job_id],
+            )
+
+    def finish_without_version(self, job_id: int, stage: str) -> None:
+        with self.conn.write():
+            self.conn.db.execute(
+                "update update_jobs set status = 'done', stage = ?, owner = null, updated_at = ? where id = ?",
+                [stage, now_iso(), job_id],
+            )
+
+    def fail(self, job_id: int, error: str, *, retry_in_s: float | None) -> None:
+        """Record a failed attempt: pending again after `retry_in_s`, or (None) failed until an operator or the next
+        start retries it. Either way the error stays on the job."""
+        with self.conn.write():
+            self.conn.db.execute(
+                "update update_jobs set status = ?, stage = 'failed', last_error = ?, owner = null, "
+                "lease_until = null, next_attempt_at = ?, updated_at = ? where id = ?",
+                [
+                    "failed" if retry_in_s is None else "pending",
+                    error,
+                    None if retry_in_s is None else time.time() + retry_in_s,
+                    now_iso(),
+                    job_id,
+                ],
+            )
+
+    def retry(self, job_ids: list[int] | None = None, user_id: int | None = None) -> list[int]:
+        """Failed jobs (these, or this user's, or all) back to pending now, with a fresh count of attempts."""
+        with self.conn.write():
+            where, params = "status = 'failed'", []
+            if job_ids:
+                where += f" and id in ({','.join('?' * len(job_ids))})"
+                params += job_ids
+            if user_id is not None:
+                where += " and user_id = ?"
+                params.append(user_id)
+            ids = [r["id"] for r in self.conn.rows(f"select id from update_jobs where {where} order by id", params)]
+            if ids:
+                self.conn.db.execute(
+                    f"update update_jobs set status = 'pending', stage = 'queued', attempts = 0, "
+                    f"next_attempt_at = null, updated_at = ? where id in ({','.join('?' * len(ids))})",
+                    [now_iso(), *ids],
+                )
+        return ids
+
+    def jobs(self, user_id: int | None = None, statuses: tuple[str, ...] = JOB_STATUSES) -> list[dict[str, Any]]:
+        marks = ",".join("?" * len(statuses))
+        if user_id is None:
+            return self.conn.rows(f"select * from update_jobs where status in ({marks}) order by id", list(statuses))
+        return self.conn.rows(
+            f"select * from update_jobs where user_id = ? and status in ({marks}) order by id", [user_id, *statuses]
+        )
+
+    def requeue_running(self) -> int:
+        """Running jobs whose process is gone (a dead pid on this host, or a lease that ran out) go back to pending;
+        a job another live process runs is left alone. Returns how many went back."""
+        now = time.time()
+        with self.conn.write():
+            stale = [
+                r["id"]
+                for r in self.conn.rows("select id, owner, lease_until from update_jobs where status = 'running'")
+                if _owner_is_dead(r["owner"]) or (r["lease_until"] or 0) < now
+            ]
+            if stale:
+                self.conn.db.execute(
+                    f"update update_jobs set status = 'pending', stage = 'queued', owner = null, "
+                    f"lease_until = null, updated_at = ? where id in ({','.join('?' * len(stale))})",
+                    [now_iso(), *stale],
+                )
+            return len(stale)

@@ -1,0 +1,139 @@
+"""Users, their sessions and the turns of each session."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memory.store.connection import Connection, now_iso
+from models.errors import InputError, UnknownUserError
+
+
+class Users:
+    """The people the store remembers, by name."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self.forgotten = 0  # users deleted through this store (backups drop older snapshots)
+
+    def find(self, name: str) -> int | None:
+        row = self.conn.one("select id from users where name = ?", [name])
+        return row["id"] if row else None
+
+    def require(self, name: str) -> int:
+        user_id = self.find(name)
+        if user_id is None:
+            raise UnknownUserError(f"no user '{name}' in this database; start one with: keem session --user {name}")
+        return user_id
+
+    def get_or_create(self, name: str) -> int:
+        with self.conn.write():
+            user_id = self.find(name)
+            if user_id is None:
+                user_id = self.conn.insert("users", {"name": name, "created_at": now_iso()})
+            return int(user_id)
+
+    def all(self) -> list[dict[str, Any]]:
+        return self.conn.rows("select * from users order by id")
+
+    def overview(self) -> list[dict[str, Any]]:
+        """Every user with their trial strategy, session and version counts and last session start."""
+        return self.conn.rows(
+            "select u.name, u.created_at, u.strategy, "
+            "(select count(*) from sessions s where s.user_id = u.id) as sessions, "
+            "(select max(started_at) from sessions s where s.user_id = u.id) as last_session, "
+            "(select count(*) from memory_versions v where v.user_id = u.id) as versions "
+            "from users u order by u.id"
+        )
+
+    def assign_strategy(self, user_id: int, choices: Sequence[str]) -> str:
+        """The user's strategy (a user trial's, or KEEM_STRATEGY=balanced): the one assigned before, else the choice
+        with the fewest users (first on ties)."""
+        with self.conn.write():
+            row = self.conn.one("select strategy from users where id = ?", [user_id])
+            if row and row["strategy"] in choices:
+                return str(row["strategy"])
+            counts = {
+                r["strategy"]: r["n"]
+                for r in self.conn.rows(
+                    "select strategy, count(*) as n from users where strategy is not null group by strategy"
+                )
+            }
+            chosen = min(choices, key=lambda c: counts.get(c, 0))
+            self.conn.db.execute("update users set strategy = ? where id = ?", [chosen, user_id])
+            return chosen
+
+    def delete(self, user_id: int) -> None:
+        """Forget a user: every turn, session, memory version, sentence and job, in one transaction. Rows of other
+        tables that reference the user or their sessions with ON DELETE CASCADE (a user trial's consents and
+        answers, chatbot/trials/records.py) go with them."""
+        with self.conn.write():
+            for table in ("memory_sentences", "memory_versions", "update_jobs", "turns", "sessions"):
+                self.conn.db.execute(f"delete from {table} where user_id = ?", [user_id])
+            self.conn.db.execute("delete from users where id = ?", [user_id])
+        self.forgotten += 1
+
+
+class Sessions:
+    """Conversations: one user, one strategy and chat model, open until ended."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    def start(self, user_id: int, strategy: str, chat_model: str) -> int:
+        with self.conn.write():
+            return self.conn.insert(
+                "sessions",
+                {
+                    "user_id": user_id,
+                    "started_at": now_iso(),
+                    "strategy": strategy,
+                    "chat_model": chat_model,
+                    "status": "open",
+                },
+            )
+
+    def end(self, session_id: int, reason: str = "user") -> None:
+        with self.conn.write():
+            self.conn.db.execute(
+                "update sessions set status = 'ended', ended_at = ?, end_reason = ? where id = ? and status = 'open'",
+                [now_iso(), reason, session_id],
+            )
+
+    def get(self, session_id: int) -> dict[str, Any]:
+        row = self.conn.one("select * from sessions where id = ?", [session_id])
+        if row is None:
+            raise InputError(f"no session {session_id}")
+        return row
+
+    def previous(self, user_id: int, session_id: int) -> dict[str, Any] | None:
+        """The user's last session before this one that had turns."""
+        return self.conn.one(
+            "select * from sessions s where user_id = ? and id < ? and exists "
+            "(select 1 from turns t where t.session_id = s.id) order by id desc limit 1",
+            [user_id, session_id],
+        )
+
+    def of_user(self, user_id: int) -> list[dict[str, Any]]:
+        return self.conn.rows("select * from sessions where user_id = ? order by id", [user_id])
+
+    def all_open(self) -> list[dict[str, Any]]:
+        """Every session not yet ended, of every user."""
+        return self.conn.rows("select * from sessions where status = 'open' order by id")
+
+
+class Turns:
+    """What was said in a session, one row per message."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    def add(self, session_id: int, user_id: int, role: str, text: str) -> int:
+        with self.conn.write():
+            return self.conn.insert(
+                "turns",
+                {"session_id": session_id, "user_id": user_id, "role": role, "text": text, "created_at": now_iso()},
+            )
+
+    def of_session(self, session_id: int) -> list[dict[str, Any]]:
+        return self.conn.rows("select * from turns where session_id = ? order by id", [session_id])

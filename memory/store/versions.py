@@ -1,0 +1,209 @@
+"""Memory versions: each a numbered, immutable list of sentences (text, vector, provenance) of one user."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memory.store.connection import Connection, now_iso
+from models.errors import InputError, UpdateError
+
+
+def _blob(vector: np.ndarray | None) -> bytes | None:
+    """A vector as the float32 bytes stored beside its text."""
+    return None if vector is None else np.asarray(vector, np.float32).tobytes()
+
+
+def _vector(blob: bytes | None) -> np.ndarray | None:
+    return np.frombuffer(blob, dtype=np.float32) if blob else None
+
+
+@dataclass(frozen=True)
+class Sentence:
+    text: str
+    provenance: str = "added"  # kept | added | rewritten | restored | imported | user | fallback
+    origin_id: int | None = None  # the sentence of the previous version it continues, if any
+    id: int | None = None
+    embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
+    embedder: str | None = None
+    cues: str | None = None  # words a later turn may use for it (memory/cues.py), when written
+    cue_embedding: np.ndarray | None = field(default=None, compare=False, repr=False)  # same embedder as `embedding`
+
+
+@dataclass(frozen=True)
+class Version:
+    id: int
+    user_id: int
+    number: int
+    session_id: int | None
+    strategy: str
+    status: str  # ok | fallback | failed
+    model_spec: str | None
+    prompt_hash: str | None
+    author: str  # updater | user | import
+    note: str | None
+    created_at: str
+    sentences: tuple[Sentence, ...]
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def texts(self) -> list[str]:
+        return [s.text for s in self.sentences]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "version": self.number,
+            "created_at": self.created_at,
+            "strategy": self.strategy,
+            "status": self.status,
+            "author": self.author,
+            "session_id": self.session_id,
+            "model": self.model_spec,
+            "prompt_hash": self.prompt_hash,
+            "note": self.note,
+            "sentences": [
+                {"id": s.id, "text": s.text, "provenance": s.provenance, **({"cues": s.cues} if s.cues else {})}
+                for s in self.sentences
+            ],
+        }
+
+
+class Versions:
+    """A user's memory versions; a new one is written whole, in one transaction, and never changed after."""
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+
+    def _version(self, row: dict[str, Any] | None) -> Version | None:
+        if row is None:
+            return None
+        sentences = tuple(
+            Sentence(
+                text=s["text"],
+                provenance=s["provenance"],
+                origin_id=s["origin_id"],
+                id=s["id"],
+                embedder=s["embedder"],
+                cues=s["cues"],
+                embedding=_vector(s["embedding"]),
+                cue_embedding=_vector(s["cue_embedding"]),
+            )
+            for s in self.conn.rows(
+                "select * from memory_sentences where version_id = ? order by position", [row["id"]]
+            )
+        )
+        details = json.loads(row["details"]) if row.get("details") else {}
+        return Version(
+            id=row["id"],
+            user_id=row["user_id"],
+            number=row["number"],
+            session_id=row["session_id"],
+            strategy=row["strategy"],
+            status=row["status"],
+            model_spec=row["model_spec"],
+            prompt_hash=row["prompt_hash"],
+            author=row["author"],
+            note=row["note"],
+            created_at=row["created_at"],
+            sentences=sentences,
+            details=details,
+        )
+
+    def latest_id(self, user_id: int) -> int | None:
+        row = self.conn.one("select id from memory_versions where user_id = ? order by number desc limit 1", [user_id])
+        return row["id"] if row else None
+
+    def latest(self, user_id: int) -> Version | None:
+        return self._version(
+            self.conn.one("select * from memory_versions where user_id = ? order by number desc limit 1", [user_id])
+        )
+
+    def get(self, user_id: int, number: int) -> Version:
+        found = self._version(
+            self.conn.one("select * from memory_versions where user_id = ? and number = ?", [user_id, number])
+        )
+        if found is None:
+            raise InputError(f"this user has no memory version {number}; see: keem memory history")
+        return found
+
+    def of_user(self, user_id: int) -> list[Version]:
+        rows = self.conn.rows("select * from memory_versions where user_id = ? order by number", [user_id])
+        return [v for v in (self._version(r) for r in rows) if v is not None]
+
+    def commit(
+        self,
+        user_id: int,
+        sentences: list[Sentence],
+        *,
+        strategy: str,
+        status: str,
+        author: str,
+        session_id: int | None = None,
+        model_spec: str | None = None,
+        prompt_hash: str | None = None,
+        note: str | None = None,
+        details: dict[str, Any] | None = None,
+        job_id: int | None = None,
+    ) -> Version:
+        """Write a new version with all its sentences in one transaction (and finish its job, if any).
+
+        Refuses an empty memory: a version is never empty.
+        """
+        if not sentences or not all(s.text.strip() for s in sentences):
+            raise UpdateError("refusing to commit an empty memory or an empty sentence; the previous version stays")
+        with self.conn.write():
+            if job_id is not None:  # one version per session update: a job run twice commits once
+                done = self.conn.one(
+                    "select version_id from update_jobs where id = ? and version_id is not null", [job_id]
+                )
+                if done is not None:
+                    existing = self._version(
+                        self.conn.one("select * from memory_versions where id = ?", [done["version_id"]])
+                    )
+                    if existing is not None:
+                        return existing
+            last = self.conn.one("select max(number) as n from memory_versions where user_id = ?", [user_id])
+            number = int((last or {}).get("n") or 0) + 1
+            version_id = self.conn.insert(
+                "memory_versions",
+                {
+                    "user_id": user_id,
+                    "number": number,
+                    "session_id": session_id,
+                    "strategy": strategy,
+                    "status": status,
+                    "model_spec": model_spec,
+                    "prompt_hash": prompt_hash,
+                    "author": author,
+                    "note": note,
+                    "details": json.dumps(details or {}, ensure_ascii=False),
+                    "created_at": now_iso(),
+                },
+            )
+            self.conn.db.table("memory_sentences").insert_all(
+                {
+                    "version_id": version_id,
+                    "user_id": user_id,
+                    "position": i,
+                    "text": s.text.strip(),
+                    "embedding": _blob(s.embedding),
+                    "embedder": s.embedder,
+                    "provenance": s.provenance,
+                    "origin_id": s.origin_id,
+                    "cues": s.cues,
+                    "cue_embedding": _blob(s.cue_embedding),
+                }
+                for i, s in enumerate(sentences)
+            )
+            if job_id is not None:
+                self.conn.db.execute(
+                    "update update_jobs set status = 'done', stage = ?, version_id = ?, owner = null, "
+                    "updated_at = ? where id = ?",
+                    [status, version_id, now_iso(), job_id],
+                )
+        committed = self._version(self.conn.one("select * from memory_versions where id = ?", [version_id]))
+        assert committed is not None
+        return committed
