@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo "torch>=2.4" || echo "torch==2.13.0")
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser lint run test test-fast bench clean
+.PHONY: install browser lint run test test-fast test-e2e screenshots bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,17 @@ run: $(STAMP)
 test: $(STAMP) browser lint
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest
 
+# tests/ without the slow ones: no browser, no real model, no app process
 test-fast: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not slow"
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest -m "not slow"
+
+# tests/e2e only: the app in chromium and in its own process
+test-e2e: $(STAMP) browser
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest tests/e2e
+
+# Rewrite the README's docs/screenshot*.png (tests never write them): the app against a loopback model, in chromium.
+screenshots: $(STAMP) browser
+	HF_HUB_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) docs/screenshots.py
 
 # Lint, format and type checks (configured in pyproject.toml); `ruff format .` fixes the format.
 lint: $(STAMP)

@@ -63,10 +63,23 @@ def test_updates_of_several_users_run_at_once_and_one_users_in_order(store):
 
 
 def test_a_model_in_this_process_gets_one_update_at_a_time(store):
+    """Three users' updates waiting at once, as above, but no KEEM_UPDATE_WORKERS and a model in this process:
+    no two model calls ever overlap (the test above shows the same jobs overlapping with a pool of 3)."""
+    model = SlowUpdates()
     bot = Chatbot(
         Settings(db=store.path),
         chat_model=ScriptedChatModel(responder=lambda m: "응"),
+        update_model=model,
         embedder=NgramEmbedder(),
         store=store,
     )
-    assert pool_size(bot) == 1
+    worker = Worker(bot)
+    jobs = []
+    for name in ("민수", "지우", "서연"):
+        session = bot.start(name)
+        list(session.send(f"나 {name}인데 요가를 시작했어"))
+        jobs.append(worker.end(session))
+    assert worker.run_pending() == 3
+    assert all(store.queue.get(j)["status"] == "done" for j in jobs)
+    assert model.most == 1  # one update call at a time, across users
+    worker.stop()

@@ -25,8 +25,8 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,10 @@ ITEM_ID = re.compile(r"[a-z][a-z0-9_]{0,31}")
 FIELDS = ("id", "title", "strategies", "sessions", "min_gap_hours", "consent", "questions")
 QUESTION_FIELDS = ("id", "text", "kind", "scale", "labels", "max_chars", "required")
 MAX_TEXT_CHARS = 5000
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,8 @@ class Study:
     min_gap: timedelta
     consent: str
     questions: tuple[Question, ...] = DEFAULT_QUESTIONS
+    # what "now" is for the gap between sessions; a test passes its own (dataclasses.replace) instead of waiting
+    clock: Callable[[], datetime] = field(default=utc_now, compare=False, repr=False)
 
     @property
     def consent_hash(self) -> str:
@@ -327,7 +333,7 @@ def next_allowed(store: Store, user_id: int, study: Study, now: datetime | None 
     if not done:
         return None
     when = _utc(datetime.fromisoformat(done[-1]["last_at"])) + study.min_gap
-    return when if when > _utc(now or datetime.now(timezone.utc)) else None
+    return when if when > _utc(now or study.clock()) else None
 
 
 def refusal_message(when: datetime, tz: timezone = KST) -> str:

@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -255,7 +255,8 @@ class Organiser:
     def overview(self) -> str:
         """Participants with sessions done / due and when the next may start, questionnaire completion, and the
         update jobs that are waiting or failed, with their errors (Markdown; names escaped)."""
-        study, store, now = self.study, self.store, datetime.now(timezone.utc)
+        study, store = self.study, self.store
+        now = study.clock()
         rows = [
             f"### {md(study.title)} ({md(study.id)})",
             f"참가자마다 대화 {study.sessions}회, 대화 사이 최소 {study.min_gap.total_seconds() / 3600:g}시간.",

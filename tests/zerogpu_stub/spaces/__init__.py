@@ -1,7 +1,9 @@
 """A stand-in for Hugging Face's `spaces` package, for tests: put tests/zerogpu_stub on sys.path (PYTHONPATH).
 
 `GPU` decorates plain and generator functions like the real one (`@GPU`, `@GPU()`, `@GPU(duration=int or
-callable)`), runs them in this process and records every call: in `calls`, and with SPACES_STUB_LOG set as JSON
+callable)`), runs them in this process, and passes arguments and results (each item of a generator) through
+pickle as ZeroGPU does between the app's process and the GPU's, so whatever cannot cross fails here too. It records
+every call: in `calls`, and with SPACES_STUB_LOG set as JSON
 lines in that file ({"event": "import" | "decorated" | "start" | "end" | "aborted", "function", "duration", ...}).
 `running()` names the decorated calls under way (a generator's lasts until it is exhausted or closed), so a fake
 model can check that it runs inside one. SPACES_STUB_ABORT=<function name>:<n> makes the first n calls of that
@@ -15,6 +17,7 @@ import functools
 import inspect
 import json
 import os
+import pickle
 import sys
 import threading
 import time
@@ -46,9 +49,19 @@ def _record(event: str, **data: Any) -> None:
                 log.write(json.dumps(entry, default=str) + "\n")
 
 
+def _cross(value: Any) -> Any:
+    """What arrives on the other side of ZeroGPU's process boundary: a pickled copy."""
+    return pickle.loads(pickle.dumps(value))
+
+
 def running() -> list[str]:
     with _lock:
         return list(_running)
+
+
+def _cuda_initialized() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
 
 
 def _take_abort(name: str) -> bool:
@@ -84,8 +97,8 @@ def GPU(task: Callable[..., Any] | None = None, *, duration: Any = None, **_: An
             enter(args, kwargs)
             abort, event = _take_abort(name), "end"
             try:
-                for item in task(*args, **kwargs):
-                    yield item
+                for item in task(*_cross(args), **_cross(kwargs)):
+                    yield _cross(item)
                     if abort:
                         event = "aborted"
                         raise GPUAborted("GPU task aborted")
@@ -100,15 +113,15 @@ def GPU(task: Callable[..., Any] | None = None, *, duration: Any = None, **_: An
             enter(args, kwargs)
             abort = _take_abort(name)
             try:
-                result = task(*args, **kwargs)
+                result = task(*_cross(args), **_cross(kwargs))
             finally:
                 leave("aborted" if abort else "end")
             if abort:
                 raise GPUAborted("GPU task aborted")
-            return result
+            return _cross(result)
 
         wrapper = plain
-    _record("decorated", function=name)
+    _record("decorated", function=name, cuda_initialized=_cuda_initialized())
     return wrapper
 
 

@@ -1,21 +1,21 @@
-"""The bundled offline demo model end to end (slow: loads SmolLM2-135M; CI runs it)."""
+"""The bundled offline demo model end to end (slow: runs SmolLM2-135M; CI runs it). Its one-minute conversion from
+GGUF is the one `make install` cached (or one per test run: the `demo_cache` fixture)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from chatbot.cli.main import main
 
-pytestmark = pytest.mark.slow
 
-
-def test_two_scripted_demo_sessions_make_two_nonempty_versions(tmp_path, capsys, monkeypatch):
+def test_two_scripted_demo_sessions_make_two_nonempty_versions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, demo_cache: Path
+) -> None:
     monkeypatch.setenv("KEEM_DB", str(tmp_path / "demo.db"))
-    monkeypatch.setenv(
-        "KEEM_CACHE_DIR", str(tmp_path / "cache")
-    )  # session 1 converts the GGUF, session 2 uses the cache
+    monkeypatch.setenv("KEEM_CACHE_DIR", str(demo_cache))
     monkeypatch.setenv("KEEM_REPLY_MAX_TOKENS", "24")
     monkeypatch.setenv("KEEM_UPDATE_MAX_TOKENS", "48")
     s1, s2 = tmp_path / "s1.txt", tmp_path / "s2.txt"
@@ -37,4 +37,4 @@ def test_two_scripted_demo_sessions_make_two_nonempty_versions(tmp_path, capsys,
     history = json.loads(capsys.readouterr().out)
     assert [h["version"] for h in history] == [1, 2] and all(h["size"] > 0 for h in history)
     assert history[1]["size"] >= history[0]["size"]  # nothing of session 1 was lost
-    assert (tmp_path / "cache" / "demo-smollm2-135m" / "config.json").exists()
+    assert (demo_cache / "demo-smollm2-135m" / "config.json").is_file()  # the conversion was kept and reused

@@ -1,14 +1,15 @@
-"""A simulated user trial in a real browser (issue 12): six participants with logins, three strategies balanced,
-two sessions each against a loopback model server; consent, chat, end, questionnaire; a third session too early;
-the organiser's view behind its password; then the PII-scrubbed export and the report."""
+"""A simulated user trial in a real browser (issue 12): three participants with logins, the three strategies balanced
+among them, against a loopback model server; consent, chat, end, questionnaire; a session too early is refused, and
+one a study gap later (the study's clock moved on, not waited for) is held; the organiser's view behind its
+password; then the PII-scrubbed export and the report."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
-import os
-import time
 import zipfile
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,13 @@ from chatbot.cli.main import main as keem
 from chatbot.trials.records import records
 from chatbot.trials.study import study_from_dict
 from models.openai_backend import OpenAIChatModel
+from tests.e2e.conftest import needs_chromium
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_browser import ARGS, CHROMIUM, needs_chromium
 from tests.test_ui import answer, serve
 
-pytestmark = pytest.mark.slow
-GAP_S = 20.0  # the study's minimum gap, shortened for the test
-PEOPLE = [f"P00{i}" for i in range(1, 7)]
+pytestmark = needs_chromium
+GAP = timedelta(hours=20)  # the study's minimum gap between a participant's sessions
+PEOPLE = ["P001", "P002", "P003"]  # one per strategy
 PII = {  # what participants typed, and the tag the export must show instead
     "010-2345-6789": "[전화번호]",
     "minji.kim@example.com": "[이메일]",
@@ -36,7 +37,7 @@ PLAN = {
     "title": "기억하는 챗봇 사용자 연구",
     "strategies": ["keem", "accumulate", "operations"],
     "sessions": 3,
-    "min_gap_hours": GAP_S / 3600,
+    "min_gap_hours": GAP.total_seconds() / 3600,
     "consent": "연구 참여 동의서: 대화 내용은 연구에만 쓰이며 언제든 그만둘 수 있습니다.",
 }
 
@@ -48,12 +49,21 @@ def reply(body: dict) -> str:
     return answer(messages)
 
 
-def sign_in(browser: Any, url: str, name: str) -> Any:
+class Clock:
+    """The study's "now": real time, moved forward by the test instead of waiting."""
+
+    def __init__(self) -> None:
+        self.ahead = timedelta(0)
+
+    def __call__(self) -> datetime:
+        return datetime.now(timezone.utc) + self.ahead
+
+
+def sign_in(new_page: Any, url: str, name: str) -> Any:
     """A fresh browser context logged in as `name` (Gradio's login form), on the app's page."""
-    context = browser.new_context(locale="ko-KR", viewport={"width": 1200, "height": 1000})
-    response = context.request.post(f"{url}login", form={"username": name, "password": f"pw-{name}"})
+    page = new_page(viewport={"width": 1200, "height": 1000})
+    response = page.context.request.post(f"{url}login", form={"username": name, "password": f"pw-{name}"})
     assert response.status == 200, response.text()
-    page = context.new_page()
     page.goto(url)
     page.locator("#start-button").wait_for(timeout=15_000)
     page.wait_for_function("() => !document.querySelector('#start-button').disabled", timeout=15_000)
@@ -88,36 +98,28 @@ def hold_session(page: Any, text: str, ratings: tuple[int, ...], comment: str, f
     survey.wait_for(state="hidden", timeout=10_000)
 
 
-@needs_chromium
-def test_a_six_participant_study_from_consent_to_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from playwright.sync_api import sync_playwright
-
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+def test_a_study_from_consent_to_report(new_page: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "keem.db"
-    study = study_from_dict(PLAN)
+    clock = Clock()
+    study = dataclasses.replace(study_from_dict(PLAN), clock=clock)
     logins = [(p, f"pw-{p}") for p in PEOPLE]
-    with FakeOpenAIServer(reply) as server, sync_playwright() as p:
+    pii = iter(PII)  # each kind of personal data once, over the four sessions
+    with FakeOpenAIServer(reply) as server:
         model = OpenAIChatModel("fake-loopback", base_url=server.url, api_key="")
         url, app, bot, worker = serve(
             db, auth=logins, model=model, study=study, admin_password="organiser-pw", strategy="balanced"
         )  # type: ignore[arg-type]
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            pii, ended = list(PII), {}
-            for n in (1, 2):  # everyone's first session, then everyone's second, each once their gap has passed
-                for i, person in enumerate(PEOPLE):
-                    if n == 2:
-                        time.sleep(max(0.0, ended[person] + GAP_S + 0.5 - time.monotonic()))
-                    page = sign_in(browser, url, person)
-                    said = f"{n}번째 대화: 요즘 이사 준비로 바빠. 연락처는 {pii[(i + n) % 4]} 야"
-                    hold_session(page, said, (1 + (i + n) % 5, 4, 3, 5), f"{person} 의견 {n}", first=n == 1)
-                    ended[person] = time.monotonic()
-                    if n == 2 and i == 0:  # straight after, '새 대화 시작' is refused too, with the date
-                        page.locator("#new-session-button").click()
-                        toast(page, "이후에 할 수 있습니다")
-                    page.context.close()
+            for i, person in enumerate(PEOPLE):  # everyone's first session
+                page = sign_in(new_page, url, person)
+                said = f"1번째 대화: 요즘 이사 준비로 바빠. 연락처는 {next(pii)} 야"
+                hold_session(page, said, (1 + i, 4, 3, 5), f"{person} 의견 1", first=True)
+                if i == 1:  # straight after, '새 대화 시작' is refused, with the date
+                    page.locator("#new-session-button").click()
+                    toast(page, "이후에 할 수 있습니다")
+                page.context.close()
 
-            page = sign_in(browser, url, "P006")  # a third session, straight after: refused with the next date
+            page = sign_in(new_page, url, "P003")  # another session, straight after: refused with the next date
             page.locator("#start-button").click()
             note = page.locator("#study-note")
             note.get_by_text("이후에 할 수 있습니다").wait_for(timeout=10_000)
@@ -125,20 +127,27 @@ def test_a_six_participant_study_from_consent_to_report(tmp_path: Path, monkeypa
             assert not page.locator("#message-input textarea").is_visible()
 
             page.get_by_text("연구자 화면").click()  # the participant cannot open the organiser's view
-            page.locator("#admin-password input").fill("P006")
+            page.locator("#admin-password input").fill("P003")
             page.locator("#admin-open").click()
             toast(page, "비밀번호가 틀렸습니다")
             assert not page.locator("#organiser-view").is_visible()
             page.context.close()
 
-            page = sign_in(browser, url, "P001")  # the organiser, with the password, from any login
+            clock.ahead = GAP + timedelta(seconds=1)  # a study gap later, P001 comes back for a second session
+            page = sign_in(new_page, url, "P001")
+            hold_session(
+                page, f"2번째 대화: 이사는 끝났어. 연락처는 {next(pii)} 야", (5, 4, 3, 5), "P001 의견 2", False
+            )
+            page.context.close()
+
+            page = sign_in(new_page, url, "P001")  # the organiser, with the password, from any login
             page.get_by_text("연구자 화면").click()
             page.locator("#admin-password input").fill("organiser-pw")
             page.locator("#admin-open").click()
             overview = page.locator("#organiser-overview")
-            overview.get_by_text("P006").wait_for(timeout=10_000)
+            overview.get_by_text("P003").wait_for(timeout=10_000)
             table = overview.inner_text()
-            assert all(person in table for person in PEOPLE) and "2/2" in table
+            assert all(person in table for person in PEOPLE) and "2/2" in table and "1/1" in table
             page.locator("#admin-export").click()  # the scrubbed export, as a zip to download
             link = page.locator("#admin-file a").first
             link.wait_for(timeout=30_000)
@@ -147,17 +156,15 @@ def test_a_six_participant_study_from_consent_to_report(tmp_path: Path, monkeypa
             with zipfile.ZipFile(io.BytesIO(archive.body())) as z:
                 unzipped = "".join(z.read(n).decode("utf-8") for n in z.namelist())
             assert all(raw not in unzipped and tag in unzipped for raw, tag in PII.items())
-            page.context.close()
         finally:
-            browser.close()
             app.close()
             worker.stop()
 
-    # every session was assigned one of the three strategies, balanced; six participants answered twice
+    # every participant was assigned one of the three strategies, balanced; four sessions were answered
     strategies = [bot.store.users.find(person) for person in PEOPLE]
     assigned = [r["strategy"] for r in bot.store.users.all()]
-    assert sorted(assigned) == sorted(["keem", "accumulate", "operations"] * 2) and None not in strategies
-    assert len(records(bot.store).answers(study_id="pilot-browser")) == 6 * 2 * 5
+    assert sorted(assigned) == sorted(["keem", "accumulate", "operations"]) and None not in strategies
+    assert len(records(bot.store).answers(study_id="pilot-browser")) == 4 * 5
 
     export = tmp_path / "export"
     monkeypatch.setenv("KEEM_DB", str(db))
@@ -167,7 +174,7 @@ def test_a_six_participant_study_from_consent_to_report(tmp_path: Path, monkeypa
         assert raw not in dump and tag in dump, raw
     with open(export / "questionnaire.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 60 and {r["strategy"] for r in rows} == {"keem", "accumulate", "operations"}
+    assert len(rows) == 4 * 5 and {r["strategy"] for r in rows} == {"keem", "accumulate", "operations"}
 
     report = tmp_path / "report"
     assert keem(["trial", "report", "--export", str(export), "--out", str(report)]) == 0

@@ -1,40 +1,23 @@
-"""The app in a real browser (system chromium via Playwright): chat, end session, memory panel, restart, isolation."""
+"""The app in a real browser (system chromium via Playwright): chat, end session, memory panel, restart, isolation,
+loading, bad input, messages sent while a reply streams."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
+import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from chatbot.web.app import build_app, launch_options
 from models.base import GenerationOptions, Message
 from models.fake import ScriptedChatModel
-from tests.test_ui import answer, call, dep_index, make_bot, serve
+from tests.e2e.conftest import needs_chromium
+from tests.e2e.pages import enter, last_bot_says, open_tab
+from tests.test_ready import gated
+from tests.test_ui import answer, free_port, make_bot, serve
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "screenshot.png"
-
-pytestmark = pytest.mark.slow
-needs_chromium = pytest.mark.skipif(
-    not os.path.exists(CHROMIUM) and not os.environ.get("CI"),  # CI must run them
-    reason=f"{CHROMIUM} is missing: apt-get install -y chromium fonts-nanum",
-)
+pytestmark = needs_chromium
 
 
 class SlowModel(ScriptedChatModel):
@@ -54,22 +37,6 @@ def korean_reply(messages: list[Message]) -> str:
     return answer(messages)  # type: ignore[arg-type]
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-def start_app(db: Path) -> tuple[str, Any, Any]:
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-    url, app, bot, worker = serve(db, model=SlowModel(responder=korean_reply))
-    return url, app, Stopper(worker, bot)
-
-
 class Stopper:
     """Stops the worker, then closes the store, as the app's shutdown does."""
 
@@ -81,47 +48,24 @@ class Stopper:
         self.bot.store.close()
 
 
-def enter(page: Any, url: str, name: str) -> None:
-    page.goto(url)
-    page.locator("#name-input textarea, #name-input input").first.fill(name)
-    page.locator("#start-button").click()
-    page.locator("#message-input textarea").wait_for(state="visible", timeout=15_000)
-    page.locator("#greeting").get_by_text(name).wait_for(timeout=15_000)
+def start_app(db: Path) -> tuple[str, Any, Stopper]:
+    url, app, bot, worker = serve(db, model=SlowModel(responder=korean_reply))
+    return url, app, Stopper(worker, bot)
 
 
-def open_tab(page: Any, name: str) -> None:
-    """Click a tab until it is the selected one (a click during a re-render can be lost)."""
-    tab = page.get_by_role("tab", name=name)
-    for _ in range(20):
-        tab.click()
-        if tab.get_attribute("aria-selected") == "true":
-            return
-        page.wait_for_timeout(250)
-    raise AssertionError(f"tab {name} would not open")
-
-
-@needs_chromium
-def test_chat_end_session_restart_and_isolation(browser: Any, tmp_path: Path) -> None:
+def test_chat_end_session_restart_and_isolation(new_page: Any, tmp_path: Path) -> None:
     db = tmp_path / "keem.db"
     url, app, worker = start_app(db)
     try:
-        page = browser.new_context(locale="ko-KR", viewport={"width": 1200, "height": 900}).new_page()
+        page = new_page(viewport={"width": 1200, "height": 900})
         enter(page, url, "민수")
         page.locator("#message-input textarea").fill("나 지난주에 부산으로 이사했어. 바다가 보여서 너무 좋아!")
         page.locator("#message-input textarea").press("Enter")
         bot = page.get_by_test_id("bot").last
         bot.wait_for(timeout=15_000)
-        page.wait_for_function(
-            "() => { const b = document.querySelectorAll('[data-testid=bot]');"
-            " return b.length && b[b.length-1].innerText.includes('우와'); }",
-            timeout=15_000,
-        )
+        last_bot_says(page, "우와", timeout=15_000)
         partial = bot.inner_text()
-        page.wait_for_function(
-            "() => { const b = document.querySelectorAll('[data-testid=bot]');"
-            " return b.length && b[b.length-1].innerText.includes('어때요?'); }",
-            timeout=30_000,
-        )
+        last_bot_says(page, "어때요?")
         assert len(partial) < len(bot.inner_text())  # seen while still streaming
         assert "부산" in page.get_by_test_id("user").last.inner_text()
 
@@ -135,23 +79,17 @@ def test_chat_end_session_restart_and_isolation(browser: Any, tmp_path: Path) ->
         assert "부산" in page.locator("#memory").inner_text()
         assert "v1" in page.locator("#history").inner_text()
 
-        # a second session uses the memory; the screenshot shows the chat with the memory it used
+        # a second session uses the memory, and the page shows which memory the reply used
         open_tab(page, "대화")
         page.locator("#new-session-button").click()
         page.locator("#message-input textarea").fill("오늘은 바다 산책을 했어")
         page.locator("#message-input textarea").press("Enter")
-        page.wait_for_function(
-            "() => { const b = document.querySelectorAll('[data-testid=bot]');"
-            " return b.length && b[b.length-1].innerText.includes('어때요?'); }",
-            timeout=30_000,
-        )
+        last_bot_says(page, "어때요?")
         page.locator("#hits-accordion").get_by_text("이번 답변에 쓰인 기억").click()
         page.locator("#hits").get_by_text("부산").first.wait_for(timeout=10_000)
-        SCREENSHOT.parent.mkdir(exist_ok=True)
-        page.screenshot(path=str(SCREENSHOT), full_page=True)
 
         # another person in another browser context sees nothing of 민수
-        other = browser.new_context(locale="ko-KR").new_page()
+        other = new_page()
         enter(other, url, "영희")
         open_tab(other, "기억")
         other.locator("#memory").get_by_text("아직 기억이 없습니다").wait_for(timeout=10_000)
@@ -166,12 +104,14 @@ def test_chat_end_session_restart_and_isolation(browser: Any, tmp_path: Path) ->
     # and 민수 sees that memory
     url, app, worker = start_app(db)
     try:
-        page = browser.new_context(locale="ko-KR").new_page()
+        page = new_page()
         enter(page, url, "민수")
         open_tab(page, "기억")
         page.locator("#memory").get_by_text("현재 기억 v2").wait_for(timeout=10_000)
-        assert "부산" in page.locator("#memory").inner_text() and "산책" in page.locator("#memory").inner_text()
-        # edit a sentence in the page: a new version written by the user
+        memory = page.locator("#memory").inner_text()
+        assert "부산" in memory and "산책" in memory
+        walk = [line for line in memory.splitlines() if "산책" in line]
+        # edit a sentence in the page: a new version written by the user, in place of the old sentence
         page.get_by_text("문장 고치기 · 지우기 · 추가").click()
         page.locator("#pick input").click()
         page.get_by_role("option").filter(has_text="산책").click()
@@ -179,24 +119,23 @@ def test_chat_end_session_restart_and_isolation(browser: Any, tmp_path: Path) ->
         page.locator("#edit-button").click()
         page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=10_000)
         assert "사용자 직접 수정" in page.locator("#history").inner_text()
-        assert "매일 저녁" in page.locator("#memory").inner_text()
-        page.screenshot(path=str(SCREENSHOT.with_name("screenshot-memory.png")), full_page=True)
+        edited = page.locator("#memory").inner_text()
+        assert "매일 저녁" in edited and "부산" in edited
+        assert [line for line in edited.splitlines() if "산책" in line] != walk  # replaced, not added beside
+        assert len([line for line in edited.splitlines() if "산책" in line]) == len(walk)
     finally:
         app.close()
         worker.stop()
-    assert SCREENSHOT.stat().st_size > 10_000
 
 
-@needs_chromium
 def test_browser_identity_survives_a_reload_and_a_stranger_typing_the_name_sees_nothing(
-    browser: Any, tmp_path: Path
+    new_page: Any, tmp_path: Path
 ) -> None:
     from memory.store import Sentence
 
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     url, app, bot, worker = serve(tmp_path / "keem.db", browser_identity=True)
     try:
-        page = browser.new_context(locale="ko-KR").new_page()
+        page = new_page()
         enter(page, url, "민수")
         [user] = [u for u in bot.store.users.all() if u["name"].startswith("민수#")]
         bot.engine.commit(
@@ -205,7 +144,7 @@ def test_browser_identity_survives_a_reload_and_a_stranger_typing_the_name_sees_
         enter(page, url, "민수")  # a new page load in the same browser
         open_tab(page, "기억")
         page.locator("#memory").get_by_text("부산").wait_for(timeout=10_000)
-        stranger = browser.new_context(locale="ko-KR").new_page()
+        stranger = new_page()
         enter(stranger, url, "민수")  # someone else types the same name
         open_tab(stranger, "기억")
         stranger.locator("#memory").get_by_text("아직 기억이 없습니다").wait_for(timeout=10_000)
@@ -215,11 +154,10 @@ def test_browser_identity_survives_a_reload_and_a_stranger_typing_the_name_sees_
         worker.stop()
 
 
-@needs_chromium
-def test_bad_input_in_the_page_shows_a_message_and_the_app_stays_usable(browser: Any, tmp_path: Path) -> None:
+def test_bad_input_in_the_page_shows_a_message_and_the_app_stays_usable(new_page: Any, tmp_path: Path) -> None:
     url, app, worker = start_app(tmp_path / "keem.db")
     try:
-        page = browser.new_context(locale="ko-KR").new_page()
+        page = new_page()
         page.goto(url)
         page.locator("#name-input textarea, #name-input input").first.fill("<b>x</b>")
         page.locator("#start-button").click()
@@ -230,11 +168,7 @@ def test_bad_input_in_the_page_shows_a_message_and_the_app_stays_usable(browser:
         page.get_by_text("빈 메시지입니다").first.wait_for(timeout=10_000)
         page.locator("#message-input textarea").fill("안녕")
         page.locator("#send-button").click()
-        page.wait_for_function(
-            "() => { const b = document.querySelectorAll('[data-testid=bot]');"
-            " return b.length && b[b.length-1].innerText.includes('어때요?'); }",
-            timeout=30_000,
-        )
+        last_bot_says(page, "어때요?")
         assert "Traceback" not in page.content()
     finally:
         app.close()
@@ -245,8 +179,7 @@ def bot_texts(page: Any) -> list[str]:
     return page.evaluate("() => [...document.querySelectorAll('[data-testid=bot]')].map(b => b.innerText)")
 
 
-@needs_chromium
-def test_a_message_sent_while_a_reply_is_coming_is_answered_and_a_draft_survives(browser: Any, tmp_path: Path) -> None:
+def test_a_message_sent_while_a_reply_is_coming_is_answered_and_a_draft_survives(new_page: Any, tmp_path: Path) -> None:
     """Issue 10: with a slow model server, a second message sent 0.5 s after the first was thrown away (in a load
     run one typed turn in 102), and a draft typed while a reply streamed was wiped when it ended."""
     from models.openai_backend import OpenAIChatModel
@@ -258,12 +191,11 @@ def test_a_message_sent_while_a_reply_is_coming_is_answered_and_a_draft_survives
             return f"네, «{messages[-1]['content'][:6]}» 잘 들었어요. 조금 더 이야기해 주세요."
         return answer(messages)
 
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     with FakeOpenAIServer(reply, latency_s=2.0) as server:  # every answer starts 2 s after it was asked
         model = OpenAIChatModel("fake-slow", base_url=server.url, api_key="test")
         url, app, bot, worker = serve(tmp_path / "keem.db", model=model)  # type: ignore[arg-type]
         try:
-            page = browser.new_context(locale="ko-KR").new_page()
+            page = new_page()
             enter(page, url, "민수")
             box = page.locator("#message-input textarea")
             box.fill("첫 번째: 오늘 면접을 봤어")
@@ -301,59 +233,27 @@ def test_a_message_sent_while_a_reply_is_coming_is_answered_and_a_draft_survives
             worker.stop()
 
 
-SERVER = """
-import sys, time
-from pathlib import Path
-from tests.test_ui import serve
-url, app, bot, worker = serve(Path(sys.argv[1]))
-print(url, flush=True)
-while True:
-    time.sleep(1)
-"""
-
-
-def text_of(message: dict[str, Any]) -> str:
-    """A chatbot message's text: Gradio 6 sends content as a list of typed parts."""
-    content = message["content"]
-    if isinstance(content, str):
-        return content
-    return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-
-
-def test_sigkill_mid_session_loses_no_shown_turn_and_the_restart_finishes_the_update(tmp_path: Path) -> None:
-    from chatbot.web.app import build_app
-    from chatbot.worker import Worker
-
-    db = tmp_path / "keem.db"
-    app = build_app(make_bot(tmp_path / "index.db"))  # same code as the server, so the same event indexes
-    login, send, respond = dep_index(app, "login"), dep_index(app, "send"), dep_index(app, "respond")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(db)],
-        cwd=Path(__file__).resolve().parent.parent,
-        stdout=subprocess.PIPE,
-        env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"},
+def test_after_a_restart_the_page_enables_start_only_when_chat_answers(new_page: Any, tmp_path: Path) -> None:
+    """Moved from tests/test_ready.py (which keeps the in-process half)."""
+    gate = threading.Event()
+    backend = gated(make_bot(tmp_path / "k.db"), gate)
+    app = build_app(backend)
+    port = free_port()
+    app.queue().launch(
+        server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch_options()
     )
     try:
-        url = proc.stdout.readline().decode().strip()  # type: ignore[union-attr]
-        assert url.startswith("http://127.0.0.1:"), url
-        who = uuid.uuid4().hex
-        call(url, login, ["민수"], who)
-        said = "나 다음 달에 마라톤 나가! 긴장돼서 잠이 안 와"
-        call(url, send, [said, None], who)
-        shown = call(url, respond, [None], who)[-1]["output"]["data"][0]
-        assert shown[-1]["role"] == "assistant"
+        page = new_page()
+        page.goto(f"http://127.0.0.1:{port}/")
+        start = page.locator("#start-button")
+        start.get_by_text("모델을 불러오는 중").wait_for(timeout=15_000)
+        assert start.is_disabled()
+        gate.set()  # the models are ready: the banner timer's next tick enables the button
+        start.get_by_text("대화 시작").wait_for(timeout=15_000)
+        assert start.is_enabled()
+        enter(page, f"http://127.0.0.1:{port}/", "민수")  # and it answers: chat opens
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-    bot = make_bot(db)
-    session = bot.store.sessions.all_open()[0]
-    assert [t["text"] for t in bot.store.turns.of_session(session["id"])] == [text_of(m) for m in shown]
-    worker = Worker(bot, poll_s=0.05).start()
-    try:
-        deadline = time.monotonic() + 10
-        while bot.engine.current(session["user_id"]) is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert "마라톤" in " ".join(bot.engine.current(session["user_id"]).texts)
-        assert bot.store.sessions.get(session["id"])["end_reason"] == "restart"
-    finally:
-        worker.stop(end_open=False)
+        app.close()
+        gate.set()
+        if backend.worker is not None:
+            backend.worker.stop()

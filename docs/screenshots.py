@@ -1,0 +1,74 @@
+"""Write the README's screenshots (docs/screenshot.png, docs/screenshot-memory.png): `make screenshots`.
+
+Starts `python app.py` on a fresh database in a temporary folder against a loopback OpenAI-compatible server
+(tests/fake_openai.py) that answers in Korean, then drives Debian's chromium (Playwright) through two sessions and a
+memory edit. Tests never write these files; run this when the page changes.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e.conftest import ARGS, CHROMIUM, app_process  # noqa: E402
+from tests.e2e.pages import enter, last_bot_says, open_tab  # noqa: E402
+from tests.fake_openai import FakeOpenAIServer  # noqa: E402
+from tests.test_ui import answer  # noqa: E402
+
+CHAT = "우와, 부산으로 이사했군요! 바다가 보이는 집이라니 정말 멋져요. 새 동네는 어때요?"
+
+
+def reply(body: dict[str, Any]) -> str:
+    messages = body["messages"]
+    return CHAT if "당신은 사용자와" in messages[0]["content"] else answer(messages)
+
+
+def say(page: Any, text: str) -> None:
+    page.locator("#message-input textarea").fill(text)
+    page.locator("#message-input textarea").press("Enter")
+    last_bot_says(page, "어때요?")
+
+
+def end_session(page: Any) -> None:
+    page.locator("#end-button").click()
+    page.locator("#progress").get_by_text("완료").wait_for(timeout=60_000)
+
+
+def main(out: Path = ROOT / "docs") -> None:
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer(reply) as server:
+        env = {"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "local"}
+        with app_process(Path(tmp), "openai:korean-demo", env) as (url, _proc), sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_context(locale="ko-KR", viewport={"width": 1200, "height": 900}).new_page()
+            enter(page, url, "민수")
+            say(page, "나 지난주에 부산으로 이사했어. 바다가 보여서 너무 좋아!")
+            end_session(page)
+            page.locator("#new-session-button").click()
+            say(page, "오늘은 바다 산책을 했어")
+            page.locator("#hits-accordion").get_by_text("이번 답변에 쓰인 기억").click()
+            page.locator("#hits").get_by_text("부산").first.wait_for(timeout=10_000)
+            page.screenshot(path=str(out / "screenshot.png"), full_page=True)
+
+            end_session(page)
+            open_tab(page, "기억")
+            page.locator("#memory").get_by_text("현재 기억 v2").wait_for(timeout=10_000)
+            page.get_by_text("문장 고치기 · 지우기 · 추가").click()
+            page.locator("#pick input").click()
+            page.get_by_role("option").filter(has_text="산책").click()
+            page.locator("#edit-text textarea").fill("사용자는 매일 저녁 바다 산책을 한다.")
+            page.locator("#edit-button").click()
+            page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=10_000)
+            page.screenshot(path=str(out / "screenshot-memory.png"), full_page=True)
+            browser.close()
+    print(f"wrote {out / 'screenshot.png'} and {out / 'screenshot-memory.png'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""The ZeroGPU acceptance run: with the stand-in `spaces` package (tests/zerogpu_stub, which pickles what crosses
+into and out of each GPU call, as ZeroGPU does) reporting ZeroGPU, `python app.py` imports `spaces` before torch,
+calls no GPU function at startup, and in a browser replies and updates memory inside GPU calls. The model is a
+loopback OpenAI-compatible server: what is under test is the app around the model, not the model."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.conftest import ROOT, app_process, needs_chromium
+from tests.e2e.pages import last_bot_says, open_tab
+from tests.fake_openai import FakeOpenAIServer
+from tests.test_ui import answer
+
+
+def reply(body: dict) -> str:
+    return answer(body["messages"])
+
+
+@needs_chromium
+def test_on_zerogpu_the_app_replies_and_updates_inside_gpu_calls(new_page: Any, tmp_path: Path) -> None:
+    log = tmp_path / "spaces.jsonl"
+    with FakeOpenAIServer(reply) as server:
+        env = {
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "zerogpu_stub"), str(ROOT)]),
+            "SPACES_ZERO_GPU": "true",
+            "SPACES_STUB_LOG": str(log),
+            "OPENAI_BASE_URL": server.url,
+            "OPENAI_API_KEY": "test",
+        }
+        with app_process(tmp_path, "openai:fake-gpu", env) as (url, _proc):
+            page = new_page()
+            page.goto(url)
+            page.locator("#start-button").get_by_text("대화 시작").wait_for(timeout=60_000)
+            started = [json.loads(line) for line in log.read_text().splitlines()]
+            page.locator("#name-input textarea, #name-input input").first.fill("민수")
+            page.locator("#start-button").click()
+            box = page.locator("#message-input textarea")
+            box.wait_for(state="visible", timeout=15_000)
+            box.fill("나 지난주에 부산으로 이사했어")
+            box.press("Enter")
+            last_bot_says(page, "잘 들었어요")
+            page.locator("#end-button").click()
+            page.locator("#progress").get_by_text("완료").wait_for(timeout=60_000)
+            open_tab(page, "기억")
+            page.locator("#memory").get_by_text("현재 기억 v1").wait_for(timeout=15_000)
+            assert "부산" in page.locator("#memory").inner_text()
+    # at startup: `spaces` first (before torch), both GPU functions declared, none called, CUDA untouched
+    assert started[0]["event"] == "import" and started[0]["torch_loaded"] is False, started
+    declared = [e for e in started if e["event"] == "decorated"]
+    assert {e["function"] for e in declared} == {"keem_reply", "keem_update"}
+    assert not any(e["cuda_initialized"] for e in declared)
+    assert not [e for e in started if e["event"] == "start"]
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    ran = {e["function"] for e in events if e["event"] == "end"}
+    assert {"keem_reply", "keem_update"} <= ran, events
