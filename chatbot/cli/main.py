@@ -529,6 +529,7 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     version = engine.commit(
         user_id,
         sentences,
+        base=previous.number if previous else None,  # another process's commit meanwhile: the import is rebased
         strategy="import",
         status="ok",
         author="import",
