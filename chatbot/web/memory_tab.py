@@ -83,7 +83,10 @@ class MemoryTab:
         number, _, index = pick.partition(":")
         if not (number.isdigit() and index.isdigit()):
             raise InputError("고칠 문장을 목록에서 고르세요.")
-        shown = next((v for v in self.ctx.bot.store.versions.of_user(state.user_id) if v.number == int(number)), None)
+        try:
+            shown: Version | None = self.ctx.bot.store.versions.get(state.user_id, int(number))
+        except InputError:
+            shown = None
         if shown is None or not 0 <= int(index) < len(shown.sentences):
             raise InputError("그 사이 기억이 바뀌었습니다. 목록에서 다시 고르세요.")
         return shown, int(index)
