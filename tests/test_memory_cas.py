@@ -263,3 +263,42 @@ def test_two_updates_of_one_user_racing_make_one_version_each_the_second_on_the_
     assert set(v2.texts) < set(v3.texts) and set(v1.texts) < set(v2.texts)  # nothing of the first is lost
     assert sorted(setup.queue.get(j)["version_id"] for j in jobs) == [v2.id, v3.id]
     setup.close()
+
+
+def test_keem_memory_import_in_another_process_while_an_update_runs_is_kept(tmp_path: Path) -> None:
+    """The CLI beside the app: its import commits while the app's update is inside its model call; the update then
+    commits on top, with the imported sentences in it."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "keem.db"
+    store = Store(path)
+    engine = MemoryEngine(store, NgramEmbedder())
+    uid = store.users.get_or_create("민수")
+    _v1(engine, uid)
+    job = _ended_session(store, uid)
+    gate = Gate()
+    model = ScriptedChatModel(responder=updater_answer(gate))
+    runner = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder))
+    thread = threading.Thread(target=runner.run, args=(job,))
+    thread.start()
+    try:
+        gate.entered.wait(timeout=20)
+        (tmp_path / "mem.txt").write_text(f"{PIANO}\n", encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "-m", "chatbot.cli.main", "memory", "import", "--user", "민수", "--db", str(path)]
+            + ["--embedder", "ngram", str(tmp_path / "mem.txt")],
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+    finally:
+        gate.release.set()
+        thread.join(30)
+    v1, v2, v3 = store.versions.of_user(uid)
+    assert (v2.author, v2.texts) == ("import", [*v1.texts, PIANO])
+    assert v3.author == "updater" and v3.texts == [*v1.texts, NEWS, PIANO] and v3.details["rebase"]["onto"] == 2
+    assert store.queue.get(job)["version_id"] == v3.id
+    store.close()
