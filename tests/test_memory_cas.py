@@ -302,3 +302,16 @@ def test_keem_memory_import_in_another_process_while_an_update_runs_is_kept(tmp_
     assert v3.author == "updater" and v3.texts == [*v1.texts, NEWS, PIANO] and v3.details["rebase"]["onto"] == 2
     assert store.queue.get(job)["version_id"] == v3.id
     store.close()
+
+
+def test_an_update_that_drops_a_sentence_the_user_edited_keeps_the_edit(engine, store):
+    """What the update drops goes, unless the user changed it meanwhile: the user's edit is theirs to undo."""
+    uid = store.users.get_or_create("민수")
+    v1 = _v1(engine, uid)
+    seoul, _cat, swim, job = v1.sentences
+    mine = carry_over(v1.sentences)
+    mine[2] = Sentence(SWIM_USER, "user", swim.id)
+    engine.commit(uid, mine, base=1, strategy="user", status="ok", author="user")
+    dropped = carry_over([seoul, job])  # computed from v1: the cat and swimming are gone
+    v3 = engine.commit(uid, dropped, base=1, strategy="operations", status="ok", author="updater")
+    assert v3.texts == [SEOUL, JOB, SWIM_USER] and v3.details["rebase"]["user_edits_kept"] == 1
