@@ -199,7 +199,12 @@ def run_engine(n: int, per_user: int, queries: int, seed: int = 1) -> dict:
             emb.rows.update(zip(texts, rows / np.linalg.norm(rows, axis=1, keepdims=True)))
             uid = store.users.get_or_create(f"u{u}")
             engine.commit(
-                uid, [Sentence(t, "imported") for t in texts], strategy="import", status="ok", author="import"
+                uid,
+                [Sentence(t, "imported") for t in texts],
+                base=None,
+                strategy="import",
+                status="ok",
+                author="import",
             )
             ids.append(uid)
         commit_s = time.perf_counter() - started

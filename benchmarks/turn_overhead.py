@@ -55,7 +55,7 @@ def main() -> None:
         session = bot.start("bench")
         memory = [f"사용자는 {TOPICS[i % len(TOPICS)]}에 관한 일 {i}번을 이야기했다." for i in range(args.memory)]
         bot.engine.commit(
-            session.user_id, [Sentence(t) for t in memory], strategy="import", status="ok", author="import"
+            session.user_id, [Sentence(t) for t in memory], base=None, strategy="import", status="ok", author="import"
         )
         overhead, generation, tokens = [], [], []
         for i in range(args.turns):

@@ -4,7 +4,8 @@ A sentence of the new version that names a sentence of the previous one as its o
 carry_over, the guard's counterparts, a user's edit) continues it: `kept` when the text is the same, `rewritten`
 (old, new) when not. A sentence with no origin there is `kept` when the previous version held the same text (a
 version written before origins were recorded), otherwise `added`. A previous sentence nothing continues is
-`removed`. So a rewrite shows as one rewrite, never as a removal plus an addition.
+`removed`. So a rewrite shows as one rewrite, never as a removal plus an addition. The matching is
+memory/store/rebase.py's `continuations`, the same one a commit on a stale base uses.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.store import Version
+from memory.store.rebase import continuations
 
 
 @dataclass(frozen=True)
@@ -34,19 +36,15 @@ class VersionDiff:
 def version_diff(previous: Version | None, current: Version) -> VersionDiff:
     """kept / added / removed / rewritten from `previous` (None: the first version) to `current`."""
     old = {s.id: s.text for s in previous.sentences} if previous else {}
-    unclaimed = {text: sid for sid, text in reversed(old.items())}  # text -> the first previous sentence with it
-    diff, continued = VersionDiff(), set()
-    for s in current.sentences:
-        origin = s.origin_id if s.origin_id in old else None
-        if origin is None and s.text in unclaimed and unclaimed[s.text] not in continued:
-            origin = unclaimed[s.text]
+    diff = VersionDiff()
+    origins = continuations(previous.sentences if previous else (), current.sentences)
+    for s, origin in zip(current.sentences, origins):
         if origin is None:
             diff.added.append(s.text)
         elif old[origin] == s.text:
             diff.kept.append(s.text)
         else:
             diff.rewritten.append((old[origin], s.text))
-        if origin is not None:
-            continued.add(origin)
+    continued = {o for o in origins if o is not None}
     diff.removed.extend(text for sid, text in old.items() if sid not in continued)
     return diff

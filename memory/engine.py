@@ -32,9 +32,17 @@ class MemoryEngine:
         return self.store.versions.latest(user_id)
 
     def commit(
-        self, user_id: int, sentences: list[Sentence], cues: Mapping[str, str] | None = None, **meta: Any
+        self,
+        user_id: int,
+        sentences: list[Sentence],
+        cues: Mapping[str, str] | None = None,
+        *,
+        base: int | None,
+        **meta: Any,
     ) -> Version:
-        """Embed the sentences that need it and commit one new version.
+        """Embed the sentences that need it and commit one new version on `base`, the number of the version the
+        caller started from (None: none); the store rebases or refuses a stale base (memory/store/rebase.py), and
+        the user's index is rebuilt from what was committed.
 
         Vectors and cue words of unchanged text are reused from the previous version; `cues` ({text: cue words},
         memory/cues.py) adds or replaces cue words, which are embedded as the sentence's second search view.
@@ -60,7 +68,7 @@ class MemoryEngine:
             )
             for s in sentences
         ]
-        version = self.store.versions.commit(user_id, ready, **meta)
+        version = self.store.versions.commit(user_id, ready, base=base, **meta)
         self.index.build(version)
         return version
 

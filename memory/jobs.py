@@ -12,11 +12,13 @@ from memory.engine import MemoryEngine
 from memory.store import Sentence, Version
 from memory.text import to_date
 from memory.updaters import UpdateInput, Updater, UpdateResult
+from models.errors import MemoryChangedError
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 8  # 7 waits of 30 s doubling to 1,920 s: 63.5 minutes in all (RETRY_MAX_S caps longer runs)
 RETRY_BASE_S = 30.0
 RETRY_MAX_S = 3600.0
+RECOMPUTES = 3  # an update that finds another update committed since its base is computed again this many times
 
 
 def retry_delay(attempts: int) -> float:
@@ -38,6 +40,10 @@ Compute = Callable[[str, UpdateInput, Callable[[str], None]], Computed]  # (stra
 
 class JobRunner:
     """Claims a job, runs its strategy, commits the result in one transaction; a failure leaves memory as it was.
+
+    Its commit states the version the update was computed from: user edits since then are rebased under the
+    update (theirs win); another update since then makes the job compute again from the latest version, up to
+    RECOMPUTES times (memory/store/rebase.py).
 
     A job is leased to the process that runs it (memory/store/queue.py Queue.claim), so a second process on the same
     database never runs a live job, and a job committed twice makes one version. A failed job is retried after
@@ -73,16 +79,19 @@ class JobRunner:
         report = {"asked": len(todo), "written": len(cues), "prompt_hash": CUES_PROMPT_HASH}
         return cues, {"cues": {**report, **({"problems": problems} if problems else {})}}
 
-    def build_input(self, job: dict) -> UpdateInput:
+    def start(self, job: dict) -> tuple[UpdateInput, int | None]:
+        """What the job's update reads (the user's latest memory, the session's dialogue), and the number of that
+        memory version: the base its commit states."""
         session = self.store.sessions.get(job["session_id"])
         previous = self.engine.current(job["user_id"])
         before = self.store.sessions.previous(job["user_id"], job["session_id"])
-        return UpdateInput(
+        inp = UpdateInput(
             previous=list(previous.sentences) if previous else [],
             dialogue=[{"role": t["role"], "text": t["text"]} for t in self.store.turns.of_session(job["session_id"])],
             session_date=to_date(session["started_at"]),  # type: ignore[arg-type]
             previous_date=to_date(before["started_at"]) if before else None,
         )
+        return inp, previous.number if previous else None
 
     def compute(self, strategy: str, inp: UpdateInput, stage: Callable[[str], None]) -> Computed:
         """The model part of a job, and nothing else (no database): the strategy's update, then cue words."""
@@ -91,7 +100,7 @@ class JobRunner:
         details = result.details
         if self.cue_writer is not None:
             stage("cues")
-            cues, extra = self.write_cues(inp.previous, result.sentences)  # the version build_input loaded
+            cues, extra = self.write_cues(inp.previous, result.sentences)  # the version start() loaded
             details = {**details, **extra}
         return Computed(result, cues, details)
 
@@ -114,26 +123,35 @@ class JobRunner:
                 on_stage(name)
 
         try:
-            inp = self.build_input(job)
-            if not any(t["role"] == "user" for t in inp.dialogue):
-                self.store.queue.finish_without_version(job["id"], "skipped")
-                return None
-            done = (compute or self.compute)(job["strategy"], inp, stage)
-            result, cues, details = done.result, done.cues, done.details
-            version = self.engine.commit(
-                job["user_id"],
-                result.sentences,
-                cues,
-                strategy=job["strategy"],
-                status=result.status,
-                author="updater",
-                session_id=job["session_id"],
-                model_spec=result.model_spec,
-                prompt_hash=result.prompt_hash,
-                note=result.note,
-                details=details,
-                job_id=job["id"],
-            )
+            for attempt in range(RECOMPUTES + 1):
+                inp, base = self.start(job)
+                if not any(t["role"] == "user" for t in inp.dialogue):
+                    self.store.queue.finish_without_version(job["id"], "skipped")
+                    return None
+                done = (compute or self.compute)(job["strategy"], inp, stage)
+                result, cues, details = done.result, done.cues, done.details
+                try:
+                    version = self.engine.commit(
+                        job["user_id"],
+                        result.sentences,
+                        cues,
+                        base=base,
+                        strategy=job["strategy"],
+                        status=result.status,
+                        author="updater",
+                        session_id=job["session_id"],
+                        model_spec=result.model_spec,
+                        prompt_hash=result.prompt_hash,
+                        note=result.note,
+                        details={**details, "recomputed": attempt} if attempt else details,
+                        job_id=job["id"],
+                    )
+                    break
+                except MemoryChangedError as exc:  # another update committed since `base`: compute on top of it
+                    if attempt == RECOMPUTES:
+                        raise
+                    log.info("update job %s: %s; computing it again", job["id"], exc)
+                    stage("recompute")
         except Exception as exc:
             retry = job["attempts"] < self.max_attempts
             self.store.queue.fail(

@@ -23,6 +23,8 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "questionnaire_no_session",
     "questionnaire_done",
     "questionnaire_empty",
+    "memory_changed",  # memory/store/rebase.py: a user's edit of a memory another writer changed meanwhile; number
+    "memory_recompute",  # an update computed from an older version than another update's; base, latest
 )
 
 
@@ -89,6 +91,14 @@ class UpdateError(KeemError):
     """A memory update could not run; the previous memory is untouched."""
 
     kind = "update"
+
+
+class MemoryChangedError(KeemError):
+    """A commit's base version is no longer the user's latest and the change cannot be rebased onto it: a user's
+    edit of a sentence changed meanwhile (reload and edit again), or an update after another update (recompute it
+    from the latest version; memory/jobs.py does)."""
+
+    kind = "memory_changed"
 
 
 class StorageError(KeemError):

@@ -23,7 +23,9 @@ SECRET = "사용자는 비밀 일기장에 첫사랑 이야기를 적는다"
 
 def _memory(store: Store, name: str, text: str) -> int:
     uid = store.users.get_or_create(name)
-    MemoryEngine(store, NgramEmbedder()).commit(uid, [Sentence(text)], strategy="import", status="ok", author="import")
+    MemoryEngine(store, NgramEmbedder()).commit(
+        uid, [Sentence(text)], base=None, strategy="import", status="ok", author="import"
+    )
     return uid
 
 

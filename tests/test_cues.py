@@ -65,12 +65,15 @@ def test_a_cue_lets_search_find_a_paraphrase_and_survives_reload(tmp_path):
     store = Store(tmp_path / "m.db")
     engine = MemoryEngine(store, NgramEmbedder(dim=4096))
     uid = store.users.get_or_create("a")
-    engine.commit(uid, [Sentence(WEEKEND), Sentence(FLOWERS)], strategy="import", status="ok", author="import")
+    engine.commit(
+        uid, [Sentence(WEEKEND), Sentence(FLOWERS)], base=None, strategy="import", status="ok", author="import"
+    )
     plain = {h.text: h.score for h in engine.search(uid, QUERY, k=2)}
     engine.commit(
         uid,
         [Sentence(WEEKEND), Sentence(FLOWERS)],
         {WEEKEND: "KTX, 금요일 밤, 기차역, 기다림"},
+        base=1,
         strategy="import",
         status="ok",
         author="import",
@@ -87,10 +90,12 @@ def test_unchanged_sentences_keep_their_cues_without_re_embedding(store):
     embedder = CountingEmbedder()
     engine = MemoryEngine(store, embedder)
     uid = store.users.get_or_create("a")
-    engine.commit(uid, [Sentence(WEEKEND)], {WEEKEND: "KTX, 기차역"}, strategy="import", status="ok", author="import")
+    engine.commit(
+        uid, [Sentence(WEEKEND)], {WEEKEND: "KTX, 기차역"}, base=None, strategy="import", status="ok", author="import"
+    )
     embedder.seen.clear()
     version = engine.commit(
-        uid, [Sentence(WEEKEND, "kept"), Sentence(FLOWERS)], strategy="import", status="ok", author="import"
+        uid, [Sentence(WEEKEND, "kept"), Sentence(FLOWERS)], base=1, strategy="import", status="ok", author="import"
     )
     assert version.sentences[0].cues == "KTX, 기차역" and version.sentences[1].cues is None
     assert embedder.seen == [FLOWERS]

@@ -29,11 +29,12 @@ def history(tmp_path, monkeypatch):
     engine = MemoryEngine(store, NgramEmbedder())
     uid = store.users.get_or_create("민수")
     meta = {"status": "ok", "author": "updater"}
-    v1 = engine.commit(uid, [Sentence(SEOUL), Sentence(CAT), Sentence(SWIM)], strategy="import", **meta)
+    v1 = engine.commit(uid, [Sentence(SEOUL), Sentence(CAT), Sentence(SWIM)], base=None, strategy="import", **meta)
     seoul, cat, _swim = v1.sentences
     engine.commit(
         uid,
         [Sentence(BUSAN, "rewritten", seoul.id), *carry_over([cat]), Sentence(PIANO, "added")],
+        base=v1.number,
         strategy="keem",
         **meta,
     )

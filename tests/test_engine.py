@@ -10,7 +10,14 @@ from memory.store import Sentence
 
 
 def _commit(engine, uid, texts):
-    return engine.commit(uid, [Sentence(t) for t in texts], strategy="import", status="ok", author="import")
+    return engine.commit(
+        uid,
+        [Sentence(t) for t in texts],
+        base=latest.number if (latest := engine.current(uid)) else None,
+        strategy="import",
+        status="ok",
+        author="import",
+    )
 
 
 def test_commit_stores_float32_vectors_and_reuses_unchanged_ones(engine, store):

@@ -36,7 +36,9 @@ def test_an_hf_account_never_shares_memory_with_a_typed_name_or_a_browser_identi
     ui, public = ChatUI(bot, worker), ChatUI(bot, worker, browser_identity=True)
     signed = ui.entry.login("아무 이름", profile=profile("minsu")).state
     assert signed.name == "minsu" and bot.store.users.all()[0]["name"] == "hf:minsu"
-    bot.engine.commit(signed.user_id, [Sentence("사용자는 제주도에 산다")], strategy="keem", status="ok", author="user")
+    bot.engine.commit(
+        signed.user_id, [Sentence("사용자는 제주도에 산다")], base=None, strategy="keem", status="ok", author="user"
+    )
     typed = ui.entry.login("minsu").state  # the same name typed, without signing in
     visitor_out = public.entry.login("minsu", None)
     visitor, key = visitor_out.state, visitor_out.key
@@ -54,6 +56,8 @@ def test_a_signed_in_user_can_forget_everything(tmp_path: Path) -> None:
     bot = make_bot(tmp_path / "keem.db")
     ui = ChatUI(bot, Worker(bot))
     state = ui.entry.login("", profile=profile("minsu")).state
-    bot.engine.commit(state.user_id, [Sentence("사용자는 제주도에 산다")], strategy="keem", status="ok", author="user")
+    bot.engine.commit(
+        state.user_id, [Sentence("사용자는 제주도에 산다")], base=None, strategy="keem", status="ok", author="user"
+    )
     ui.memory.forget("minsu", state)
     assert "hf:minsu" not in {u["name"] for u in bot.store.users.all()}

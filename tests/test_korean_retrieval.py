@@ -26,7 +26,12 @@ def ranked(tmp_path_factory):
     for user in DATA["users"]:
         uid = store.users.get_or_create(user["user"])
         engine.commit(
-            uid, [Sentence(m["text"]) for m in user["memory"]], strategy="import", status="ok", author="import"
+            uid,
+            [Sentence(m["text"]) for m in user["memory"]],
+            base=None,
+            strategy="import",
+            status="ok",
+            author="import",
         )
         text_of = {m["id"]: m["text"] for m in user["memory"]}
         for q in user["queries"]:

@@ -28,6 +28,7 @@ def test_a_turn_retrieves_memory_into_the_system_prompt_and_persists_both_turns(
     bot.engine.commit(
         session.user_id,
         [Sentence("사용자는 테니스를 치다가 손목을 다쳤다."), Sentence("사용자는 고양이를 키운다.")],
+        base=None,
         strategy="import",
         status="ok",
         author="import",

@@ -37,20 +37,21 @@ def test_versions_number_up_and_never_commit_empty(store):
     uid = store.users.get_or_create("minsu")
     assert store.users.get_or_create("minsu") == uid
     v1 = store.versions.commit(
-        uid, [Sentence("사용자는 고양이를 키운다")], strategy="import", status="ok", author="import"
+        uid, [Sentence("사용자는 고양이를 키운다")], base=None, strategy="import", status="ok", author="import"
     )
     v2 = store.versions.commit(
         uid,
         [Sentence("사용자는 고양이를 키운다", "kept", v1.sentences[0].id), Sentence("사용자는 부산에 산다")],
+        base=v1.number,
         strategy="keem",
         status="ok",
         author="updater",
     )
     assert (v1.number, v2.number) == (1, 2) and store.versions.latest(uid).texts == v2.texts
     with pytest.raises(UpdateError, match="empty"):
-        store.versions.commit(uid, [], strategy="keem", status="ok", author="updater")
+        store.versions.commit(uid, [], base=2, strategy="keem", status="ok", author="updater")
     with pytest.raises(UpdateError):
-        store.versions.commit(uid, [Sentence("  ")], strategy="keem", status="ok", author="updater")
+        store.versions.commit(uid, [Sentence("  ")], base=2, strategy="keem", status="ok", author="updater")
     assert [v.number for v in store.versions.of_user(uid)] == [1, 2]
 
 
@@ -113,10 +114,10 @@ def test_a_job_committed_twice_makes_one_version(store):
     job = store.queue.enqueue(uid, store.sessions.start(uid, "keem", "fake"), "keem")
     store.queue.claim(job)
     one = store.versions.commit(
-        uid, [Sentence("사용자는 학생이다")], strategy="keem", status="ok", author="updater", job_id=job
+        uid, [Sentence("사용자는 학생이다")], base=None, strategy="keem", status="ok", author="updater", job_id=job
     )
     two = store.versions.commit(
-        uid, [Sentence("사용자는 학생이다")], strategy="keem", status="ok", author="updater", job_id=job
+        uid, [Sentence("사용자는 학생이다")], base=None, strategy="keem", status="ok", author="updater", job_id=job
     )
     assert one.id == two.id and [v.number for v in store.versions.of_user(uid)] == [1]
 
@@ -127,7 +128,9 @@ def test_forget_deletes_everything_of_one_user_only(store):
         sid = store.sessions.start(uid, "keem", "fake")
         store.turns.add(sid, uid, "user", "안녕")
         store.queue.enqueue(uid, sid, "keem")
-        store.versions.commit(uid, [Sentence("사용자는 학생이다")], strategy="import", status="ok", author="import")
+        store.versions.commit(
+            uid, [Sentence("사용자는 학생이다")], base=None, strategy="import", status="ok", author="import"
+        )
     store.users.delete(a)
     with pytest.raises(UnknownUserError, match="keem session --user a"):
         store.users.require("a")
@@ -154,7 +157,12 @@ def test_two_processes_writing_one_database_wait_for_each_other(tmp_path):
                 store.queue.enqueue(uid, sid, "keem")
                 store.queue.claim()
                 store.versions.commit(
-                    uid, [Sentence(f"사용자는 {i}번째로 말했다")], strategy="import", status="ok", author="import"
+                    uid,
+                    [Sentence(f"사용자는 {i}번째로 말했다")],
+                    base=i or None,
+                    strategy="import",
+                    status="ok",
+                    author="import",
                 )
         except Exception as exc:
             errors.append(exc)

@@ -65,6 +65,7 @@ def test_history_hides_the_strategy_from_a_blind_participant(tmp_path):
     bot.engine.commit(
         session.user_id,
         [Sentence("사용자는 고양이를 키운다")],
+        base=None,
         strategy=session.strategy,
         status="ok",
         author="updater",
@@ -142,6 +143,7 @@ def test_an_export_carries_no_personal_data_only_tags_and_the_database_keeps_it(
         session.user_id,
         [Sentence("사용자의 전화번호는 010-2345-6789이다"), Sentence("사용자는 고양이를 키운다")],
         cues={"사용자의 전화번호는 010-2345-6789이다": "전화 010-2345-6789"},
+        base=bot.engine.current(session.user_id).number,  # on top of the session's update
         strategy=session.strategy,
         status="ok",
         author="updater",

@@ -285,6 +285,7 @@ def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
     ui.bot.engine.commit(
         state.user_id,
         [Sentence("사용자는 서울에 산다."), Sentence("사용자는 고양이를 키운다.")],
+        base=None,
         strategy="import",
         status="ok",
         author="import",
@@ -295,12 +296,14 @@ def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
     assert version_diff(ui.bot.store.versions.get(state.user_id, 1), v2).rewritten == [
         ("사용자는 서울에 산다.", "사용자는 부산에 산다.")
     ]
-    with pytest.raises(InputError):  # a stale pick (version 1) is refused
-        ui.memory.delete_sentence("1:1", state)
-    for forged in ("x:y", "2:99", "2:-1", ":"):
+    with pytest.warns(UserWarning, match="다시 불러왔으니"):  # another tab, still on version 1
+        stale = ui.memory.edit_sentence("1:0", "사용자는 대구에 산다.", state)
+    assert ui.bot.engine.current(state.user_id).number == 2  # refused: that sentence changed since
+    assert "부산" in stale.memory and [value for _, value in stale.pick["choices"]] == ["2:0", "2:1"]
+    for forged in ("x:y", "2:99", "2:-1", ":", "7:0"):
         with pytest.raises(InputError):
             ui.memory.delete_sentence(forged, state)
-    ui.memory.delete_sentence("2:1", state)
+    ui.memory.delete_sentence("1:1", state)  # also version 1's list, but the cat is unchanged: it applies on top
     ui.memory.add_sentence("사용자는 수영을 배운다.", state)
     assert ui.bot.engine.current(state.user_id).texts == ["사용자는 부산에 산다.", "사용자는 수영을 배운다."]
     history = render_history(ui.bot.store.versions.of_user(state.user_id))
@@ -374,6 +377,7 @@ def test_memory_tab_shows_the_cue_words_stored_for_a_sentence(ui: ChatUI) -> Non
         uid,
         [Sentence("사용자는 주말부부로 지낸다"), Sentence("사용자는 서울에 산다")],
         {"사용자는 주말부부로 지낸다": "KTX, 금요일 밤, <b>기차역</b>"},
+        base=None,
         strategy="import",
         status="ok",
         author="import",
@@ -521,7 +525,7 @@ def seed_owner(url: str, app: gr.Blocks, bot: Chatbot, cookies: httpx.Cookies | 
     user_id = bot.store.users.require("민수")
     call(url, dep_index(app, "send"), [SECRET, None], owner, cookies)
     call(url, dep_index(app, "respond"), [None], owner, cookies)
-    bot.engine.commit(user_id, [Sentence(SECRET)], strategy="import", status="ok", author="import")
+    bot.engine.commit(user_id, [Sentence(SECRET)], base=None, strategy="import", status="ok", author="import")
     return user_id
 
 
@@ -677,7 +681,7 @@ def test_a_trial_participant_never_sees_their_strategy(tmp_path: Path) -> None:
     state = login(ui, "참가자1")
     assert state.session.strategy == "keem"
     bot.engine.commit(
-        state.user_id, [Sentence("사용자는 고양이를 키운다")], strategy="keem", status="ok", author="updater"
+        state.user_id, [Sentence("사용자는 고양이를 키운다")], base=None, strategy="keem", status="ok", author="updater"
     )
     panel = ui.memory.panel(state)
     assert "keem" not in panel.history and "keem" not in panel.memory and "완료" in panel.history
@@ -692,7 +696,12 @@ def test_with_browser_identity_a_typed_name_opens_only_that_browsers_memory(tmp_
     state, key = first.state, first.key
     assert len(key) == 32 and state.name == "민수"
     bot.engine.commit(
-        state.user_id, [Sentence("사용자는 부산으로 이사했다")], strategy="keem", status="ok", author="updater"
+        state.user_id,
+        [Sentence("사용자는 부산으로 이사했다")],
+        base=None,
+        strategy="keem",
+        status="ok",
+        author="updater",
     )
     back = ui.entry.login("민수", key)  # the same browser, later
     assert back.state.user_id == state.user_id and back.key == key and "부산" in back.memory

@@ -229,7 +229,7 @@ def test_job_commits_a_version_and_records_stages(store):
     engine = MemoryEngine(store, NgramEmbedder())
     model = StageModel(**{k: list(v) for k, v in GOOD.answers.items()})
     uid, sid, job = _session(store)
-    engine.commit(uid, [Sentence(t) for t in PREVIOUS], strategy="import", status="ok", author="import")
+    engine.commit(uid, [Sentence(t) for t in PREVIOUS], base=None, strategy="import", status="ok", author="import")
     seen = []
     version = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder)).run(job, seen.append)
     assert version.number == 2 and version.session_id == sid and version.status == "ok"
@@ -240,7 +240,7 @@ def test_job_commits_a_version_and_records_stages(store):
 def test_exception_mid_update_leaves_memory_intact_and_the_job_retryable(store):
     engine = MemoryEngine(store, NgramEmbedder())
     uid, _sid, job = _session(store)
-    engine.commit(uid, [Sentence(t) for t in PREVIOUS], strategy="import", status="ok", author="import")
+    engine.commit(uid, [Sentence(t) for t in PREVIOUS], base=None, strategy="import", status="ok", author="import")
     model = StageModel(
         summarize=GOOD.answers["summarize"],
         reflect=GOOD.answers["reflect"],
@@ -281,7 +281,7 @@ def test_accumulation_carries_each_stored_sentence_over_with_its_origin(store):
     engine = MemoryEngine(store, NgramEmbedder())
     model = StageModel(summarize=GOOD.answers["summarize"])
     uid, _sid, job = _session(store)
-    v1 = engine.commit(uid, [Sentence(t) for t in PREVIOUS], strategy="import", status="ok", author="import")
+    v1 = engine.commit(uid, [Sentence(t) for t in PREVIOUS], base=None, strategy="import", status="ok", author="import")
     v2 = JobRunner(engine, lambda s: make_updater("accumulate", model, engine.embedder)).run(job)
     carried = v2.sentences[: len(PREVIOUS)]
     assert [(s.text, s.provenance, s.origin_id) for s in carried] == [(s.text, "kept", s.id) for s in v1.sentences]
@@ -330,7 +330,7 @@ def test_a_prompt_past_the_servers_context_is_unusable_output_for_every_strategy
             model.complete([{"role": "user", "content": "가" * 100}])
         engine = MemoryEngine(store, NgramEmbedder())
         uid, _sid, job = _session(store)
-        engine.commit(uid, [Sentence(t) for t in PREVIOUS], strategy="import", status="ok", author="import")
+        engine.commit(uid, [Sentence(t) for t in PREVIOUS], base=None, strategy="import", status="ok", author="import")
         version = JobRunner(engine, lambda _: make_updater(strategy, model, engine.embedder)).run(job)
     assert version is not None and version.status == "fallback", strategy
     assert set(PREVIOUS) <= set(version.texts)  # nothing lost

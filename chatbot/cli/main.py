@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add_command(
         msubs,
         "import",
-        "add sentences to a user's memory as a new version (creates the user if needed)",
+        "add sentences to a user's memory as a new version on top of the latest, whatever writes meanwhile "
+        "(creates the user if needed)",
         "keem memory import --user u1 mem.txt   # one sentence per line, or JSONL with a 'text' field",
         parents=[USER, STORE, EMBEDDER, JSON],
         run=cmd_import,
@@ -529,6 +530,7 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     version = engine.commit(
         user_id,
         sentences,
+        base=previous.number if previous else None,  # another process's commit meanwhile: the import is rebased
         strategy="import",
         status="ok",
         author="import",

@@ -7,12 +7,13 @@ import gradio as gr
 
 from chatbot.session import clean_message
 from chatbot.web.backend import AppContext
+from chatbot.web.messages import korean_error
 from chatbot.web.render import choices, render_history, render_jobs, render_memory, stage_text
 from chatbot.web.state import UserState
 from chatbot.web.view import PageView, signed_out
 from memory.store import Sentence, Version
 from memory.updaters.base import carry_over
-from models.errors import InputError
+from models.errors import InputError, MemoryChangedError
 
 
 def panel(ctx: AppContext, state: UserState) -> PageView:
@@ -74,49 +75,69 @@ class MemoryTab:
         ) | self.panel(state)
 
     def _pick(self, state: UserState | None, pick: str | None) -> tuple[Version, int]:
+        """The version the tab showed (the pick names it) and the sentence's place in it: the base of the edit."""
         if state is None:
             raise InputError("먼저 대화를 시작하세요.")
-        latest = self.ctx.bot.engine.current(state.user_id)
-        if latest is None or not pick or ":" not in pick:
+        if not pick or ":" not in pick:
             raise InputError("고칠 문장을 먼저 고르세요.")
         number, _, index = pick.partition(":")
         if not (number.isdigit() and index.isdigit()):
             raise InputError("고칠 문장을 목록에서 고르세요.")
-        if int(number) != latest.number or not 0 <= int(index) < len(latest.sentences):
+        try:
+            shown: Version | None = self.ctx.bot.store.versions.get(state.user_id, int(number))
+        except InputError:
+            shown = None
+        if shown is None or not 0 <= int(index) < len(shown.sentences):
             raise InputError("그 사이 기억이 바뀌었습니다. 목록에서 다시 고르세요.")
-        return latest, int(index)
+        return shown, int(index)
 
-    def _commit(self, state: UserState, sentences: list[Sentence], note: str) -> PageView:
-        """Store the user's own version; the panel shows it and the sentence box empties."""
-        self.ctx.bot.engine.commit(state.user_id, sentences, strategy="user", status="ok", author="user", note=note)
+    def _commit(self, state: UserState, base: Version | None, sentences: list[Sentence], note: str) -> PageView:
+        """Store the user's own version on `base` (the version the change was made to); the panel shows the result
+        and the sentence box empties. Since the base, another tab's or an update's version may have come: the
+        change is then replayed onto the latest when it still applies, else refused (memory/store/rebase.py) and
+        the panel reloads with the latest memory and a notice, the typed text kept, so the user decides again."""
+        try:
+            self.ctx.bot.engine.commit(
+                state.user_id,
+                sentences,
+                base=base.number if base else None,
+                strategy="user",
+                status="ok",
+                author="user",
+                note=note,
+            )
+        except MemoryChangedError as exc:
+            gr.Warning(korean_error(exc))
+            return self.panel(state)
         gr.Info("새 기억 버전을 저장했습니다.")
         return self.panel(state) | PageView(edit_text="")
 
     def edit_sentence(self, pick: str | None, new_text: str, state: UserState | None) -> PageView:
-        latest, index = self._pick(state, pick)
+        shown, index = self._pick(state, pick)
         assert state is not None
         text = clean_message(new_text, 300).replace("\n", " ")
-        sentences = carry_over(latest.sentences)
-        sentences[index] = Sentence(text, "user", latest.sentences[index].id)
-        return self._commit(state, sentences, f"사용자가 {index + 1}번 문장을 고쳤습니다")
+        sentences = carry_over(shown.sentences)
+        sentences[index] = Sentence(text, "user", shown.sentences[index].id)
+        return self._commit(state, shown, sentences, f"사용자가 {index + 1}번 문장을 고쳤습니다")
 
     def delete_sentence(self, pick: str | None, state: UserState | None) -> PageView:
-        latest, index = self._pick(state, pick)
+        shown, index = self._pick(state, pick)
         assert state is not None
-        if len(latest.sentences) == 1:
+        if len(shown.sentences) == 1:
             raise InputError(
                 "마지막 남은 문장은 지울 수 없습니다 (기억은 비워 둘 수 없습니다). 모두 지우려면 '나를 잊기'를 쓰세요."
             )
-        sentences = carry_over(s for i, s in enumerate(latest.sentences) if i != index)
-        return self._commit(state, sentences, f"사용자가 {index + 1}번 문장을 지웠습니다")
+        sentences = carry_over(s for i, s in enumerate(shown.sentences) if i != index)
+        return self._commit(state, shown, sentences, f"사용자가 {index + 1}번 문장을 지웠습니다")
 
     def add_sentence(self, new_text: str, state: UserState | None) -> PageView:
+        """An addition applies to whatever memory is latest when it commits, so its base is the latest now."""
         if state is None:
             raise InputError("먼저 대화를 시작하세요.")
         text = clean_message(new_text, 300).replace("\n", " ")
         latest = self.ctx.bot.engine.current(state.user_id)
         old = carry_over(latest.sentences) if latest else []
-        return self._commit(state, [*old, Sentence(text, "user")], "사용자가 문장을 추가했습니다")
+        return self._commit(state, latest, [*old, Sentence(text, "user")], "사용자가 문장을 추가했습니다")
 
     def forget(self, confirm: str, state: UserState | None) -> PageView:
         """Delete everything about this user once they type their name; the tab returns to the start screen."""

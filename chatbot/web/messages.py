@@ -32,6 +32,11 @@ MESSAGES = {
     "questionnaire_no_session": "이 참가자의 대화가 아닌 설문입니다. 자신의 대화 뒤에 나온 설문에 답해 주세요.",
     "questionnaire_done": "이미 응답한 설문입니다. 한 대화의 설문은 한 번만 제출할 수 있습니다.",
     "questionnaire_empty": "설문에 답한 항목이 없습니다. 답을 고른 뒤 제출해 주세요.",
+    "memory_changed": (
+        "그 사이 다른 탭이나 기억 갱신이 이 문장을 바꿨습니다. 지금 기억(버전 {number})을 다시 불러왔으니 "
+        "확인한 뒤 다시 고쳐 주세요."
+    ),
+    "memory_recompute": "기억 갱신이 그 사이 바뀐 기억 위에서 다시 계산됩니다. 잠시 뒤 기억 탭을 확인해 주세요.",
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",

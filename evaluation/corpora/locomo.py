@@ -155,6 +155,7 @@ def evaluate(
                 version = engine.commit(
                     user_id,
                     [Sentence(o.text, "imported") for o in observed],
+                    base=None,  # a new user per conversation
                     strategy="import",
                     status="ok",
                     author="import",

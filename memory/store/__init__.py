@@ -2,7 +2,8 @@
 
 connection.py opens the file (WAL, pragmas), applies a migration set and turns SQLite and file-system failures into
 StorageErrors with the fix; migrations.py is the memory engine's schema; users.py holds users, sessions and turns;
-versions.py memory versions and their sentences; queue.py the durable queue of update jobs. A caller writes
+versions.py memory versions and their sentences (a commit states its base version; rebase.py replays a change onto
+a newer latest version or refuses it); queue.py the durable queue of update jobs. A caller writes
 `store.users.get_or_create(name)`, `store.versions.commit(...)`, `store.queue.claim()`. The user-trial tables are
 not here: chatbot/trials/records.py keeps them, with a migration set of its own.
 """

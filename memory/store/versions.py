@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from memory.store.connection import Connection, now_iso
-from models.errors import InputError, UpdateError
+from memory.store.rebase import USER_AUTHORS, rebase_update, rebase_user_change
+from models.errors import InputError, MemoryChangedError, UpdateError
 
 
 def _blob(vector: np.ndarray | None) -> bytes | None:
@@ -138,6 +139,7 @@ class Versions:
         user_id: int,
         sentences: list[Sentence],
         *,
+        base: int | None,
         strategy: str,
         status: str,
         author: str,
@@ -150,10 +152,15 @@ class Versions:
     ) -> Version:
         """Write a new version with all its sentences in one transaction (and finish its job, if any).
 
-        Refuses an empty memory: a version is never empty.
+        `base` is the number of the version the writer started from (None: the user had none). It is compared with
+        the user's latest version in the same transaction; when they differ the change is rebased onto the latest
+        or refused with MemoryChangedError (memory/store/rebase.py has the rule), never written over what came
+        since. The version's details record its base, and the rebase when there was one. Refuses an empty
+        memory: a version is never empty.
         """
         if not sentences or not all(s.text.strip() for s in sentences):
             raise UpdateError("refusing to commit an empty memory or an empty sentence; the previous version stays")
+        details = {**(details or {}), "base": base}
         with self.conn.write():
             if job_id is not None:  # one version per session update: a job run twice commits once
                 done = self.conn.one(
@@ -166,7 +173,10 @@ class Versions:
                     if existing is not None:
                         return existing
             last = self.conn.one("select max(number) as n from memory_versions where user_id = ?", [user_id])
-            number = int((last or {}).get("n") or 0) + 1
+            latest = (last or {}).get("n")
+            if latest != base:
+                sentences, details, note = self._rebase(user_id, base, author, sentences, details, note)
+            number = int(latest or 0) + 1
             version_id = self.conn.insert(
                 "memory_versions",
                 {
@@ -179,7 +189,7 @@ class Versions:
                     "prompt_hash": prompt_hash,
                     "author": author,
                     "note": note,
-                    "details": json.dumps(details or {}, ensure_ascii=False),
+                    "details": json.dumps(details, ensure_ascii=False),
                     "created_at": now_iso(),
                 },
             )
@@ -207,3 +217,41 @@ class Versions:
         committed = self._version(self.conn.one("select * from memory_versions where id = ?", [version_id]))
         assert committed is not None
         return committed
+
+    def _rebase(
+        self,
+        user_id: int,
+        base: int | None,
+        author: str,
+        sentences: list[Sentence],
+        details: dict[str, Any],
+        note: str | None,
+    ) -> tuple[list[Sentence], dict[str, Any], str | None]:
+        """`sentences`, computed from version `base`, replayed onto the user's latest version (inside commit's
+        transaction), with the rebase recorded in the details and the note."""
+        since = [v for v in self.of_user(user_id) if v.number > (base or 0)]
+        if not since or (base is not None and since[0].number != base + 1):
+            raise InputError(f"this user has no memory version {base} to start from; reload the memory and try again")
+        previous = self.get(user_id, base) if base is not None else None
+        onto = since[-1].number
+        if author in USER_AUTHORS:
+            rebased = rebase_user_change(previous, since, sentences)
+        elif all(v.author in USER_AUTHORS for v in since):
+            rebased = rebase_update(previous, since, sentences)
+        else:
+            raise MemoryChangedError(
+                f"an update computed from memory version {base or 0} cannot commit: version {onto} came from another "
+                "update since; compute it again from the latest version",
+                code="memory_recompute",
+                base=base or 0,
+                latest=onto,
+            )
+        if not rebased.sentences:
+            raise UpdateError("the change would leave the memory empty; the latest version stays")
+        details = {**details, "rebase": {"onto": onto, **rebased.report}}
+        remark = (
+            f"버전 {base or 0}에서 한 변경을 버전 {onto} 위에 다시 맞춤"
+            if author in USER_AUTHORS
+            else f"버전 {onto} 위에 다시 맞춤 (그 사이 사용자가 바꾼 내용 유지)"
+        )
+        return rebased.sentences, details, f"{note}; {remark}" if note else remark

@@ -139,7 +139,12 @@ def test_browser_identity_survives_a_reload_and_a_stranger_typing_the_name_sees_
         enter(page, url, "민수")
         [user] = [u for u in bot.store.users.all() if u["name"].startswith("민수#")]
         bot.engine.commit(
-            user["id"], [Sentence("사용자는 부산으로 이사했다")], strategy="keem", status="ok", author="updater"
+            user["id"],
+            [Sentence("사용자는 부산으로 이사했다")],
+            base=None,
+            strategy="keem",
+            status="ok",
+            author="updater",
         )
         enter(page, url, "민수")  # a new page load in the same browser
         open_tab(page, "기억")

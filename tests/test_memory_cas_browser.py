@@ -1,0 +1,135 @@
+"""In chromium: a sentence deleted in the memory tab while the session's update runs stays deleted, in the memory
+the page shows and in the memory the next reply uses (memory/store/rebase.py)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatbot.bot import Chatbot
+from chatbot.settings import Settings
+from chatbot.web.app import build_app, launch_options
+from chatbot.worker import Worker
+from models.embedders import NgramEmbedder
+from models.fake import ScriptedChatModel
+from tests.test_memory_cas import CAT, NEWS, Gate, _v1, updater_answer
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM) and not os.environ.get("CI"),  # CI must run them
+        reason=f"{CHROMIUM} is missing: apt-get install -y chromium fonts-nanum",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def serve(bot: Chatbot) -> tuple[str, Any, Worker]:
+    """The app in this process on a free 127.0.0.1 port, its worker running; the caller closes both."""
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    worker = Worker(bot, poll_s=0.05).start()
+    app = build_app(bot, worker)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app.queue().launch(
+        server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch_options()
+    )
+    return f"http://127.0.0.1:{port}/", app, worker
+
+
+def open_tab(page: Any, name: str) -> None:
+    tab = page.get_by_role("tab", name=name)
+    for _ in range(20):  # a click during a re-render can be lost
+        tab.click()
+        if tab.get_attribute("aria-selected") == "true":
+            return
+        page.wait_for_timeout(250)
+    raise AssertionError(f"tab {name} would not open")
+
+
+def reply_done(page: Any) -> None:
+    """Wait until the page shows a finished reply (the scripted chat answers '네, 알겠어요.')."""
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=bot]')].some(b => b.innerText.includes('알겠어요'))",
+        timeout=30_000,
+    )
+
+
+def test_a_sentence_deleted_while_the_update_runs_stays_deleted_in_the_page_and_in_replies(
+    browser: Any, tmp_path: Path
+) -> None:
+    gate = Gate()
+    bot = Chatbot(
+        Settings(db=str(tmp_path / "keem.db")),
+        chat_model=ScriptedChatModel(responder=updater_answer(gate)),
+        embedder=NgramEmbedder(),
+    )
+    _v1(bot.engine, bot.store.users.get_or_create("민수"))
+    url, app, worker = serve(bot)
+    try:
+        page = browser.new_context(locale="ko-KR", viewport={"width": 1200, "height": 900}).new_page()
+        page.goto(url)
+        page.locator("#name-input textarea, #name-input input").first.fill("민수")
+        page.locator("#start-button").click()
+        page.locator("#message-input textarea").wait_for(state="visible", timeout=15_000)
+        page.locator("#message-input textarea").fill("다음 달에 제주도 여행 가!")
+        page.locator("#message-input textarea").press("Enter")
+        reply_done(page)
+        page.locator("#end-button").click()
+        gate.entered.wait(timeout=30)  # the update read version 1 and waits inside its first model call
+
+        open_tab(page, "기억")
+        page.locator("#memory").get_by_text("현재 기억 v1").wait_for(timeout=10_000)
+        page.get_by_text("문장 고치기 · 지우기 · 추가").click()
+        page.locator("#pick input").click()
+        page.get_by_role("option").filter(has_text="고양이").click()
+        page.locator("#delete-button").click()
+        page.locator("#memory").get_by_text("현재 기억 v2").wait_for(timeout=10_000)
+        assert "고양이" not in page.locator("#memory").inner_text()
+
+        gate.release.set()  # the update, computed from version 1 (the cat in it), commits now
+        page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=30_000)
+        memory = page.locator("#memory").inner_text()
+        assert "제주도" in memory and "고양이" not in memory
+        assert "다시 맞춤" in page.locator("#history").inner_text()
+        latest = bot.engine.current(bot.store.users.require("민수"))
+        assert NEWS in latest.texts and CAT not in latest.texts
+
+        open_tab(page, "대화")
+        page.locator("#new-session-button").click()
+        page.locator("#message-input textarea").fill("우리 고양이 나비 기억나?")
+        page.locator("#message-input textarea").press("Enter")
+        page.locator("#hits-accordion").get_by_text("이번 답변에 쓰인 기억").click()
+        page.locator("#hits").get_by_text("제주도").first.wait_for(timeout=30_000)  # the memory this reply used
+        assert "고양이" not in page.locator("#hits").inner_text()
+    finally:
+        gate.release.set()
+        app.close()
+        worker.stop()
+        bot.store.close()
