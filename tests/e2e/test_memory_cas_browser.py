@@ -3,13 +3,9 @@ the page shows and in the memory the next reply uses (memory/store/rebase.py).""
 
 from __future__ import annotations
 
-import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from chatbot.bot import Chatbot
 from chatbot.settings import Settings
@@ -17,41 +13,14 @@ from chatbot.web.app import build_app, launch_options
 from chatbot.worker import Worker
 from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
+from tests.e2e.conftest import needs_chromium
 from tests.test_memory_cas import CAT, NEWS, Gate, _v1, updater_answer
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not os.path.exists(CHROMIUM) and not os.environ.get("CI"),  # CI must run them
-        reason=f"{CHROMIUM} is missing: apt-get install -y chromium fonts-nanum",
-    ),
-]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+pytestmark = needs_chromium
 
 
 def serve(bot: Chatbot) -> tuple[str, Any, Worker]:
     """The app in this process on a free 127.0.0.1 port, its worker running; the caller closes both."""
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     worker = Worker(bot, poll_s=0.05).start()
     app = build_app(bot, worker)
     with socket.socket() as s:
@@ -82,7 +51,7 @@ def reply_done(page: Any) -> None:
 
 
 def test_a_sentence_deleted_while_the_update_runs_stays_deleted_in_the_page_and_in_replies(
-    browser: Any, tmp_path: Path
+    new_page: Any, tmp_path: Path
 ) -> None:
     gate = Gate()
     bot = Chatbot(
@@ -93,7 +62,7 @@ def test_a_sentence_deleted_while_the_update_runs_stays_deleted_in_the_page_and_
     _v1(bot.engine, bot.store.users.get_or_create("민수"))
     url, app, worker = serve(bot)
     try:
-        page = browser.new_context(locale="ko-KR", viewport={"width": 1200, "height": 900}).new_page()
+        page = new_page(viewport={"width": 1200, "height": 900})
         page.goto(url)
         page.locator("#name-input textarea, #name-input input").first.fill("민수")
         page.locator("#start-button").click()
