@@ -665,15 +665,14 @@ class Oracle:
         if stage == "verify":
             clash = self.contradiction(section(prompt, "\n새 기억:", "답:"))
             return f"실패: '{clash[0]}'와 '{clash[1]}'는 서로 모순됩니다." if clash else "통과"
-        if stage == "guard":
-            dropped = self.by_text.get(section(prompt, "\n빠진 문장:", "이번 대화:")[0].strip())
-            later = self._stated(section(prompt, "\n이번 대화:", "답:"))
-            superseded = (
-                dropped is not None
-                and dropped.chain is not None
-                and any(f.chain == dropped.chain and f.state > dropped.state for f in later)
-            )
-            return "예" if superseded else "아니오"
+        if stage == "guard":  # "N. A: <old> / B: <new>": does B end A?
+            answers = []
+            for n, line in enumerate(section(prompt, "\n질문:", "답:"), 1):
+                old, _, new = line.partition(". A: ")[2].partition(" / B: ")
+                a, b = self.by_text.get(old), self.by_text.get(new) or self.by_turn.get(new)
+                ends = a is not None and b is not None and a.chain is not None and a.chain == b.chain
+                answers.append(f"{n}: {'예' if ends and b.state > a.state else '아니오'}")  # type: ignore[union-attr]
+            return "\n".join(answers)
         if stage == "operations":
             return self._operation(section(prompt, "\n기억:", "새 문장:"), section(prompt, "\n새 문장:", "답:")[0])
         return ""
