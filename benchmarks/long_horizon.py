@@ -1,7 +1,8 @@
 """Long-horizon memory: simulated users over many sessions, updated by each strategy, scored against the world.
 
 usage: python benchmarks/long_horizon.py [--users 3] [--sessions 30] [--strategies keem accumulate operations]
-       [--ceiling 512] [--embedder ngram] [--habit-rate 0.3] [--drop-rate 0.3] [--stale-rate 0.3] [--fail-rate 0]
+       [--ceiling 512] [--embedder ngram] [--habit-rate 0.3] [--drop-rate 0.3] [--stale-rate 0.3] [--yes-rate 0]
+       [--fail-rate 0]
        [--world classic|unshared] [--seed 0] [--model SPEC] [--json]
 
 Each simulated user has a small world of Korean facts (drawn, seeded, from the lists below): about 30 that never
@@ -907,6 +908,7 @@ def main() -> None:
     parser.add_argument("--habit-rate", type=float, default=0.3, help="rate of each wrapping habit of the fake")
     parser.add_argument("--drop-rate", type=float, default=0.3, help="rate of silently dropping a memory line")
     parser.add_argument("--stale-rate", type=float, default=0.3, help="rate of keeping a line the update replaced")
+    parser.add_argument("--yes-rate", type=float, default=0.0, help="rate of answering 예 to every yes/no question")
     parser.add_argument("--fail-rate", type=float, default=0.0, help="rate of calls raising GenerationError")
     parser.add_argument("--world", default="classic", choices=WORLDS, help="unshared: changes said in new words")
     parser.add_argument("--model", default=None, help="a real model spec (openai:..., hf:...) instead of the fake")
@@ -920,6 +922,7 @@ def main() -> None:
         **{h: args.habit_rate for h in WRAPPING},
         "drop": args.drop_rate,
         "stale": args.stale_rate,
+        "yes": args.yes_rate,
         "fail": args.fail_rate,
     }
     real = load_chat_model(args.model) if args.model else None
@@ -939,7 +942,7 @@ def main() -> None:
         return
     model = args.model or (
         f"realistic fake (habits {args.habit_rate}, drop {args.drop_rate}, stale {args.stale_rate}, "
-        f"fail {args.fail_rate})"
+        f"yes {args.yes_rate}, fail {args.fail_rate})"
     )
     print(
         f"world {args.world}, {args.users} users x {args.sessions} sessions, model {model}, ceiling {args.ceiling}, "

@@ -7,7 +7,8 @@ candidate when there is evidence that B speaks to the same attribute of the user
 1. **same attribute**: both carry a cue of one attribute in ATTRIBUTES (where the user lives, their work, a
    relationship, a habit, their health, a plan, a pet), and both are about the same people: a grandmother's
    home is not the user's (KIN words must agree, except for relationships, which are about other people);
-2. **a shared content word** (Kiwi lemmas), as the guard always used.
+2. **a shared noun** (Kiwi lemmas, relative times aside): a shared verb stem ("가", "먹") says little about what a
+   sentence is about, and every pair put to the judge is a fact a judge that agrees too easily may remove.
 The embedder only orders the candidates of one dropped sentence (its nearest B first); it never makes a pair on
 its own. Sentence cosines between "사용자는 ..." facts are high for unrelated facts too (multilingual-e5-small
 puts them at 0.85-0.91) and differ by embedder, so a cosine is not evidence the guard may act on: the judge is
@@ -202,7 +203,7 @@ def evidence(old: str, new: str) -> Evidence | None:
     shared = attributes(old) & attributes(new)
     if shared - PERSONAL and people(old) != people(new):
         shared &= PERSONAL  # someone else's home, job or health
-    words = content_words(old) & content_words(new)
+    words = content_nouns(old) & content_nouns(new)
     found = Evidence(frozenset(shared), frozenset(words))
     return found if found.strength else None
 
