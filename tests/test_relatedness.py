@@ -239,3 +239,8 @@ def test_a_large_memory_shows_the_old_home_to_the_scoped_rewrite_and_applies_the
     texts = [s.text for s in result.sentences]
     assert result.status == "ok" and SEOUL not in texts and BUSAN in texts
     assert all(f in texts for f in facts if f != SEOUL)
+
+
+def test_the_subject_of_every_sentence_is_no_shared_topic():
+    """Kiwi reads "사용자는 왼손잡이다" as 사용 + 자; a judge that agrees with everything removed it for a peanut."""
+    assert evidence("사용자는 왼손잡이다.", PEANUT) is None

@@ -161,6 +161,8 @@ KIN = frozenset(
         "할매",
     }
 )
+# Kiwi sometimes reads "사용자는 왼손잡이다" as 사용 + 자: the subject of every memory sentence is no shared topic.
+SUBJECT = frozenset({"사용", "사용자"})
 PERSONAL = frozenset({"relationship"})  # attributes that are about other people by nature
 MAX_PAIRS = 8  # pairs one judge call asks about; past that, the drops with the least evidence are restored
 
@@ -203,7 +205,7 @@ def evidence(old: str, new: str) -> Evidence | None:
     shared = attributes(old) & attributes(new)
     if shared - PERSONAL and people(old) != people(new):
         shared &= PERSONAL  # someone else's home, job or health
-    words = content_nouns(old) & content_nouns(new)
+    words = (content_nouns(old) & content_nouns(new)) - SUBJECT
     found = Evidence(frozenset(shared), frozenset(words))
     return found if found.strength else None
 
