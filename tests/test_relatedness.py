@@ -244,3 +244,18 @@ def test_a_large_memory_shows_the_old_home_to_the_scoped_rewrite_and_applies_the
 def test_the_subject_of_every_sentence_is_no_shared_topic():
     """Kiwi reads "사용자는 왼손잡이다" as 사용 + 자; a judge that agrees with everything removed it for a peanut."""
     assert evidence("사용자는 왼손잡이다.", PEANUT) is None
+
+
+def test_the_embedder_only_breaks_ties_between_candidates_with_equal_evidence():
+    import numpy as np
+
+    asked: list[int] = []
+
+    def cosine(a, b):
+        asked.append(1)
+        return np.array([[0.1, 0.9]])
+
+    moves = ["사용자는 이사 준비로 바쁘다.", BUSAN]
+    assert [p.new for p in pair_drops([SEOUL], moves, cosine)] == [BUSAN] and asked
+    asked.clear()
+    assert [p.new for p in pair_drops([SEOUL], [BUSAN, "사용자는 점심을 먹었다."], cosine)] == [BUSAN] and not asked

@@ -225,12 +225,15 @@ def pair_drops(dropped: Sequence[str], candidates: Sequence[str], cosine: Cosine
     the embedder's nearest, then the earliest); the MAX_PAIRS pairs with the most evidence, in dropped order."""
     if not dropped or not candidates:
         return []
-    cos = cosine(dropped, candidates) if cosine is not None else np.zeros((len(dropped), len(candidates)))
+    found = [[(e, j) for j, new in enumerate(candidates) if (e := evidence(old, new)) is not None] for old in dropped]
+    tied = any(len([f for f in fs if f[0].strength == max(g[0].strength for g in fs)]) > 1 for fs in found if fs)
+    cos = (  # the embedder is asked only to break a tie
+        cosine(dropped, candidates) if cosine is not None and tied else np.zeros((len(dropped), len(candidates)))
+    )
     pairs: list[Pair] = []
-    for i, old in enumerate(dropped):
-        found = [(e, j) for j, new in enumerate(candidates) if (e := evidence(old, new)) is not None]
-        if found:
-            e, j = max(found, key=lambda f: (f[0].strength, cos[i, f[1]], -f[1]))
+    for i, fs in enumerate(found):
+        if fs:
+            e, j = max(fs, key=lambda f: (f[0].strength, cos[i, f[1]], -f[1]))
             pairs.append(Pair(i, candidates[j], e))
     pairs = sorted(pairs, key=lambda p: -p.evidence.strength)[:MAX_PAIRS]
     return sorted(pairs, key=lambda p: p.old)
