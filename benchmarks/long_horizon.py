@@ -1,8 +1,9 @@
 """Long-horizon memory: simulated users over many sessions, updated by each strategy, scored against the world.
 
 usage: python benchmarks/long_horizon.py [--users 3] [--sessions 30] [--strategies keem accumulate operations]
-       [--ceiling 512] [--embedder ngram] [--habit-rate 0.3] [--drop-rate 0.3] [--fail-rate 0] [--seed 0]
-       [--model SPEC] [--json]
+       [--ceiling 512] [--embedder ngram] [--habit-rate 0.3] [--drop-rate 0.3] [--stale-rate 0.3] [--yes-rate 0]
+       [--fail-rate 0]
+       [--world classic|unshared] [--seed 0] [--model SPEC] [--json]
 
 Each simulated user has a small world of Korean facts (drawn, seeded, from the lists below): about 30 that never
 change (pets, allergies, hobbies, family, food, ...) introduced one or two per session, and four that change at
@@ -11,6 +12,14 @@ is a scripted dialogue stating 1-2 facts, or a change, or small talk. The update
 realistic fake (models/fake.py) around an oracle that knows the world and answers every stage ideally; the fake
 then spoils the answers as real models do (think blocks, preambles, fences, bullets, an English line, repeated
 lines, silently dropped memory lines, free-text verdicts, optional failures) and cuts answers at their budget.
+
+`--world unshared` swaps the four changes for five said in words the old state does not share, as people say
+them ("서울 마포구에 산다" -> "부산으로 이사했어"; 회사원 -> 프리랜서; 남자친구 -> 헤어졌어; 담배 -> 금연;
+허리 디스크 -> 다 나았어, kept as a past episode with its emotion).
+The oracle's verifier fails a memory that holds two states of one fact, naming both, and
+`--stale-rate` makes the fake keep, verbatim, a line its ideal rewrite replaced.
+Reported per strategy: outdated states still stored, unrelated (stable) facts lost, fallbacks, and the NLI
+conflict count per final memory as `keem eval memory` counts it (every pair, the world as the judge).
 
 What it shows: what each strategy's *machinery* does over 30 sessions with a perfect-but-sloppy model: whether
 unrelated facts survive (drops, scoping, guard), whether changes replace what they supersede, whether wrapper or
@@ -51,6 +60,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluation.metrics.conflict import conflicts
 from memory.korean import content_words
 from memory.store import Sentence
 from memory.updaters import STRATEGIES, UpdateInput, make_updater
@@ -61,6 +71,7 @@ from models.fake import RealisticChatModel, stage_of
 from models.spec import load_chat_model, load_embedder
 
 WRAPPING = ("think", "preamble", "fences", "numbering", "bullets", "english", "repeat", "free_verdict")
+WORLDS = ("classic", "unshared")
 CONTAINMENT = 0.6
 
 
@@ -312,6 +323,11 @@ EXAMS = ["정보처리기사 시험", "토익 시험", "운전면허 시험", "�
 ILLNESSES = ["독감", "장염", "감기 몸살", "코로나"]
 # chain -> the sessions (of 30) at which its states are stated; small talk at SMALL_TALK
 CHAIN_SESSIONS = {"move": (2, 16), "job": (3, 23), "exam": (5, 11, 19), "illness": (8, 10)}
+# --world unshared: every change is said in words the old state does not share (a move, a new way of working, a
+# break-up, quitting smoking, a recovery), the way people say it; the guard must see the change by meaning.
+UNSHARED_SESSIONS = {"home": (2, 16), "work": (3, 23), "love": (5, 19), "smoking": (8, 12), "back": (10, 26)}
+DISTRICTS = ["마포구", "해운대구", "유성구", "수성구", "연수구", "남구"]
+FREELANCE = ["번역가", "디자이너", "개발자", "사진작가", "작가"]
 SMALL_TALK = (7, 14, 21, 27)
 
 
@@ -325,9 +341,10 @@ class Fact:
     chain: str | None = None
     state: int = 0
     key: str | None = None  # a word the latest state's rewrite must keep
+    merged: str | None = None  # the ideal memory's line for this state, when it is not `felt` or `text`
 
     def texts(self) -> list[str]:
-        return [self.text] + ([self.felt] if self.felt else [])
+        return [self.text] + [t for t in (self.felt, self.merged) if t]
 
 
 @dataclass
@@ -343,6 +360,108 @@ class User:
 
 def _korean_month(day: date) -> str:
     return f"{day.year}년 {day.month}월"
+
+
+def _unshared_chains(rng: random.Random, when: dict[str, list[date]]) -> dict[str, list[Fact]]:
+    """Changes whose later state shares no content word with the earlier one (checked by tests)."""
+    c1, c2 = rng.sample(CITIES, 2)
+    v = {
+        **forms(c1, "c1"),
+        **forms(c2, "c2"),
+        **forms(rng.choice(DISTRICTS), "d"),
+        **forms(rng.choice(COMPANIES), "o"),
+        **forms(rng.choice(FREELANCE), "f"),
+    }
+    for chain, days in when.items():
+        if days:
+            v[f"{chain}0"] = _korean_month(days[0])
+            v[f"{chain}1"] = _korean_month(days[-1])
+
+    def fact(chain: str, state: int, text: str, turn: str, reply: str, felt: str | None = None, **kw: str) -> Fact:
+        fill = {k: x.format(**v) for k, x in kw.items()}
+        return Fact(
+            text.format(**v),
+            felt.format(**v) if felt else None,
+            turn.format(**v),
+            reply,
+            "change",
+            chain,
+            state,
+            **fill,
+        )
+
+    return {
+        "home": [
+            fact("home", 0, "사용자는 {c1} {d}에 산다.", "나 {c1} {d}에 살아. 동네에 새 카페가 생겼어.", "좋겠네요!"),
+            fact(
+                "home",
+                1,
+                "사용자는 {home1}에 {c2_ro} 이사했다.",
+                "나 {c2_ro} 이사했어. 창밖 풍경이 완전히 달라.",
+                "새 출발이네요!",
+                "사용자는 {home1}에 {c2_ro} 이사했는데, 창밖 풍경이 새로워서 설렌다.",
+                key=c2,
+            ),
+        ],
+        "work": [
+            fact(
+                "work", 0, "사용자는 {o}에 다니는 회사원이다.", "나 {o}에 다녀. 아침마다 출근 전쟁이야.", "힘들겠어요."
+            ),
+            fact(
+                "work",
+                1,
+                "사용자는 {work1}부터 프리랜서 {f_ro} 활동한다.",
+                "요즘 프리랜서 {f_ro} 활동해. 시간을 내 마음대로 쓸 수 있어.",
+                "자유롭겠네요!",
+                "사용자는 {work1}부터 프리랜서 {f_ro} 활동하는데, 시간을 마음대로 쓸 수 있어서 만족한다.",
+                key="프리랜서",
+            ),
+        ],
+        "love": [
+            fact("love", 0, "사용자는 남자친구와 사귄다.", "나 남자친구랑 사귄 지 1년 됐어.", "축하해요!"),
+            fact(
+                "love",
+                1,
+                "사용자는 {love1}에 연인과 헤어졌다.",
+                "나 헤어졌어. 요즘 마음이 허전해.",
+                "많이 힘들겠어요.",
+                "사용자는 {love1}에 연인과 헤어져서 마음이 허전하다.",
+                key="헤어",
+            ),
+        ],
+        "smoking": [
+            fact("smoking", 0, "사용자는 담배를 피운다.", "나 담배 피우잖아. 하루에 반 갑 정도.", "건강 챙기세요."),
+            fact(
+                "smoking",
+                1,
+                "사용자는 {smoking1}부터 금연하고 있다.",
+                "나 금연 시작했어! 벌써 2주째야.",
+                "대단해요!",
+                "사용자는 {smoking1}부터 금연하고 있어서 스스로를 뿌듯해한다.",
+                key="금연",
+            ),
+        ],
+        "back": [
+            fact(
+                "back",
+                0,
+                "사용자는 허리 디스크로 고생하고 있다.",
+                "허리 디스크 때문에 오래 앉아 있기가 힘들어.",
+                "푹 쉬세요.",
+                "사용자는 허리 디스크로 고생하고 있어서 괴로워한다.",
+            ),
+            fact(
+                "back",
+                1,
+                "사용자는 {back1}에 몸이 다 나았다.",
+                "이제 다 나았어! 병원 안 가도 된대.",
+                "다행이에요!",
+                "사용자는 {back1}에 몸이 다 나아서 홀가분해한다.",
+                key="나아",
+                merged="사용자는 {back0}부터 허리 디스크로 고생하다가 {back1}에 다 나아서 홀가분해한다.",
+            ),
+        ],
+    }
 
 
 def _chains(rng: random.Random, when: dict[str, list[date]]) -> dict[str, list[Fact]]:
@@ -454,7 +573,7 @@ def _chains(rng: random.Random, when: dict[str, list[date]]) -> dict[str, list[F
     }
 
 
-def make_user(index: int, sessions: int, seed: int) -> User:
+def make_user(index: int, sessions: int, seed: int, world: str = "classic") -> User:
     """One simulated user: seeded values, stable facts introduced 1-2 per session, changes at set sessions."""
     rng = random.Random(seed * 7919 + index)
     dates = [date(2024, 1, 8) + timedelta(days=rng.randrange(7))]
@@ -465,14 +584,15 @@ def make_user(index: int, sessions: int, seed: int) -> User:
         return max(1, round(s * sessions / 30))
 
     schedule: dict[str, list[int]] = {}
-    for chain, places in CHAIN_SESSIONS.items():
+    for chain, places in (UNSHARED_SESSIONS if world == "unshared" else CHAIN_SESSIONS).items():
         out: list[int] = []
         for s in places:
             s = max(at(s), out[-1] + 1 if out else 1)
             if s <= sessions:
                 out.append(s)
         schedule[chain] = out
-    chains = _chains(rng, {c: [dates[s - 1] for s in ss] for c, ss in schedule.items()})
+    make_chains = _unshared_chains if world == "unshared" else _chains
+    chains = make_chains(rng, {c: [dates[s - 1] for s in ss] for c, ss in schedule.items()})
     pool = [
         Fact(t.format(**forms(x)), f.format(**forms(x)) if f else None, u.format(**forms(x)), r, "stable")
         for values, t, u, r, f in STABLE
@@ -544,30 +664,46 @@ class Oracle:
                 self._update(section(prompt, "\n이전 기억:", "이번 요약:"), section(prompt, "\n이번 요약:", "새 기억:"))
             )
         if stage == "verify":
-            return "통과"
-        if stage == "guard":
-            dropped = self.by_text.get(section(prompt, "\n빠진 문장:", "이번 대화:")[0].strip())
-            later = self._stated(section(prompt, "\n이번 대화:", "답:"))
-            superseded = (
-                dropped is not None
-                and dropped.chain is not None
-                and any(f.chain == dropped.chain and f.state > dropped.state for f in later)
-            )
-            return "예" if superseded else "아니오"
+            clash = self.contradiction(section(prompt, "\n새 기억:", "답:"))
+            return f"실패: '{clash[0]}'와 '{clash[1]}'는 서로 모순됩니다." if clash else "통과"
+        if stage == "guard":  # "N. A: <old> / B: <new>": does B end A?
+            answers = []
+            for n, line in enumerate(section(prompt, "\n질문:", "답:"), 1):
+                old, _, new = line.partition(". A: ")[2].partition(" / B: ")
+                a, b = self.by_text.get(old), self.by_text.get(new) or self.by_turn.get(new)
+                ends = a is not None and b is not None and a.chain is not None and a.chain == b.chain
+                answers.append(f"{n}: {'예' if ends and b.state > a.state else '아니오'}")  # type: ignore[union-attr]
+            return "\n".join(answers)
         if stage == "operations":
             return self._operation(section(prompt, "\n기억:", "새 문장:"), section(prompt, "\n새 문장:", "답:")[0])
         return ""
 
+    def contradiction(self, memory: list[str]) -> tuple[str, str] | None:
+        """Two stored states of one changing fact (an earlier one still in its present-tense words), or None."""
+        for a in memory:
+            for b in memory:
+                fa, fb = self.by_text.get(a), self.by_text.get(b)
+                if fa and fb and fa.chain and fa.chain == fb.chain and fa.state < fb.state:
+                    return a, b
+        return None
+
+    def nli(self, premise: str, hypothesis: str) -> str:
+        """The NLI judge of `keem eval memory`, answered from the world: contradiction for two states of one fact."""
+        return "contradiction" if self.contradiction([premise, hypothesis]) else "neutral"
+
     def _update(self, previous: list[str], summary: list[str]) -> list[str]:
         later = {f.chain: (f.state, line) for line in summary if (f := self.by_text.get(line)) and f.chain}
         out: list[str] = []
+        used: set[str] = set()
         for line in previous:
             f = self.by_text.get(line)
             if f is not None and f.chain in later and later[f.chain][0] > f.state:
-                line = later[f.chain][1]
+                new = self.by_text[later[f.chain][1]]
+                used.add(later[f.chain][1])
+                line = new.merged or later[f.chain][1]
             if line not in out:
                 out.append(line)
-        return out + [line for line in summary if line not in out]
+        return out + [line for line in summary if line not in out and line not in used]
 
     def _operation(self, numbered: list[str], sentence: str) -> str:
         memory = [re.sub(r"^\d+\.\s*", "", line) for line in numbered]
@@ -694,7 +830,7 @@ def run_user(
         previous_date = day
     texts = [s.text for s in memory]
     introduced = [f for f in user.all_facts() if f.kind == "stable"]
-    changed, missed = 0, []
+    changed, missed, stale_count = 0, [], 0
     for chain in sorted({f.chain for f in user.all_facts() if f.chain}):
         states = [f for f in user.all_facts() if f.chain == chain]
         if len(states) < 2:
@@ -702,6 +838,7 @@ def run_user(
         changed += 1
         latest = states[-1]
         stale = any(t in texts for f in states[:-1] for t in f.texts())
+        stale_count += stale
         found = present(latest, texts) or bool(latest.key and any(latest.key in t for t in texts))
         if stale or not found:
             why = "superseded state still stored" if stale else "latest state missing"
@@ -716,6 +853,8 @@ def run_user(
         "lost": [f.text for f in introduced if not present(f, texts)],
         "changed": changed,
         "current": changed - len(missed),
+        "stale": stale_count,
+        "conflicts": conflicts(texts, Oracle(user).nli, max_pairs=None).contradiction,
         "missed": missed,
         "junk": {k: kinds.count(k) for k in ("wrapper", "cut", "quote", "other")},
         "junk_examples": [t for t, k in zip(texts, kinds) if k in ("wrapper", "cut")][:5],
@@ -732,6 +871,9 @@ def summarize_runs(runs: list[dict[str, Any]], sessions: int) -> dict[str, Any]:
     return {
         "stable_kept_pct": 100 * sum(r["kept"] for r in runs) / max(1, sum(r["stable"] for r in runs)),
         "changed_current_pct": 100 * sum(r["current"] for r in runs) / max(1, sum(r["changed"] for r in runs)),
+        "stale": sum(r["stale"] for r in runs),
+        "stable_lost": sum(r["stable"] - r["kept"] for r in runs),
+        "conflicts_per_memory": mean(r["conflicts"] for r in runs),
         "stable_introduced": sum(r["stable"] for r in runs),
         "changes": sum(r["changed"] for r in runs),
         "junk": {k: sum(r["junk"][k] for r in runs) for k in ("wrapper", "cut", "quote", "other")},
@@ -765,15 +907,24 @@ def main() -> None:
     parser.add_argument("--embedder", default="ngram", help="ngram (fast, default here) or auto (the app's, slower)")
     parser.add_argument("--habit-rate", type=float, default=0.3, help="rate of each wrapping habit of the fake")
     parser.add_argument("--drop-rate", type=float, default=0.3, help="rate of silently dropping a memory line")
+    parser.add_argument("--stale-rate", type=float, default=0.3, help="rate of keeping a line the update replaced")
+    parser.add_argument("--yes-rate", type=float, default=0.0, help="rate of answering 예 to every yes/no question")
     parser.add_argument("--fail-rate", type=float, default=0.0, help="rate of calls raising GenerationError")
+    parser.add_argument("--world", default="classic", choices=WORLDS, help="unshared: changes said in new words")
     parser.add_argument("--model", default=None, help="a real model spec (openai:..., hf:...) instead of the fake")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     started = time.perf_counter()
     embedder = load_embedder(args.embedder)
-    users = [make_user(i, args.sessions, args.seed) for i in range(args.users)]
-    habits = {**{h: args.habit_rate for h in WRAPPING}, "drop": args.drop_rate, "fail": args.fail_rate}
+    users = [make_user(i, args.sessions, args.seed, args.world) for i in range(args.users)]
+    habits = {
+        **{h: args.habit_rate for h in WRAPPING},
+        "drop": args.drop_rate,
+        "stale": args.stale_rate,
+        "yes": args.yes_rate,
+        "fail": args.fail_rate,
+    }
     real = load_chat_model(args.model) if args.model else None
     results: dict[str, dict[str, Any]] = {}
     vectors: dict[str, np.ndarray] = {}  # text -> its stored vector, shared by every run (the engine's job)
@@ -789,15 +940,21 @@ def main() -> None:
     if args.json:
         print(json.dumps({"args": vars(args), "wall_s": wall, "results": results}, ensure_ascii=False, indent=2))
         return
-    model = args.model or f"realistic fake (habits {args.habit_rate}, drop {args.drop_rate}, fail {args.fail_rate})"
+    model = args.model or (
+        f"realistic fake (habits {args.habit_rate}, drop {args.drop_rate}, stale {args.stale_rate}, "
+        f"yes {args.yes_rate}, fail {args.fail_rate})"
+    )
     print(
-        f"{args.users} users x {args.sessions} sessions, model {model}, ceiling {args.ceiling}, "
+        f"world {args.world}, {args.users} users x {args.sessions} sessions, model {model}, ceiling {args.ceiling}, "
         f"embedder {embedder.name}, seed {args.seed}; {wall:.1f} s"
     )
     names = list(results)
     rows: list[tuple[str, Any]] = [
         ("stable facts kept %", lambda r: f"{r['stable_kept_pct']:.1f}"),
         ("changed facts current %", lambda r: f"{r['changed_current_pct']:.1f}"),
+        ("outdated facts still stored", lambda r: f"{r['stale']}/{r['changes']}"),
+        ("unrelated facts lost", lambda r: f"{r['stable_lost']}/{r['stable_introduced']}"),
+        ("NLI conflicts per memory", lambda r: f"{r['conflicts_per_memory']:.2f}"),
         ("session's facts not stored by it", lambda r: f"{r['unstored']}/{r['stated']}"),
         ("stored cut/wrapper text", lambda r: f"{r['junk']['cut'] + r['junk']['wrapper']}"),
         ("stored user quotes (fallback)", lambda r: f"{r['junk']['quote']}"),

@@ -141,6 +141,25 @@ def parse_yes_no(text: str) -> bool | None:
     return None
 
 
+_NUMBERED = re.compile(r"^\s*[-*•]?\s*(\d{1,2})\s*[.:)：]\s*(.*)$")
+
+
+def parse_yes_no_list(text: str, count: int) -> list[bool | None]:
+    """The guard judge's answers to `count` numbered questions ("2: 예"), None where a number has no usable answer.
+
+    A list numbered again by the model ("1. 1: 예") is read through; one question may be answered bare ("예")."""
+    found: dict[int, bool | None] = {}
+    for line in strip_wrappers(text).splitlines():
+        m = _NUMBERED.match(line)
+        while m and (inner := _NUMBERED.match(m.group(2))):  # "1. 1: 예"
+            m = inner
+        if m and 1 <= int(m.group(1)) <= count and int(m.group(1)) - 1 not in found:
+            found[int(m.group(1)) - 1] = parse_yes_no(m.group(2))
+    if not found and count == 1:
+        return [parse_yes_no(text)]
+    return [found.get(i) for i in range(count)]
+
+
 def extractive_summary(dialogue: list[dict[str, str]]) -> list[str]:
     """The user's own words as memory sentences: the summary of last resort when the model gives none."""
     return [

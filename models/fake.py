@@ -106,7 +106,20 @@ class ScriptedChatModel(_BudgetedModel):
 
 
 # -- the realistic fake ---------------------------------------------------------------------------------
-HABITS = ("think", "preamble", "fences", "numbering", "bullets", "english", "repeat", "drop", "free_verdict", "fail")
+HABITS = (
+    "think",
+    "preamble",
+    "fences",
+    "numbering",
+    "bullets",
+    "english",
+    "repeat",
+    "drop",
+    "stale",
+    "yes",
+    "free_verdict",
+    "fail",
+)
 _MEMORY_LINE = re.compile(r"^사용자")
 
 
@@ -116,8 +129,11 @@ class RealisticChatModel(_BudgetedModel):
     `habits` maps a habit to the probability it strikes a call (see HABITS): `think`, `preamble`, `fences`,
     `english`, `repeat` wrap any answer; `numbering` and `bullets` mark the lines of a list; `drop` silently
     leaves out one line of a memory list that the prompt also holds (a fact the model was asked to copy: the
-    paper's failure); `free_verdict` words a "통과"/"실패" verdict in a sentence; `fail` raises a GenerationError
-    like a 429 or a timeout that outlived the backend's retries. Every call is recorded in `calls` with its
+    paper's failure); `stale` copies back, unchanged, one line of the prompt's previous memory that the ideal
+    answer left out (a model keeping an outdated fact beside its replacement); `yes` turns every "아니오" of a
+    yes/no answer into "예" (a model that agrees with whatever it is asked); `free_verdict` words a
+    "통과"/"실패" verdict in a sentence; `fail` raises a GenerationError like a 429 or a timeout that outlived
+    the backend's retries. Every call is recorded in `calls` with its
     budget and finish reason, and `dropped` lists what `drop` left out.
     """
 
@@ -145,7 +161,7 @@ class RealisticChatModel(_BudgetedModel):
     @classmethod
     def all_habits(cls, responder: Responder, rate: float = 1.0, **kwargs: object) -> RealisticChatModel:
         """Every wrapping habit at `rate`, plus one drop per memory list; no failures (add `fail` for those)."""
-        habits = {h: rate for h in HABITS if h not in ("fail", "numbering", "bullets")}
+        habits = {h: rate for h in HABITS if h not in ("fail", "numbering", "bullets", "stale", "yes")}
         habits["numbering" if rate >= 1 else "bullets"] = rate
         return cls(responder, habits, **kwargs)  # type: ignore[arg-type]
 
@@ -163,6 +179,15 @@ class RealisticChatModel(_BudgetedModel):
                 victim = self.rng.choice(copied)
                 self.dropped.append(lines[victim])
                 del lines[victim]
+        if memory and "\n이전 기억:" in prompt and self._strikes("stale"):
+            shown = prompt.rsplit("\n이전 기억:", 1)[1].split("\n이번 요약:", 1)[0].splitlines()
+            left_out = [
+                line.strip() for line in shown if _MEMORY_LINE.match(line.strip()) and line.strip() not in lines
+            ]
+            if left_out:
+                lines.insert(0, self.rng.choice(left_out))
+        if any(re.search(r"(?:^|: )아니오$", line) for line in lines) and self._strikes("yes"):
+            lines = [re.sub(r"((?:^|: ))아니오$", r"\1예", line) for line in lines]
         if answer.strip().startswith(("통과", "실패")) and self._strikes("free_verdict"):
             verdict = answer.strip()
             lines = [

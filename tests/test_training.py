@@ -13,6 +13,7 @@ from chatbot.cli.main import build_parser, main
 from memory.prompts import render
 from models.base import estimate_tokens
 from models.errors import ModelSpecError, ModelUnavailableError
+from models.fake import stage_of
 from tests.conftest import build_tiny_llama
 from training.data import prepare, read_rows, split_episodes, update_call
 from training.state import checkpoints
@@ -66,8 +67,8 @@ def teacher(corpus: Path = CORPUS):
             previous = section(prompt, "\n이전 기억:\n", "\n이번 요약:")
             summary = section(prompt, "\n이번 요약:\n", "\n새 기억:")
             return "\n".join(after.get(tuple(summary)) or previous + summary)
-        if "빠진 문장:" in prompt:
-            return "예"
+        if stage_of(prompt) == "guard":  # every pair it is asked about: the session replaced the old sentence
+            return "\n".join(f"{n}: 예" for n in range(1, 9))
         if "새 기억이 올바른지" in prompt:
             return "통과"
         raise AssertionError(f"unexpected prompt: {prompt[:60]}")

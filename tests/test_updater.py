@@ -9,13 +9,21 @@ import pytest
 from memory.engine import MemoryEngine
 from memory.jobs import JobRunner
 from memory.store import Sentence
-from memory.text import elapsed_text, lenient_sentences, parse_sentences, parse_verdict, parse_yes_no
+from memory.text import (
+    elapsed_text,
+    format_dialogue,
+    lenient_sentences,
+    parse_sentences,
+    parse_verdict,
+    parse_yes_no,
+)
 from memory.updaters import make_updater
 from memory.updaters.base import UpdateInput
 from memory.updaters.guard import guard
+from memory.updaters.steps import Steps
 from models.embedders import NgramEmbedder
 from models.errors import ContextOverflowError, GenerationError
-from models.fake import STAGE_MARKERS, ScriptedChatModel, stage_of
+from models.fake import ScriptedChatModel, stage_of
 from tests.conftest import dead_owner
 
 
@@ -138,10 +146,7 @@ def _guard(new, judge="예", previous=PREVIOUS):
         [Sentence(t, "kept", id=i + 1) for i, t in enumerate(previous)],
         new,
         session_texts=[t["text"] for t in DIALOGUE if t["role"] == "user"],
-        judge=lambda s: (
-            parse_yes_no(answer := model.complete([{"role": "user", "content": STAGE_MARKERS["guard"] + s}]).text),
-            answer,
-        ),
+        judge=lambda pairs: Steps.for_model(model).judge(pairs, format_dialogue(DIALOGUE)),
     )
     return sentences, {d.sentence: d.action for d in decisions}, model
 

@@ -6,26 +6,32 @@ How it decides, for each sentence of the previous memory:
    "아는 언니네 방문할 예정", though two of its three words are there. Such new sentences are marked `kept` or
    `rewritten` with the old sentence as origin; one new sentence continues several old ones only when it
    contains each of them so (a merge).
-2. Otherwise it was dropped. A drop is justified only if the session is about the same thing
-   (the sentence shares a content word with the session's user turns, its summary, or a sentence the
-   new memory added) AND the update model, asked with guard.txt, answers "예" (the session replaced
-   or contradicted it). Everything else is restored verbatim, marked `restored`.
-So a finished episode or an unrelated fact can never silently disappear, whatever the model writes.
-Both tests are lexical on purpose, so the guard holds whatever the embedder: sentence-embedding cosines
-between "사용자는 ..." sentences are high for unrelated facts too (multilingual-e5-small, the default, puts
-unrelated pairs at 0.85-0.91: they share the template), so a cosine would call a dropped fact "rewritten".
-The price is conservative: a fact replaced without any shared word ("서울에 산다" after "부산으로
-이사했어") is restored; the updater's rewrite usually names both and is then a counterpart.
+2. Otherwise it was dropped. A drop is justified only if some sentence of the session may have replaced it (a
+   sentence the update added, a summary sentence or a user turn, paired with it by memory/updaters/relatedness.py:
+   the same attribute of the user's life, or a shared content word) AND the update model, asked with guard.txt
+   "B가 사실이면 A는 더 이상 사실이 아닌가요?" about that pair, answers "예". All pairs of one update go in one call.
+   Everything else is restored verbatim, marked `restored`: an unrelated fact never reaches the judge, and a pair
+   whose answer is unusable (cut, or neither 예 nor 아니오) is restored too.
+3. Contested: a sentence the verifier named in a contradiction with a new one (the retry of a failed verification)
+   is put to the same judge even when the rewrite kept it verbatim; on "예" it goes, so the retry resolves the
+   contradiction instead of repeating it. A rewrite of it ("예전에는 서울에 살았다": history) is left alone.
+So a finished episode or an unrelated fact can never silently disappear, whatever the model writes, and a change
+said in new words ("서울에 산다" -> "부산으로 이사했어") is applied when the judge confirms it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from memory.korean import content_nouns, content_words
 from memory.store import Sentence
 from memory.updaters.base import carry_over
+from memory.updaters.relatedness import Cosine, pair_drops
+
+# (pairs of (old sentence A, new sentence B)) -> per pair (True: B makes A no longer true / False / None: no usable
+# answer, the judge's words)
+Judge = Callable[[list[tuple[str, str]]], list[tuple[bool | None, str]]]
 
 CONTAINMENT = 0.6
 
@@ -37,6 +43,8 @@ class GuardDecision:
     counterpart: str | None = None
     related: bool = False
     judge: str | None = None
+    pair: str | None = None  # the session's sentence the judge was asked about
+    evidence: str | None = None  # why they were paired
 
 
 def _containment(old: frozenset[str], new: frozenset[str]) -> float:
@@ -68,36 +76,60 @@ def guard(
     new_texts: list[str],
     *,
     session_texts: list[str],
-    judge: Callable[[str], tuple[bool | None, str]],
+    judge: Judge,
+    cosine: Cosine | None = None,
+    contested: Sequence[tuple[int, str]] = (),
 ) -> tuple[list[Sentence], list[GuardDecision]]:
     """Attribute each new sentence to its origin and restore unjustified drops; returns (sentences, decisions).
 
-    `judge(sentence)` asks the update model whether this session replaced or contradicted the sentence:
-    (True, its answer) for yes; (False or None, ...) for no or no usable answer, and then the sentence stays.
+    `session_texts` are this session's summary sentences and user turns: with the sentences the update added, the
+    candidates for what replaced a dropped one. `judge(pairs)` answers, in one call, whether each new sentence B
+    makes its old sentence A no longer true. `contested` holds (index into `previous`, new text) pairs the verifier
+    named as contradicting; `cosine` (the embedder's) only orders candidates.
     """
-    new_words = [content_words(t) for t in new_texts]
     origin: dict[int, Sentence] = {}
     decisions: dict[int, GuardDecision] = {}
     for i, old in enumerate(previous):  # pass 1: counterparts
         best = continuation(old.text, new_texts)
         if best is not None:
             same = new_texts[best] == old.text
+            action = "kept" if same else "rewritten"
             origin.setdefault(best, carry_over([old])[0] if same else Sentence(new_texts[best], "rewritten", old.id))
-            decisions[i] = GuardDecision(old.text, "kept" if same else "rewritten", new_texts[best])
-    added_words = [new_words[j] for j in range(len(new_texts)) if j not in origin]
-    topic = frozenset().union(*(content_words(t) for t in session_texts), *added_words)
-    restored: list[Sentence] = []
-    for i, old in enumerate(previous):  # pass 2: every drop must be justified
-        if i in decisions:
+            decisions[i] = GuardDecision(old.text, action, new_texts[best])
+    added = [t for j, t in enumerate(new_texts) if j not in origin]
+    dropped = [i for i in range(len(previous)) if i not in decisions]
+    pairs = [
+        (dropped[p.old], p.new, str(p.evidence))
+        for p in pair_drops([previous[i].text for i in dropped], added + session_texts, cosine)
+    ]
+    verbatim: set[int] = set()
+    for i, new in contested:
+        if i in {p[0] for p in pairs} or (i in decisions and decisions[i].action != "kept"):
             continue
-        related = bool(content_words(old.text) & topic)
-        verdict, answer = judge(old.text) if related else (None, None)
+        if i in decisions:
+            verbatim.add(i)
+        pairs.append((i, new, "named by the verifier"))
+    answers = judge([(previous[i].text, new) for i, new, _ in pairs]) if pairs else []
+    asked: dict[int, tuple[str | None, str | None, tuple[bool | None, str | None]]] = {
+        i: (new, why, answer) for (i, new, why), answer in zip(pairs, answers)
+    }
+    restored: list[Sentence] = []
+    gone: set[str] = set()
+    for i, old in enumerate(previous):  # pass 2: every drop must be justified
+        if i in decisions and i not in verbatim:
+            continue
+        with_, why, (verdict, answer) = asked.get(i, (None, None, (None, None)))
+        if i in verbatim:  # contested and kept word for word: it goes only if the judge says the new one ends it
+            if verdict is True:
+                gone.add(old.text)
+                decisions[i] = GuardDecision(old.text, "dropped", None, True, answer, with_, why)
+            continue
         if verdict is True:
-            decisions[i] = GuardDecision(old.text, "dropped", related=True, judge=answer)
+            decisions[i] = GuardDecision(old.text, "dropped", related=True, judge=answer, pair=with_, evidence=why)
         else:
             restored += carry_over([old], "restored")
-            decisions[i] = GuardDecision(old.text, "restored", related=related, judge=answer)
-    sentences = [origin.get(j, Sentence(text, "added")) for j, text in enumerate(new_texts)]
+            decisions[i] = GuardDecision(old.text, "restored", None, i in asked, answer, with_, why)
+    sentences = [origin.get(j, Sentence(text, "added")) for j, text in enumerate(new_texts) if text not in gone]
     return sentences + restored, [decisions[i] for i in range(len(previous))]
 
 

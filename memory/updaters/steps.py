@@ -20,7 +20,7 @@ as memory grows, and unrelated facts never pass through the model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -37,10 +37,11 @@ from memory.text import (
     format_dialogue,
     parse_sentences,
     parse_verdict,
-    parse_yes_no,
+    parse_yes_no_list,
 )
 from memory.updaters.base import carry_over
 from memory.updaters.guard import GuardDecision, decisions_json, guard, keep_summary
+from memory.updaters.relatedness import evidence, named
 from models.base import ChatModel, Completion, GenerationOptions, Message, estimate_tokens
 from models.embedders import Embedder
 from models.errors import ContextOverflowError
@@ -58,7 +59,8 @@ SLACK_TOKENS = 64  # and room for a line the model adds
 # Short answers get room for the reasoning or preamble real models put first: a budget is a limit, not a cost,
 # for a model that ends its answer (retried at twice, when cut).
 VERIFY_TOKENS = 256  # a verdict line
-JUDGE_TOKENS = 64  # "예" / "아니오"
+JUDGE_TOKENS = 64  # room for a preamble before the "N: 예" / "N: 아니오" lines
+JUDGE_PAIR_TOKENS = 8  # and one such line per pair
 RETRIEVED_PER_QUERY = 2  # scoped rewrite: nearest previous sentences per user turn and summary sentence
 DEFAULT_CEILING = 512  # KEEM_UPDATE_MAX_TOKENS: past this, an update rewrites only what the session touches
 
@@ -179,9 +181,15 @@ class Steps:
         return self.parse(answer or "", MAX_REFLECTED) or summary
 
     def rewrite(
-        self, previous: list[str], reflected: list[str], session_date: date | None, previous_date: date | None
+        self,
+        previous: list[str],
+        reflected: list[str],
+        session_date: date | None,
+        previous_date: date | None,
+        problem: str | None = None,
     ) -> list[str]:
-        """The new integrated memory of `previous` and the reflected summary ([] when no usable answer)."""
+        """The new integrated memory of `previous` and the reflected summary ([] when no usable answer); `problem`
+        is what the verifier found in the last attempt, for the retry to resolve."""
         answer = self.call(
             "update",
             render(
@@ -191,6 +199,7 @@ class Steps:
                 session_date=_iso(session_date),
                 previous_date=_iso(previous_date),
                 elapsed=_elapsed(previous_date, session_date),
+                problem=problem,
             ),
             self.rewrite_budget(previous + reflected),
         )
@@ -217,17 +226,27 @@ class Steps:
             return None
         return reason if passed is False else f"the verifier's answer was neither 통과 nor 실패: {reason!r}"
 
-    def judge(self, sentence: str, dialogue_text: str) -> tuple[bool | None, str]:
-        """Did this session replace or contradict `sentence`? (True/False/None for no usable answer, the answer)."""
-        answer = self.call("guard", render("guard", sentence=sentence, dialogue=dialogue_text), JUDGE_TOKENS)
-        return (None, "(no usable answer)") if answer is None else (parse_yes_no(answer), answer.strip()[:40])
+    def judge(self, pairs: list[tuple[str, str]], dialogue_text: str) -> list[tuple[bool | None, str]]:
+        """For each (old A, new B): does B make A no longer true? One call for all pairs; per pair (True/False/None
+        for no usable answer, the answer)."""
+        answer = self.call(
+            "guard",
+            render("guard", pairs=pairs, dialogue=dialogue_text),
+            JUDGE_TOKENS + JUDGE_PAIR_TOKENS * len(pairs),
+        )
+        if answer is None:
+            return [(None, "(no usable answer)")] * len(pairs)
+        verdicts = parse_yes_no_list(answer, len(pairs))
+        return [(v, {True: "예", False: "아니오", None: answer.strip()[:40]}[v]) for v in verdicts]
 
     # -- the update: scope, rewrite, guard, verify ---------------------------------------------------
     def scope(self, previous: list[Sentence], reflected: list[str], user_turns: list[str]) -> list[int] | None:
         """Indices of the previous sentences to rewrite, or None when the whole memory fits one rewrite.
 
-        Touched: shares a content word with the user's turns or the summary, or is among the embedder's
-        RETRIEVED_PER_QUERY nearest for one of them; most shared words first, as many as fit `ceiling`.
+        Touched: speaks to the same attribute of the user's life as a user turn or summary sentence (what the
+        session may replace: memory/updaters/relatedness.py), shares a content word with one, or is among the
+        embedder's RETRIEVED_PER_QUERY nearest for one of them; same attribute first, then most shared words, as
+        many as fit `ceiling`.
         """
         texts = [s.text for s in previous]
         if self.rewrite_budget(texts + reflected) <= self.ceiling:
@@ -235,6 +254,7 @@ class Steps:
         queries = user_turns + reflected
         topic = frozenset().union(*(content_words(q) for q in queries))
         overlap = [len(content_words(t) & topic) for t in texts]
+        same = [any((e := evidence(t, q)) is not None and e.attributes for q in queries) for t in texts]
         nearest = np.zeros(len(texts), dtype=np.float32)
         if self.embedder is not None and queries:
             cos = self.embedder.embed(queries) @ self._vectors(previous).T
@@ -242,7 +262,8 @@ class Steps:
                 for j in np.argsort(-row)[:RETRIEVED_PER_QUERY]:
                     nearest[j] = max(nearest[j], row[j])
         ranked = sorted(
-            (i for i in range(len(texts)) if overlap[i] or nearest[i] > 0), key=lambda i: (-overlap[i], -nearest[i], i)
+            (i for i in range(len(texts)) if same[i] or overlap[i] or nearest[i] > 0),
+            key=lambda i: (-same[i], -overlap[i], -nearest[i], i),
         )
         chosen: list[int] = []
         for i in ranked:
@@ -250,6 +271,10 @@ class Steps:
                 break
             chosen.append(i)
         return sorted(chosen)
+
+    def _cosine(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        assert self.embedder is not None
+        return self.embedder.embed(list(a)) @ self.embedder.embed(list(b)).T
 
     def _vectors(self, sentences: list[Sentence]) -> np.ndarray:
         """The sentences' vectors: the stored ones where this embedder made them, the rest embedded now."""
@@ -272,10 +297,13 @@ class Steps:
         session_date: date | None,
         previous_date: date | None,
         progress: Callable[[str], None] = lambda stage: None,
+        last: Attempt | None = None,
     ) -> Attempt:
-        """One rewrite of `previous` with the reflected summary, guarded and verified."""
+        """One rewrite of `previous` with the reflected summary, guarded and verified. A retry after `last` failed
+        verification is told why, and the guard puts the contradiction the verifier named to its judge."""
         progress("updating")
-        generated = self.rewrite([s.text for s in previous], reflected, session_date, previous_date)
+        problem = last.problem if last is not None else None
+        generated = self.rewrite([s.text for s in previous], reflected, session_date, previous_date, problem)
         progress("verifying")
         if not generated:
             return Attempt([], [], [], "the update produced no usable sentence")
@@ -284,8 +312,10 @@ class Steps:
             sentences, decisions = guard(
                 previous,
                 generated,
-                session_texts=user_turns + reflected,
-                judge=lambda s: self.judge(s, session_dialogue),
+                session_texts=reflected + user_turns,
+                judge=lambda pairs: self.judge(pairs, session_dialogue),
+                cosine=self._cosine if self.embedder is not None else None,
+                contested=contested(previous, last) if last is not None else [],
             )
             sentences, summary_kept = keep_summary(sentences, reflected)
         else:
@@ -318,6 +348,7 @@ class Steps:
         details: dict[str, Any] = {"attempts": []}
         if touched is not None:
             details["scope"] = {"rewritten": len(part), "carried": len(carried), "ceiling": self.ceiling}
+        result: Attempt | None = None
         for _ in range(attempts):
             result = self.attempt(
                 part,
@@ -328,11 +359,25 @@ class Steps:
                 session_date=session_date,
                 previous_date=previous_date,
                 progress=progress,
+                last=result,
             )
             details["attempts"].append(result.json())
             if result.problem is None:
                 return carried + result.sentences, details
         return None, details
+
+
+def contested(previous: list[Sentence], last: Attempt) -> list[tuple[int, str]]:
+    """(index into `previous`, new sentence) for the contradictions the verifier named in `last`: an old sentence
+    its reason names that the memory still held, against a sentence of this session's it names. Empty when the
+    reason names no such pair (then the retry is a plain retry)."""
+    if not last.problem or not last.sentences:
+        return []
+    held = {s.text for s in last.sentences}
+    olds = {previous[i].text: i for i in named(last.problem, [s.text for s in previous]) if previous[i].text in held}
+    news = [s.text for s in last.sentences if s.provenance in ("added", "rewritten") and s.text not in olds]
+    said = [news[j] for j in named(last.problem, news)]
+    return [(i, said[0]) for i in olds.values()] if said else []
 
 
 def _iso(day: date | None) -> str:
