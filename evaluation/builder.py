@@ -581,6 +581,7 @@ def estimate(episodes: Iterable[Episode], limit: int | None = None) -> Estimate:
                     session_date=UNKNOWN,
                     previous_date=UNKNOWN,
                     elapsed=UNKNOWN,
+                    problem=None,
                 ),
                 int(estimate_tokens("\n".join(new)) * 1.3),
             )
