@@ -54,7 +54,7 @@ def load_demo() -> TransformersChatModel:
     if model is None:
         model = TransformersChatModel(demo_gguf_path(), spec="demo", max_context=8192)
         _save(model, cached)
-    model.description = "SmolLM2-135M-Instruct (offline CPU demo, English-centric)"
+    model.description = f"SmolLM2-135M-Instruct (offline CPU demo, English-centric; {model.reuse_note})"
     return model
 
 
