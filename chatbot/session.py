@@ -109,11 +109,12 @@ class ChatSession:
             self.pinned = engine.pinned(self.user_id, text, max(0, min(settings.token_budget, room // 2)))
         pinned = self.pinned[1]
         room -= sum(model.count_tokens(h.text) + 4 for h in pinned)
-        held = {h.sentence_id for h in pinned}
+        held = {h.text for h in pinned}
+        held.update(line for i, lines in self.notes.items() if i < len(self.history) - 1 for line in lines)
         hits = engine.search(self.user_id, text, k=settings.k, token_budget=settings.token_budget)
         self.last_hits, note = [], []
-        for hit in hits[: settings.k]:  # the most relevant sentences; those not pinned go in the note
-            if hit.sentence_id not in held:
+        for hit in hits[: settings.k]:  # the most relevant; those neither pinned nor noted earlier go in the note
+            if hit.text not in held:
                 room -= model.count_tokens(hit.text) + 4
                 if room < 0:
                     break

@@ -141,6 +141,8 @@ def test_each_turn_extends_the_previous_prompt_and_the_system_prompt_stays_byte_
         note = third[3]["content"]
         assert note.startswith("[관련 기억]") and MANY[6] in note and MANY[6] not in system
         assert note.endswith("요즘 배우고 있는 피아노 학원에 다녀왔어")
+        noted = [line for m in third[1::2] for line in m["content"].splitlines() if line.startswith("- ")]
+        assert len(noted) == len(set(noted))  # a sentence an earlier note gave is not given again
     assert [t["text"] for t in store.turns.of_session(session.session_id) if t["role"] == "user"][1] == (
         "요즘 배우고 있는 피아노 학원에 다녀왔어"
     )  # the note is prompt only, never stored as what the user said
