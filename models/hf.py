@@ -295,7 +295,7 @@ class TransformersChatModel(ChatModel):
             cache = DynamicCache(config=self.model.config)
         gen_kwargs: dict[str, Any] = dict(
             input_ids=input_ids,
-            past_key_values=cache,
+            cache=cache,  # transformers 5.x (was past_key_values)
             attention_mask=self._torch.ones_like(input_ids),
             streamer=streamer,
             max_new_tokens=options.max_new_tokens,
