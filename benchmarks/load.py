@@ -18,6 +18,7 @@ in a row in under 1 s (its start-up work is over; reported as "settled").
 
     python benchmarks/load.py                                  # 20 users x 3 sessions x 3 turns, workers 1 and 4
     python benchmarks/load.py --users 5 --sessions 1 --turns 2 --workers 4 --json
+    python benchmarks/load.py --users 20,40,80,160 --workers 4   # capacity: a 1-user row, then each size; the knee
 """
 
 from __future__ import annotations
@@ -203,6 +204,16 @@ class App:
         except OSError:
             return float("nan")
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss_peak_mb(self) -> float:
+        """The app process's peak resident memory so far, MB (Linux /proc VmHWM)."""
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return float("nan")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -434,6 +445,7 @@ def run(workers: int, args: argparse.Namespace, server: FakeOpenAIServer, tmp: P
         prober.join()
         calls = len(server.requests) - calls_before
         app_cpu = app.cpu_s() - app_cpu
+        rss_mb = app.rss_peak_mb()
         now = resource.getrusage(resource.RUSAGE_SELF)
         own_cpu = now.ru_utime + now.ru_stime - own_cpu.ru_utime - own_cpu.ru_stime
     finally:
@@ -487,6 +499,7 @@ def run(workers: int, args: argparse.Namespace, server: FakeOpenAIServer, tmp: P
         "wall_s": wall,
         "reply_frames": sum(u.frames for u in users),
         "app_cpu_s": app_cpu,
+        "app_rss_peak_mb": rss_mb,
         "bench_cpu_s": own_cpu,
         "load_average": os.getloadavg()[0],
         "client_failures": [f"{u.name_}: {f}" for u in users for f in u.failures][:20],
@@ -497,7 +510,12 @@ def run(workers: int, args: argparse.Namespace, server: FakeOpenAIServer, tmp: P
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--users", type=int, default=20)
+    parser.add_argument(
+        "--users",
+        default="20",
+        help="simultaneous users, or a comma-separated list of row sizes (e.g. 20,40,80,160); with a list, a 1-user "
+        "row comes first and the knee is the first row whose reply p95 is over twice that one's",
+    )
     parser.add_argument("--sessions", type=int, default=3, help="sessions per user")
     parser.add_argument("--turns", type=int, default=3, help="turns per session")
     parser.add_argument("--latency", type=float, default=0.3, help="model server latency per call, seconds")
@@ -508,11 +526,18 @@ def main() -> int:
     parser.add_argument("--keep-logs", metavar="DIR", help="copy the app's logs, and the results as JSON, into DIR")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     args = parser.parse_args()
+    sizes = [int(n) for n in str(args.users).split(",") if n.strip()]
+    if len(sizes) > 1 and 1 not in sizes:
+        sizes.insert(0, 1)  # the single-user figure the knee is measured against
     results = []
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer(reply=reply, latency_s=args.latency) as server:
-        for workers in args.workers:
-            results.append(run(workers, args, server, Path(tmp)))
-            print(f"workers {workers}: done in {results[-1]['wall_s']:.1f} s", file=sys.stderr)
+        for n in sizes:
+            row_args = argparse.Namespace(**{**vars(args), "users": n})
+            for workers in args.workers:
+                here = Path(tmp) / f"u{n}"
+                here.mkdir(exist_ok=True)
+                results.append(run(workers, row_args, server, here))
+                print(f"{n} users, workers {workers}: done in {results[-1]['wall_s']:.1f} s", file=sys.stderr)
     if args.keep_logs:
         (Path(args.keep_logs) / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
     if args.json:
@@ -524,17 +549,20 @@ def main() -> int:
         f"load average {os.getloadavg()[0]:.1f}"
     )
     head = (
-        f"{'workers':>7} {'sent':>5} {'stored':>6} {'lost':>4} {'leaks':>5} {'login p50/p95':>14} "
-        f"{'probe login p50/p95':>20} {'reply p50/p95':>14} {'update wait p50/p95':>20} {'wall':>7}"
+        f"{'users':>5} {'workers':>7} {'sent':>5} {'stored':>6} {'lost':>4} {'leaks':>5} {'login p50/p95':>14} "
+        f"{'probe login p50/p95':>20} {'reply p50/p95':>14} {'update wait p50/p95':>20} {'wall':>7} "
+        f"{'app CPU':>11} {'app RSS peak':>12}"
     )
     print(head)
     for r in results:
         print(
-            f"{r['workers']:>7} {r['turns_sent']:>5} {r['turns_stored']:>6} {r['lost_turns']:>4} {r['leaks']:>5} "
+            f"{r['users']:>5} {r['workers']:>7} {r['turns_sent']:>5} {r['turns_stored']:>6} {r['lost_turns']:>4} "
+            f"{r['leaks']:>5} "
             f"{r['login_p50_s']:>6.2f}/{r['login_p95_s']:<6.2f}s "
             f"{r['probe_login_p50_s']:>9.2f}/{r['probe_login_p95_s']:<6.2f}s "
             f"{r['reply_p50_s']:>6.2f}/{r['reply_p95_s']:<6.2f}s "
-            f"{r['update_wait_p50_s']:>9.2f}/{r['update_wait_p95_s']:<6.2f}s {r['wall_s']:>6.1f}s"
+            f"{r['update_wait_p50_s']:>9.2f}/{r['update_wait_p95_s']:<6.2f}s {r['wall_s']:>6.1f}s "
+            f"{r['app_cpu_s'] / r['wall_s']:>5.2f} cores {r['app_rss_peak_mb']:>5.0f} MB"
         )
     for r in results:
         notes = [
@@ -554,10 +582,24 @@ def main() -> int:
             f"on {os.cpu_count()} cores), "
             f"load average {r['load_average']:.1f}",
         ]
-        print(f"workers {r['workers']}: " + "; ".join(notes))
+        print(f"{r['users']} users, workers {r['workers']}: " + "; ".join(notes))
         for line in r["client_failures"] + r["log_problems"][:5]:
             print(f"  ! {line[:240]}")
-    if len(results) > 1:
+    for workers in args.workers:
+        rows = [r for r in results if r["workers"] == workers]
+        single = next((r for r in rows if r["users"] == 1), None)
+        if single is None or len(rows) < 2:
+            continue
+        knee = next((r for r in rows if r["reply_p95_s"] > 2 * single["reply_p95_s"]), None)
+        print(
+            f"workers {workers}: single-user reply p95 {single['reply_p95_s']:.2f} s; knee "
+            + (
+                f"at {knee['users']} users (reply p95 {knee['reply_p95_s']:.2f} s)"
+                if knee
+                else f"not reached up to {rows[-1]['users']} users"
+            )
+        )
+    if len(args.workers) > 1 and len(sizes) == 1:
         one = next((r for r in results if r["workers"] == 1), results[0])
         for r in results:
             if r is not one:

@@ -10,7 +10,7 @@ from datetime import date
 from typing import TYPE_CHECKING
 
 from memory.engine import Hit
-from memory.prompts import chat_system_prompt
+from memory.prompts import chat_note, chat_system_prompt
 from models.base import GenerationOptions, Message
 from models.errors import InputError
 
@@ -66,8 +66,12 @@ class ChatSession:
     last_hits: list[Hit] = field(default_factory=list)
     ended: bool = False
 
+    notes: dict[int, list[str]] = field(default_factory=dict)  # history index of a user turn -> its memory note
+    pinned: tuple[int | None, list[Hit]] | None = None  # (memory version, what the system prompt holds)
+    today: date = field(default_factory=date.today)  # the session's date, fixed so its system prompt is too
+
     def system_prompt(self, hits: list[Hit]) -> str:
-        return chat_system_prompt([h.text for h in hits], date.today(), self.previous_date)
+        return chat_system_prompt([h.text for h in hits], self.today, self.previous_date)
 
     def record(self, text: str) -> str:
         """Validate and store the user's message (before any generation: a crash never loses what was typed);
@@ -87,8 +91,11 @@ class ChatSession:
         return text
 
     def prompt(self) -> list[Message]:
-        """The chat prompt for the last recorded user message: memory retrieved for it, as much as the context holds."""
-        settings, model = self.bot.settings, self.bot.chat_model
+        """The chat prompt for the last recorded user message, laid out so a server can cache it: the system
+        prompt holds the memory pinned for the session (byte-identical from turn to turn), and what is retrieved
+        for this message beyond it goes in a note before this message, kept there for later turns, so each
+        turn's prompt extends the previous one's."""
+        settings, model, engine = self.bot.settings, self.bot.chat_model, self.bot.engine
         text = self.history[-1]["content"]
         room = (
             model.context_window
@@ -97,14 +104,31 @@ class ChatSession:
             - model.count_tokens(text)
             - 32
         )
-        hits = self.bot.engine.search(self.user_id, text, k=settings.k, token_budget=settings.token_budget)
-        self.last_hits = []
-        for hit in hits:  # as many of the most relevant sentences as the model's context holds
-            room -= model.count_tokens(hit.text) + 4
-            if room < 0:
-                break
+        version_id = self.bot.store.versions.latest_id(self.user_id)
+        if self.pinned is None or self.pinned[0] != version_id:  # once per session (again if the memory changed)
+            self.pinned = engine.pinned(self.user_id, text, max(0, min(settings.token_budget, room // 2)))
+        pinned = self.pinned[1]
+        room -= sum(model.count_tokens(h.text) + 4 for h in pinned)
+        held = {h.text for h in pinned}
+        held.update(line for i, lines in self.notes.items() if i < len(self.history) - 1 for line in lines)
+        hits = engine.search(self.user_id, text, k=settings.k, token_budget=settings.token_budget)
+        self.last_hits, note = [], []
+        for hit in hits[: settings.k]:  # the most relevant; those neither pinned nor noted earlier go in the note
+            if hit.text not in held:
+                room -= model.count_tokens(hit.text) + 4
+                if room < 0:
+                    break
+                note.append(hit.text)
             self.last_hits.append(hit)
-        return [{"role": "system", "content": self.system_prompt(self.last_hits)}, *self.history]
+        if note:
+            self.notes[len(self.history) - 1] = note
+        else:
+            self.notes.pop(len(self.history) - 1, None)
+        turns: list[Message] = [
+            {"role": m["role"], "content": chat_note(self.notes[i], m["content"])} if i in self.notes else m
+            for i, m in enumerate(self.history)
+        ]
+        return [{"role": "system", "content": self.system_prompt(pinned)}, *turns]
 
     def prepare(self, text: str) -> list[Message]:
         """Record the user's message and build the prompt (everything but generation)."""

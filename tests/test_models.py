@@ -79,6 +79,46 @@ def test_tiny_llama_drops_old_turns_to_fit_and_refuses_what_cannot_fit(tiny_llam
         model.complete([{"role": "system", "content": "햇살 " * 600}, *HELLO], GenerationOptions(max_new_tokens=4))
 
 
+def test_tiny_llama_reuses_its_kv_cache_for_the_prefix_a_turn_shares_and_answers_the_same(tiny_llama_dir):
+    import threading
+
+    reuse = load_chat_model(f"hf:{tiny_llama_dir}")
+    fresh = load_chat_model(f"hf:{tiny_llama_dir}")
+    fresh.kv_cache.max_tokens = 0  # the same model without reuse
+    computed: list[int] = []  # tokens each forward pass computes (the first pass of a call: its whole prompt part)
+    reuse.model.register_forward_pre_hook(
+        lambda module, args, kwargs: computed.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
+    options = GenerationOptions(max_new_tokens=6, temperature=0.0)
+    system = {"role": "system", "content": "사용자는 테니스를 치다가 손목을 다쳤다. " * 4}
+    turns = [system, {"role": "user", "content": "안녕하세요 오늘 기분이 어때요?"}]
+    finishes = []
+    for said in ["손목은 좀 나았어", "hello world, how are you?"]:
+        computed.clear()
+        answer = reuse.complete(turns, options)
+        finishes.append(answer.finish)
+        assert answer.text == fresh.complete(turns, options).text  # greedy: the same with and without reuse
+        assert computed[0] == answer.finish.prompt_tokens - (answer.finish.cached_tokens or 0)
+        assert all(n == 1 for n in computed[1:])  # then one token per step
+        turns += [{"role": "assistant", "content": answer.text}, {"role": "user", "content": said}]
+    # The second call reused the first: it computed only what follows the first prompt.
+    assert finishes[0].cached_tokens == 0 and finishes[1].cached_tokens == finishes[0].prompt_tokens
+    assert 0 < reuse.kv_cache.tokens <= reuse.kv_cache.max_tokens and "KV cache reused" in reuse.description
+    # Concurrent sessions each take their own cache (never one shared): all answers equal the fresh model's.
+    prompts = [[system, {"role": "user", "content": f"{name} 안녕하세요"}] for name in ("민수", "hello", "기억")]
+    want = [fresh.complete(p, options).text for p in prompts]
+    got: dict[int, str] = {}
+    threads = [
+        threading.Thread(target=lambda i=i: got.__setitem__(i, reuse.complete(prompts[i % 3], options).text))
+        for i in range(6)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [got[i] for i in range(6)] == want * 2
+
+
 def test_unknown_specs_say_what_works():
     with pytest.raises(ModelSpecError, match="hf:<hub id or path>"):
         load_chat_model("gpt4")

@@ -99,3 +99,51 @@ def test_ending_enqueues_the_update_and_the_next_session_knows_the_last_date(bot
 def test_unknown_strategy_is_refused(bot):
     with pytest.raises(InputError, match="keem, accumulate"):
         bot.start("minsu", strategy="magic")
+
+
+MANY = [
+    "사용자는 테니스를 치다가 손목을 다쳤다.",
+    "사용자는 고양이 나비를 키운다.",
+    "사용자는 다음 달에 제주도로 여행을 간다.",
+    "사용자의 언니는 부산에 산다.",
+    "사용자는 회사에서 마케팅 일을 한다.",
+    "사용자는 매운 음식을 좋아한다.",
+    "사용자는 요즘 피아노를 배우고 있다.",
+    "사용자는 작년에 이사를 했다.",
+]
+
+
+@pytest.mark.parametrize("budget", [600, 60], ids=["whole memory", "memory over budget"])
+def test_each_turn_extends_the_previous_prompt_and_the_system_prompt_stays_byte_identical(store, budget):
+    bot = Chatbot(
+        Settings(db=store.path, token_budget=budget, k=3),
+        chat_model=ScriptedChatModel(responder=lambda msgs: "그랬구나!"),
+        embedder=NgramEmbedder(),
+        store=store,
+    )
+    user_id = bot.start("minsu").user_id
+    bot.engine.commit(user_id, [Sentence(t) for t in MANY], strategy="import", status="ok", author="import")
+    session = bot.start("minsu")
+    said = ["테니스 치다가 다친 손목은 좀 나았어", "요즘 배우고 있는 피아노 학원에 다녀왔어"]
+    said.append("언니가 부산에서 놀러 왔어")
+    for text in said:
+        list(session.send(text))
+    first, second, third = bot.chat_model.calls[-3:]
+    for before, after in ((first, second), (second, third)):
+        assert after[0]["content"] == before[0]["content"]  # byte-identical system prompt
+        assert after[: len(before)] == before  # the earlier prompt is a prefix of the later one
+        assert after[len(before)] == {"role": "assistant", "content": "그랬구나!"}
+    system = first[0]["content"]
+    if budget == 600:  # the whole memory, in its own order; nothing else is needed
+        assert all(line in system for line in MANY)
+        assert system.index(MANY[0]) < system.index(MANY[-1]) and "[관련 기억]" not in str(third[1:])
+    else:  # a selection for the first message; later messages bring what they need in a note
+        assert MANY[0] in system and sum(line in system for line in MANY) < len(MANY)
+        note = third[3]["content"]
+        assert note.startswith("[관련 기억]") and MANY[6] in note and MANY[6] not in system
+        assert note.endswith("요즘 배우고 있는 피아노 학원에 다녀왔어")
+        noted = [line for m in third[1::2] for line in m["content"].splitlines() if line.startswith("- ")]
+        assert len(noted) == len(set(noted))  # a sentence an earlier note gave is not given again
+    assert [t["text"] for t in store.turns.of_session(session.session_id) if t["role"] == "user"][1] == (
+        "요즘 배우고 있는 피아노 학원에 다녀왔어"
+    )  # the note is prompt only, never stored as what the user said

@@ -107,11 +107,13 @@ class Steps:
     parse: Parse = parse_sentences
     use_guard: bool = True
     problems: list[str] = field(default_factory=list)
+    not_asked: str = ""  # why the model is not asked at all (ChatModel.runs_to_budget): every step falls back
 
     @classmethod
     def for_model(
         cls, model: ChatModel, embedder: Embedder | None = None, ceiling: int = DEFAULT_CEILING, **kwargs: Any
     ) -> Steps:
+        kwargs.setdefault("not_asked", model.runs_to_budget)
         return cls(model_ask(model), model.count_tokens, model.context_window, ceiling, embedder, **kwargs)
 
     @staticmethod
@@ -137,6 +139,9 @@ class Steps:
             return None
 
     def _call(self, stage: str, prompt: str, budget: int) -> str | None:
+        if self.not_asked:  # its answer would be cut, and a cut answer is never used: save the minutes
+            self.problems.append(f"{stage}: not asked, {self.not_asked}")
+            return None
         room = self.context_window - self.count_tokens(render("update_system") + prompt) - 16
         if room < 8:
             raise ContextOverflowError(
