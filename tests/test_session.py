@@ -122,7 +122,7 @@ def test_each_turn_extends_the_previous_prompt_and_the_system_prompt_stays_byte_
         store=store,
     )
     user_id = bot.start("minsu").user_id
-    bot.engine.commit(user_id, [Sentence(t) for t in MANY], strategy="import", status="ok", author="import")
+    bot.engine.commit(user_id, [Sentence(t) for t in MANY], base=None, strategy="import", status="ok", author="import")
     session = bot.start("minsu")
     said = ["테니스 치다가 다친 손목은 좀 나았어", "요즘 배우고 있는 피아노 학원에 다녀왔어"]
     said.append("언니가 부산에서 놀러 왔어")
