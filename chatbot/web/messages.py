@@ -32,6 +32,10 @@ MESSAGES = {
     "questionnaire_no_session": "이 참가자의 대화가 아닌 설문입니다. 자신의 대화 뒤에 나온 설문에 답해 주세요.",
     "questionnaire_done": "이미 응답한 설문입니다. 한 대화의 설문은 한 번만 제출할 수 있습니다.",
     "questionnaire_empty": "설문에 답한 항목이 없습니다. 답을 고른 뒤 제출해 주세요.",
+    "user_forgotten": (
+        "이 사용자의 데이터가 삭제되었습니다 (다른 탭이나 관리 명령에서 '나를 잊기'). 이 탭의 대화는 저장되지 "
+        "않았습니다. 처음 화면으로 돌아갑니다: 다시 대화하려면 이름을 입력해 새로 시작하세요."
+    ),
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",
