@@ -202,9 +202,11 @@ class Worker:
         try:
             self.bot.run_update(job_id)
         except Exception as exc:  # recorded on the job by the runner (pending again unless out of attempts)
-            log.warning(
-                "memory update job %s failed (attempt %s): %s", job_id, self.store.queue.get(job_id)["attempts"], exc
-            )
+            job = self.store.one("select attempts from update_jobs where id = ?", [job_id])
+            if job is None:  # its user was forgotten while it ran: the job went with them, and no version was made
+                log.info("memory update job %s stopped: its user was forgotten meanwhile", job_id)
+            else:
+                log.warning("memory update job %s failed (attempt %s): %s", job_id, job["attempts"], exc)
         finally:
             self._wake.set()  # the next of this user's jobs may go now
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,8 @@ from memory.store import Sentence, Store
 from memory.store.migrations import schema as memory_schema
 from models.embedders import NgramEmbedder
 from models.errors import UserForgottenError
-from tests.test_ui import make_bot, say
+from models.fake import ScriptedChatModel, stage_of
+from tests.test_ui import answer, make_bot, say
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = ("users", "sessions", "turns", "memory_versions", "memory_sentences", "update_jobs", "consents", "answers")
@@ -329,3 +331,34 @@ def test_a_forget_that_lands_while_an_event_runs_still_ends_in_the_notice() -> N
         out = wired(raced, outputs)("x")
     assert out[outputs["state"]] is None and out[outputs["login_box"]]["visible"] is True
     assert out[outputs["timer"]].active is False
+
+
+def test_an_update_running_while_its_user_is_forgotten_makes_no_version_for_anyone(tmp_path: Path) -> None:
+    """The worker runs userA's update; mid-way another process forgets userA and userB arrives: the commit finds no
+    userA (ids are never reused, so not userB either), no version is made, and the worker goes on."""
+    started, release = threading.Event(), threading.Event()
+
+    def gated(messages: list[dict[str, Any]]) -> str:
+        if stage_of(messages[-1]["content"]) == "summarize":
+            started.set()
+            release.wait(20)
+        return answer(messages)
+
+    bot = make_bot(tmp_path / "keem.db", ScriptedChatModel(responder=gated))
+    worker = Worker(bot, poll_s=0.05)
+    ui = ChatUI(bot, worker)
+    tab = ui.entry.login("userA").state
+    say(ui, "나 고양이 나비 키워", tab)
+    assert ui.chat.end_session(tab).state.job_id is not None
+    ran: list[int] = []
+    runner = threading.Thread(target=lambda: ran.append(worker.run_pending()))
+    runner.start()
+    assert started.wait(20)
+    Store(tmp_path / "keem.db").users.delete(tab.user_id)  # `keem memory forget` in another process
+    b = ui.entry.login("userB").state
+    release.set()
+    runner.join(30)
+    assert ran == [1]  # the run ended without an error escaping the worker
+    assert bot.store.rows("select * from memory_versions") == [] and bot.store.queue.jobs() == []
+    assert b.user_id != tab.user_id and bot.engine.search(b.user_id, "고양이") == []
+    worker.stop()
