@@ -362,3 +362,23 @@ def test_an_update_running_while_its_user_is_forgotten_makes_no_version_for_anyo
     assert bot.store.rows("select * from memory_versions") == [] and bot.store.queue.jobs() == []
     assert b.user_id != tab.user_id and bot.engine.search(b.user_id, "고양이") == []
     worker.stop()
+
+
+def test_every_event_of_a_tab_can_return_it_to_the_start_screen_and_spins_only_on_its_own_parts(
+    tmp_path: Path,
+) -> None:
+    """Every event that takes the tab's state also outputs the start screen's parts (so a forgotten user's tab can
+    go there), while its progress animation stays on the parts it was about (a reply spins on the chat, not on the
+    memory tab or the hidden login box)."""
+    app = build_app(make_bot(tmp_path / "keem.db"))
+    components = {c["id"]: c for c in app.config["components"]}
+    by_elem = {c.get("props", {}).get("elem_id"): i for i, c in components.items()}
+    state = next(i for i, c in components.items() if c["type"] == "state")
+    guarded = [d for d in app.config["dependencies"] if state in d["inputs"]]
+    assert {"send", "respond", "end_session", "new_session", "poll", "forget", "logout"} <= {
+        d["api_name"] for d in guarded
+    }
+    for dep in guarded:
+        assert {by_elem["login"], by_elem["main"], by_elem["memory"], state} <= set(dep["outputs"]), dep["api_name"]
+    respond = next(d for d in guarded if d["api_name"] == "respond")
+    assert set(respond["show_progress_on"]) == {by_elem["chat"], by_elem["hits"], by_elem["pending-note"]}

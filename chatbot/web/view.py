@@ -197,15 +197,24 @@ class Page:
         An event that takes the tab's state also outputs the start screen's parts (FORGOTTEN), so that when the
         tab's user turns out to be deleted it can show the notice and return there (chatbot/web/backend.py
         AppContext.gone)."""
+        kwargs = {**self.options, **options}
         if "state" in self.parts and any(i is self.parts["state"] for i in inputs or ()):
+            # the progress animation stays on the parts the event is about, not on the start screen's
+            own = [c for name in outputs for c in _flat(self.parts[name]) if not isinstance(c, gr.State)]
+            if own:
+                kwargs.setdefault("show_progress_on", own)
             outputs = [*outputs, *(name for name in FORGOTTEN if name not in outputs)]
         targets = {name: self.parts[name] for name in outputs}
-        flat = [c for t in targets.values() for c in (t if isinstance(t, list) else [t])]
+        flat = [c for t in targets.values() for c in _flat(t)]
         handler = wired(fn, targets)
-        kwargs = {**self.options, **options}
         if after is not None:
             return after.then(handler, inputs, flat, **kwargs)
         return gr.on(triggers, handler, inputs, flat, **kwargs)
+
+
+def _flat(target: Any) -> list[Any]:
+    """A part's components: itself, or the list a list-valued part holds (a questionnaire's answers)."""
+    return list(target) if isinstance(target, list) else [target]
 
 
 PANEL = ("memory", "history", "pick", "retry")
