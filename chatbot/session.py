@@ -162,6 +162,7 @@ class ChatSession:
         if self.ended:
             return None
         with self.bot.store.write():  # both or neither: a disk that is full leaves the session open, as it is
+            self.bot.store.sessions.check(self.session_id, self.user_id)  # a forgotten user's: UserForgottenError
             self.bot.store.sessions.end(self.session_id, reason)
             job = (
                 self.bot.store.queue.enqueue(self.user_id, self.session_id, self.strategy)

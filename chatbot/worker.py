@@ -12,6 +12,7 @@ from chatbot.bot import Chatbot
 from chatbot.deploy import zerogpu
 from chatbot.session import ChatSession
 from memory.backup import Backups
+from models.errors import UserForgottenError
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class Worker:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._live: dict[int, tuple[ChatSession, float]] = {}  # session_id -> (session, last activity)
+        self._generation: int | None = None  # the store's forget count when _live was last checked
         self._thread: threading.Thread | None = None
         self.pool = ThreadPoolExecutor(max_workers=pool_size(bot), thread_name_prefix="keem-update")
         self._running: dict[int, tuple[int, Future]] = {}  # job id -> (user id, its run)
@@ -128,9 +130,32 @@ class Worker:
             self._wake.set()
         return job_id
 
+    def drop_forgotten(self) -> list[int]:
+        """Stop watching the sessions of users forgotten since the last look, by this or any other process (the
+        store's forget counter moved): nothing is ended or queued for them, and their turns leave this process's
+        memory. Returns the session ids dropped."""
+        generation = self.store.users.generation()
+        if generation == self._generation:
+            return []
+        with self._lock:
+            ids = list(self._live)
+        alive = self.store.sessions.existing(ids)
+        gone = []
+        with self._lock:
+            for session_id in ids:
+                if session_id not in alive and session_id in self._live:
+                    session, _ = self._live.pop(session_id)
+                    session.ended = True
+                    session.history.clear()
+                    gone.append(session_id)
+        self._generation = generation
+        return gone
+
     def _end(self, session: ChatSession, reason: str) -> int | None:
         try:
             job_id = session.end(reason)
+        except UserForgottenError:  # forgotten meanwhile: nothing to end or update
+            return None
         except Exception:  # the database went away under us: nothing more to do here
             log.exception("ending session %s failed", session.session_id)
             return None
@@ -140,6 +165,7 @@ class Worker:
 
     def end_idle(self) -> list[int]:
         """End sessions idle longer than the timeout; returns their session ids."""
+        self.drop_forgotten()
         now = self.clock()
         with self._lock:
             idle = [s for s, seen in self._live.values() if now - seen >= self.idle_timeout_s]
@@ -176,9 +202,11 @@ class Worker:
         try:
             self.bot.run_update(job_id)
         except Exception as exc:  # recorded on the job by the runner (pending again unless out of attempts)
-            log.warning(
-                "memory update job %s failed (attempt %s): %s", job_id, self.store.queue.get(job_id)["attempts"], exc
-            )
+            job = self.store.one("select attempts from update_jobs where id = ?", [job_id])
+            if job is None:  # its user was forgotten while it ran: the job went with them, and no version was made
+                log.info("memory update job %s stopped: its user was forgotten meanwhile", job_id)
+            else:
+                log.warning("memory update job %s failed (attempt %s): %s", job_id, job["attempts"], exc)
         finally:
             self._wake.set()  # the next of this user's jobs may go now
 

@@ -27,6 +27,16 @@ class MemoryEngine:
         self.embedder = embedder
         self.count_tokens = count_tokens
         self.index = IndexCache(embedder)
+        self._generation: int | None = None  # the store's forget count when the cache last checked its users
+
+    def sweep(self) -> None:
+        """Drop the cached indexes of users forgotten since the last look, by this or any other process (the store's
+        forget counter moved). Cache keys are never-reused user and version ids, so a stale entry could never serve
+        another user; this removes the forgotten user's text from memory. One small query per call."""
+        generation = self.store.users.generation()
+        if generation != self._generation:
+            self.index.keep_only(self.store.users.existing)
+            self._generation = generation
 
     def current(self, user_id: int) -> Version | None:
         return self.store.versions.latest(user_id)
@@ -77,6 +87,7 @@ class MemoryEngine:
 
         When the whole memory fits `token_budget`, every sentence comes back, most relevant first.
         """
+        self.sweep()
         version_id = self.store.versions.latest_id(user_id)
         if version_id is None:
             return []
@@ -113,6 +124,7 @@ class MemoryEngine:
 
     def warm(self, user_id: int) -> None:
         """Build the user's index ahead of the first turn."""
+        self.sweep()
         version = self.current(user_id)
         if version is not None:
             self.index.entry(user_id, version.id, lambda: version)

@@ -97,6 +97,16 @@ class IndexCache:
         with self._lock:
             self._entries.pop(user_id, None)
 
+    def keep_only(self, alive: Callable[[list[int]], set[int]]) -> list[int]:
+        """Drop the indexes of users `alive` (given the cached ids) says are gone; returns the dropped ids."""
+        cached = self.cached_users()
+        living = alive(cached) if cached else set()
+        gone = [u for u in cached if u not in living]
+        with self._lock:
+            for user_id in gone:
+                self._entries.pop(user_id, None)
+        return gone
+
     def search(self, entry: Entry, query_vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(sentence id, score) best first; a sentence with cue words scores by the better of its two views."""
         best: dict[int, float] = {}

@@ -25,6 +25,7 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "questionnaire_empty",
     "memory_changed",  # memory/store/rebase.py: a user's edit of a memory another writer changed meanwhile; number
     "memory_recompute",  # an update computed from an older version than another update's; base, latest
+    "user_forgotten",  # memory/store/users.py: the user (and so the tab's session) was deleted meanwhile
 )
 
 
@@ -61,6 +62,16 @@ class UnknownUserError(KeemError):
     """No such user in the database."""
 
     kind = "unknown_user"
+
+
+class UserForgottenError(UnknownUserError):
+    """The user an open tab or session acts for was deleted ("나를 잊기", `keem memory forget`) meanwhile, from any
+    tab or process: nothing more is stored or shown for them; log in again to start anew."""
+
+    kind = "user_forgotten"  # its code too: one Korean message (chatbot/web/messages.py)
+
+    def __init__(self, message: str = "", **params: object):
+        super().__init__(message, code="user_forgotten", **params)
 
 
 class ModelSpecError(KeemError):

@@ -115,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add_command(
         msubs,
         "forget",
-        "delete everything stored about a user (sessions, turns, every memory version)",
+        "delete everything stored about a user (sessions, turns, every memory version); a running app's open "
+        "tabs of that user are told at their next event, and their ids are never given to another user",
         "keem memory forget --user minsu --yes",
         parents=[USER, STORE, JSON],
         run=cmd_forget,

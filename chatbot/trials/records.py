@@ -18,6 +18,7 @@ from sqlite_utils import Database
 
 from memory.store import Store, now_iso, storage_error
 from memory.store.connection import Schema
+from memory.store.rebuild import never_reuse_ids
 from models.errors import InputError
 
 schema = Schema("keem_trials")
@@ -46,6 +47,15 @@ def t001_consents_and_answers(db: Database) -> None:
         created_at text not null)""")
     db.execute("create unique index if not exists idx_answers_session_item on answers (session_id, study_id, item)")
     db.execute("create index if not exists idx_answers_user on answers (user_id, study_id)")
+
+
+@schema.outside_transaction
+def t002_ids_never_reused(db: Database) -> None:
+    """Consent and answer ids are never given twice (AUTOINCREMENT), like the memory engine's ids (memory migration
+    m006): the tables are rebuilt with their rows, indexes and foreign keys (ON DELETE CASCADE to users and
+    sessions), each sequence starting above its highest id. An id deleted before this migration that no row holds
+    any more is not knowable (memory/store/migrations.py m006 says what that means)."""
+    never_reuse_ids(db, {"consents": [], "answers": []})
 
 
 _opened: weakref.WeakKeyDictionary[Store, TrialRecords] = weakref.WeakKeyDictionary()

@@ -17,9 +17,9 @@ from chatbot.trials.study import Study, next_allowed, refusal_message
 from chatbot.web.messages import LOADING
 from chatbot.web.render import md, model_banner
 from chatbot.web.state import UserState
-from chatbot.web.view import PageView
+from chatbot.web.view import PageView, forgotten
 from chatbot.worker import Worker
-from models.errors import InputError, KeemError, ModelUnavailableError
+from models.errors import InputError, KeemError, ModelUnavailableError, UserForgottenError
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,22 @@ class AppContext:
     def blind(self) -> bool:
         """A trial participant must not learn their strategy."""
         return self.study is not None or self.bot.settings.strategy == BALANCED
+
+    def gone(self, state: UserState | None) -> PageView | None:
+        """Every event of a tab starts here: None when the tab's user and session still exist and belong together
+        (one indexed lookup), else the tab's user was forgotten meanwhile (another tab, `keem memory forget` in
+        another process): the Korean notice and the start screen (view.py `forgotten`), after the tab's waiting
+        messages and live session are let go of, nothing stored and nothing queued for them."""
+        if state is None:
+            return None
+        try:
+            self.bot.store.sessions.check(state.session.session_id, state.user_id)
+        except UserForgottenError as exc:
+            state.take_pending()
+            state.session.ended = True  # no update is queued for a user who is gone
+            state.job_id = None
+            return forgotten(exc)
+        return None
 
     def may_start(self, state: UserState) -> None:
         """In a study, refuse (Korean, with the date) a next session the study does not allow yet."""

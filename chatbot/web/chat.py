@@ -23,7 +23,7 @@ from chatbot.web.render import md, render_hits, shown
 from chatbot.web.state import Answering, Identity, UserState
 from chatbot.web.view import PageView, signed_out
 from chatbot.worker import Worker
-from models.errors import InputError, KeemError
+from models.errors import InputError, KeemError, UserForgottenError
 
 log = logging.getLogger(__name__)
 BROWSER_KEY = re.compile(r"[0-9a-f]{32}")
@@ -50,7 +50,8 @@ class Entry:
         """The tab closed (Gradio dropped its state): end the session so its memory update runs."""
         worker = self.ctx.backend.worker
         if isinstance(state, UserState) and not state.session.ended and worker is not None:
-            worker.end(state.session, "closed")
+            if self.ctx.gone(state) is None:  # a forgotten user's session has nothing to end
+                worker.end(state.session, "closed")
 
     def identify(
         self,
@@ -100,6 +101,8 @@ class Entry:
         return view
 
     def logout(self, state: UserState | None) -> PageView:
+        if (gone := self.ctx.gone(state)) is not None:
+            return gone
         if state is not None:
             state.take_pending()  # leaving: nothing more is answered for this tab
         if state is not None and not state.session.ended:
@@ -120,6 +123,8 @@ class Conversation:
         if state is None:
             gr.Warning("먼저 이름을 입력하고 대화를 시작하세요.")
             return PageView()
+        if (gone := self.ctx.gone(state)) is not None:  # the message is not stored: its user is no more
+            return gone
         bot = self.ctx.bot
         try:
             clean = clean_message(text, bot.settings.max_message_chars)
@@ -155,6 +160,9 @@ class Conversation:
         answers everything queued, including messages that arrive while it streams)."""
         if state is None:
             yield PageView()
+            return
+        if (gone := self.ctx.gone(state)) is not None:
+            yield gone
             return
         with state.lock:
             if state.answering:
@@ -200,6 +208,8 @@ class Conversation:
         if not stored:
             try:
                 session.record(text)
+            except UserForgottenError:  # forgotten while it waited: the wiring shows the notice
+                raise
             except KeemError as exc:
                 with state.lock:
                     state.pending.insert(0, text)
@@ -214,6 +224,8 @@ class Conversation:
                 if time.monotonic() - shown_at >= FRAME_S:  # the rest of this frame's pieces come with the next
                     shown_at = time.monotonic()
                     yield PageView(chat=rows(state), note=waiting_note(state))
+        except UserForgottenError:  # forgotten while it streamed: nothing of it is stored, the wiring shows the notice
+            raise
         except Exception as exc:  # what streamed so far is already saved by the session
             if not isinstance(exc, KeemError):
                 log.exception("chat turn failed")
@@ -230,6 +242,8 @@ class Conversation:
         Messages still waiting for a reply are not sent into the ended conversation: they go back into the
         textbox, before the draft, for the next conversation.
         """
+        if (gone := self.ctx.gone(state)) is not None:
+            return gone
         if state is None or state.session.ended:
             return PageView(state=state, progress="이미 끝난 대화입니다.", timer=gr.Timer(active=False))
         try:
@@ -257,6 +271,8 @@ class Conversation:
     def new_session(self, state: UserState | None) -> PageView:
         if state is None:
             return PageView(state=state, chat=[], hits="")
+        if (gone := self.ctx.gone(state)) is not None:
+            return gone
         if not state.session.ended:
             self.ctx.worker.end(state.session, "user")
         self.ctx.fresh_session(state)

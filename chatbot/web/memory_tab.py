@@ -43,6 +43,8 @@ class MemoryTab:
 
     def poll(self, state: UserState | None) -> PageView:
         """Progress of this tab's update job (the timer's tick); refreshes the memory panel when it finishes."""
+        if (gone := self.ctx.gone(state)) is not None:
+            return gone
         if state is None or state.job_id is None:
             return PageView(timer=gr.Timer(active=False))
         try:
@@ -63,6 +65,8 @@ class MemoryTab:
         """Put this user's failed updates back in the queue now; the progress line then follows the newest one."""
         if state is None:
             raise InputError("먼저 대화를 시작하세요.")
+        if (gone := self.ctx.gone(state)) is not None:
+            return gone
         ids = self.ctx.bot.store.queue.retry(user_id=state.user_id)
         if not ids:
             return PageView(progress="다시 시도할 실패한 갱신이 없습니다.", timer=gr.Timer(active=False)) | self.panel(
@@ -113,6 +117,8 @@ class MemoryTab:
         return self.panel(state) | PageView(edit_text="")
 
     def edit_sentence(self, pick: str | None, new_text: str, state: UserState | None) -> PageView:
+        if (gone := self.ctx.gone(state)) is not None:
+            return gone
         shown, index = self._pick(state, pick)
         assert state is not None
         text = clean_message(new_text, 300).replace("\n", " ")
@@ -121,6 +127,8 @@ class MemoryTab:
         return self._commit(state, shown, sentences, f"사용자가 {index + 1}번 문장을 고쳤습니다")
 
     def delete_sentence(self, pick: str | None, state: UserState | None) -> PageView:
+        if (gone := self.ctx.gone(state)) is not None:
+            return gone
         shown, index = self._pick(state, pick)
         assert state is not None
         if len(shown.sentences) == 1:
@@ -134,6 +142,8 @@ class MemoryTab:
         """An addition applies to whatever memory is latest when it commits, so its base is the latest now."""
         if state is None:
             raise InputError("먼저 대화를 시작하세요.")
+        if (gone := self.ctx.gone(state)) is not None:
+            return gone
         text = clean_message(new_text, 300).replace("\n", " ")
         latest = self.ctx.bot.engine.current(state.user_id)
         old = carry_over(latest.sentences) if latest else []
@@ -143,6 +153,8 @@ class MemoryTab:
         """Delete everything about this user once they type their name; the tab returns to the start screen."""
         if state is None:
             raise InputError("먼저 대화를 시작하세요.")
+        if (gone := self.ctx.gone(state)) is not None:
+            return gone
         if (confirm or "").strip() != state.name:
             raise InputError("확인란에 이름을 정확히 입력해야 삭제됩니다.")
         state.take_pending()

@@ -37,6 +37,10 @@ MESSAGES = {
         "확인한 뒤 다시 고쳐 주세요."
     ),
     "memory_recompute": "기억 갱신이 그 사이 바뀐 기억 위에서 다시 계산됩니다. 잠시 뒤 기억 탭을 확인해 주세요.",
+    "user_forgotten": (
+        "이 사용자의 데이터가 삭제되었습니다 (다른 탭이나 관리 명령에서 '나를 잊기'). 이 탭의 대화는 저장되지 "
+        "않았습니다. 처음 화면으로 돌아갑니다: 다시 대화하려면 이름을 입력해 새로 시작하세요."
+    ),
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",

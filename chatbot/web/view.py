@@ -17,7 +17,7 @@ from typing import Any, Self
 import gradio as gr
 
 from chatbot.web.messages import korean_error
-from models.errors import KeemError
+from models.errors import KeemError, UserForgottenError
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,14 @@ def signed_out() -> PageView:
     )
 
 
+def forgotten(exc: UserForgottenError) -> PageView:
+    """The tab's user was deleted meanwhile (another tab's "나를 잊기", `keem memory forget`): a Korean notice, and the
+    start screen with nothing of anyone on it; the update timer stops. The message box is not touched (a reply's
+    frames never write it, so that a draft survives: see chat.py), it is hidden with the chat."""
+    gr.Warning(korean_error(exc))
+    return signed_out() | PageView(timer=gr.Timer(active=False), note="")
+
+
 Outputs = Mapping[str, Any]  # a view's field name -> its component (a list of components for a list-valued field)
 
 
@@ -118,7 +126,17 @@ def warn(fn: Callable[..., Any], exc: Exception) -> None:
 
 def wired(fn: Callable[..., Any], outputs: Outputs) -> Callable[..., Any]:
     """The Gradio handler for `fn` (which returns or yields views): its views as `{component: value}`, and an
-    error a Korean toast with the page left as it was. Name and signature stay `fn`'s (Gradio reads them)."""
+    error a Korean toast with the page left as it was. Name and signature stay `fn`'s (Gradio reads them).
+
+    A UserForgottenError (the tab's user was deleted while the event ran) shows the `forgotten` view instead, when
+    the event outputs its parts (Page.on adds them to every event that takes the tab's state)."""
+
+    def failed(exc: Exception) -> Any:
+        if isinstance(exc, UserForgottenError) and set(FORGOTTEN) <= set(outputs):
+            return as_outputs(forgotten(exc), outputs, fn.__name__)
+        warn(fn, exc)
+        return gr.skip()
+
     if inspect.isgeneratorfunction(fn):
 
         @functools.wraps(fn)
@@ -127,8 +145,7 @@ def wired(fn: Callable[..., Any], outputs: Outputs) -> Callable[..., Any]:
                 for view in fn(*args, **kwargs):
                     yield as_outputs(view, outputs, fn.__name__)
             except Exception as exc:
-                warn(fn, exc)
-                yield gr.skip()
+                yield failed(exc)
 
         return stream
 
@@ -137,8 +154,7 @@ def wired(fn: Callable[..., Any], outputs: Outputs) -> Callable[..., Any]:
         try:
             view = fn(*args, **kwargs)
         except Exception as exc:
-            warn(fn, exc)
-            return gr.skip()
+            return failed(exc)
         return as_outputs(view, outputs, fn.__name__)
 
     return call
@@ -176,16 +192,32 @@ class Page:
         after: Any = None,
         **options: Any,
     ) -> Any:
-        """Wire `fn` (it returns or yields views) to `triggers`, or chained `after` an event; `outputs` are names."""
-        targets = {name: self.parts[name] for name in outputs}
-        flat = [c for t in targets.values() for c in (t if isinstance(t, list) else [t])]
-        handler = wired(fn, targets)
+        """Wire `fn` (it returns or yields views) to `triggers`, or chained `after` an event; `outputs` are names.
+
+        An event that takes the tab's state also outputs the start screen's parts (FORGOTTEN), so that when the
+        tab's user turns out to be deleted it can show the notice and return there (chatbot/web/backend.py
+        AppContext.gone)."""
         kwargs = {**self.options, **options}
+        if "state" in self.parts and any(i is self.parts["state"] for i in inputs or ()):
+            # the progress animation stays on the parts the event is about, not on the start screen's
+            own = [c for name in outputs for c in _flat(self.parts[name]) if not isinstance(c, gr.State)]
+            if own:
+                kwargs.setdefault("show_progress_on", own)
+            outputs = [*outputs, *(name for name in FORGOTTEN if name not in outputs)]
+        targets = {name: self.parts[name] for name in outputs}
+        flat = [c for t in targets.values() for c in _flat(t)]
+        handler = wired(fn, targets)
         if after is not None:
             return after.then(handler, inputs, flat, **kwargs)
         return gr.on(triggers, handler, inputs, flat, **kwargs)
 
 
+def _flat(target: Any) -> list[Any]:
+    """A part's components: itself, or the list a list-valued part holds (a questionnaire's answers)."""
+    return list(target) if isinstance(target, list) else [target]
+
+
 PANEL = ("memory", "history", "pick", "retry")
 LOGGED_IN = ("state", "login_box", "main_box", "greeting", "chat", "hits", "message", "progress", "again", *PANEL)
 SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL)
+FORGOTTEN = (*SIGNED_OUT, "timer", "note")  # what `forgotten` sets

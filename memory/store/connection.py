@@ -88,6 +88,13 @@ class Schema:
         self.names.append(fn.__name__)
         return self.migrations(name=fn.__name__)(fn)
 
+    def outside_transaction(self, fn: Callable[[Database], None]) -> Callable[[Database], None]:
+        """Register a migration that runs its own transaction (a table rebuild turns foreign keys off, which SQLite
+        allows only outside one). It must be safe to run again: a crash after its commit and before its record
+        leaves it pending."""
+        self.names.append(fn.__name__)
+        return self.migrations(name=fn.__name__, transactional=False)(fn)
+
     def applied(self, db: Database) -> list[str]:
         """The names of this set's migrations the database has run, in the order it ran them."""
         return [m.name for m in self.migrations.applied(db)]

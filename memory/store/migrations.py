@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlite_utils import Database
 
 from memory.store.connection import Schema
+from memory.store.rebuild import never_reuse_ids
 
 schema = Schema("keem", retired=["m005_trial_questionnaires"])
 
@@ -121,3 +122,34 @@ def m004_job_leases(db: Database) -> None:
     db.table("update_jobs").add_column("owner", str)
     db.table("update_jobs").add_column("lease_until", float)
     db.table("update_jobs").add_column("next_attempt_at", float)
+
+
+@schema.outside_transaction
+def m006_ids_never_reused(db: Database) -> None:
+    """Ids are never given twice (AUTOINCREMENT): a forgotten user's user, session, turn, version, sentence and job ids
+    never come back for the next user, so an open tab, a cache or another process that still holds one finds
+    nothing rather than someone else. Each table is rebuilt (rows, indexes and foreign keys kept) and its sequence
+    starts above the highest id it or any table referring to it holds. Limit: an id deleted before this migration
+    that no remaining row mentions (say the last user, forgotten before the upgrade) is not knowable, and may be
+    given once more; nothing that held it survives the restart that upgrades (tabs, caches), only files made
+    outside the database (an export) could name it."""
+    users = ("sessions", "turns", "memory_versions", "memory_sentences", "update_jobs", "consents", "answers")
+    never_reuse_ids(
+        db,
+        {
+            "users": [(table, "user_id") for table in users],
+            "sessions": [(t, "session_id") for t in ("turns", "memory_versions", "update_jobs", "answers")],
+            "turns": [],
+            "memory_versions": [("memory_sentences", "version_id"), ("update_jobs", "version_id")],
+            "memory_sentences": [("memory_sentences", "origin_id")],
+            "update_jobs": [],
+        },
+    )
+
+
+@schema
+def m007_forget_generation(db: Database) -> None:
+    """A counter every forget bumps, in the same transaction, in any process: caches keyed by user (the engine's
+    indexes, the worker's live sessions) compare it to the value they last saw and drop the users that are gone."""
+    db.execute("create table data_generation (id integer primary key check (id = 1), forgets integer not null)")
+    db.execute("insert into data_generation (id, forgets) values (1, 0)")

@@ -6,7 +6,25 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.store.connection import Connection, now_iso
-from models.errors import InputError, UnknownUserError
+from models.errors import InputError, UnknownUserError, UserForgottenError
+
+
+def _marks(ids: Sequence[int]) -> str:
+    return ",".join("?" * len(ids))
+
+
+def check_session(conn: Connection, session_id: int, user_id: int) -> None:
+    """The session exists and is this user's, or UserForgottenError: the user was forgotten meanwhile (by any tab
+    or process; ids are never reused, so a session that is gone never turns into another user's)."""
+    row = conn.one(
+        "select 1 as ok from sessions s join users u on u.id = s.user_id where s.id = ? and u.id = ?",
+        [session_id, user_id],
+    )
+    if row is None:
+        raise UserForgottenError(
+            f"user {user_id} (session {session_id}) was deleted meanwhile; nothing was stored for them: "
+            "log in again to start anew"
+        )
 
 
 class Users:
@@ -71,7 +89,21 @@ class Users:
             for table in ("memory_sentences", "memory_versions", "update_jobs", "turns", "sessions"):
                 self.conn.db.execute(f"delete from {table} where user_id = ?", [user_id])
             self.conn.db.execute("delete from users where id = ?", [user_id])
+            self.conn.db.execute("update data_generation set forgets = forgets + 1")
         self.forgotten += 1
+
+    def generation(self) -> int:
+        """How many forgets this database has seen, from any process (a cache that saw another number re-checks
+        which of its users still exist)."""
+        row = self.conn.one("select forgets from data_generation")
+        return int(row["forgets"]) if row else 0
+
+    def existing(self, user_ids: Sequence[int]) -> set[int]:
+        """Which of these users still exist (ids are never reused: a missing one was forgotten)."""
+        ids = list(user_ids)
+        if not ids:
+            return set()
+        return {r["id"] for r in self.conn.rows(f"select id from users where id in ({_marks(ids)})", ids)}
 
 
 class Sessions:
@@ -99,6 +131,17 @@ class Sessions:
                 "update sessions set status = 'ended', ended_at = ?, end_reason = ? where id = ? and status = 'open'",
                 [now_iso(), reason, session_id],
             )
+
+    def check(self, session_id: int, user_id: int) -> None:
+        """The session exists and is this user's, or UserForgottenError (see `check_session`)."""
+        check_session(self.conn, session_id, user_id)
+
+    def existing(self, session_ids: Sequence[int]) -> set[int]:
+        """Which of these sessions still exist."""
+        ids = list(session_ids)
+        if not ids:
+            return set()
+        return {r["id"] for r in self.conn.rows(f"select id from sessions where id in ({_marks(ids)})", ids)}
 
     def get(self, session_id: int) -> dict[str, Any]:
         row = self.conn.one("select * from sessions where id = ?", [session_id])
@@ -129,7 +172,11 @@ class Turns:
         self.conn = conn
 
     def add(self, session_id: int, user_id: int, role: str, text: str) -> int:
+        """Store one message of this user's session; UserForgottenError (nothing stored) when the session is no
+        longer theirs: checked in the same transaction as the insert, so a forget from another process cannot
+        slip between."""
         with self.conn.write():
+            check_session(self.conn, session_id, user_id)
             return self.conn.insert(
                 "turns",
                 {"session_id": session_id, "user_id": user_id, "role": role, "text": text, "created_at": now_iso()},

@@ -1,0 +1,117 @@
+"""Two chromium tabs of one user: one forgets (on the page, or `keem memory forget` in another process), a new
+visitor chats, and the other tab's next message gets the deletion notice and the start screen, nothing of the
+new visitor (issue 18, item 1; tests/test_identity.py has the same through the handlers)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import needs_chromium
+from tests.test_ui import serve
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTICE = "이 사용자의 데이터가 삭제되었습니다"
+B_WORDS = "파란우산힌트"
+
+pytestmark = needs_chromium
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[tuple[str, Any, Path]]:
+    db = tmp_path / "keem.db"
+    url, blocks, bot, worker = serve(db)
+    yield url, bot, db
+    worker.stop()
+    blocks.close()
+    bot.store.close()
+
+
+def tab(browser: Any, url: str, name: str) -> Any:
+    page = browser.new_context(locale="ko-KR", viewport={"width": 1200, "height": 900}).new_page()
+    page.goto(url)
+    page.locator("#name-input textarea, #name-input input").first.fill(name)
+    page.locator("#start-button").click()
+    page.locator("#message-input textarea").wait_for(state="visible", timeout=15_000)
+    page.locator("#greeting").get_by_text(name).wait_for(timeout=15_000)
+    return page
+
+
+def send(page: Any, text: str) -> None:
+    page.locator("#message-input textarea").fill(text)
+    page.locator("#message-input textarea").press("Enter")
+
+
+def chat_with_reply(page: Any, text: str) -> None:
+    send(page, text)
+    page.wait_for_function(
+        "() => document.querySelectorAll('[data-testid=bot]').length > 0 && "
+        "!document.querySelector('#chat').innerText.includes('…')",
+        timeout=15_000,
+    )
+
+
+def forget_on_page(page: Any, name: str) -> None:
+    tab_button = page.get_by_role("tab", name="기억")
+    for _ in range(20):
+        tab_button.click()
+        if tab_button.get_attribute("aria-selected") == "true":
+            break
+        page.wait_for_timeout(250)
+    page.get_by_text("나를 잊기 (모든 데이터 삭제)").click()
+    page.locator("#forget-confirm textarea, #forget-confirm input").first.fill(name)
+    page.locator("#forget-button").click()
+    page.locator("#start-button").wait_for(state="visible", timeout=15_000)
+
+
+def assert_told_and_nothing_crossed(other: Any, bot: Any) -> None:
+    b_turns = bot.store.rows("select text from turns where user_id = (select id from users where name = 'userB')")
+    send(other, "탭 2의 메시지")
+    other.get_by_text(NOTICE).first.wait_for(timeout=15_000)
+    other.locator("#start-button").wait_for(state="visible", timeout=15_000)
+    assert other.locator("#main").is_hidden()
+    assert B_WORDS not in other.content()
+    after = bot.store.rows("select text from turns where user_id = (select id from users where name = 'userB')")
+    assert after == b_turns
+    assert bot.store.rows("select * from turns where text = '탭 2의 메시지'") == []
+
+
+def test_the_other_tab_of_a_user_forgotten_on_the_page_is_told_and_sees_nothing_of_the_next(
+    browser: Any, app: tuple[str, Any, Path]
+) -> None:
+    url, bot, _ = app
+    first, second = tab(browser, url, "userA"), tab(browser, url, "userA")
+    chat_with_reply(first, "나 고양이 키워")
+    a_id = bot.store.users.find("userA")
+    forget_on_page(first, "userA")
+    visitor = tab(browser, url, "userB")
+    chat_with_reply(visitor, f"내 힌트는 {B_WORDS}")
+    assert bot.store.users.find("userB") != a_id
+    assert_told_and_nothing_crossed(second, bot)
+
+
+def test_the_tabs_of_a_user_forgotten_by_keem_memory_forget_are_told(browser: Any, app: tuple[str, Any, Path]) -> None:
+    url, bot, db = app
+    first, second = tab(browser, url, "userA"), tab(browser, url, "userA")
+    chat_with_reply(first, "나 고양이 키워")
+    a_id = bot.store.users.find("userA")
+    done = subprocess.run(
+        [sys.executable, "-m", "chatbot.cli.main", "memory", "forget", "--user", "userA", "--yes", "--db", str(db)],
+        cwd=ROOT,
+        env={**os.environ, "KEEM_BACKUP_DIR": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    visitor = tab(browser, url, "userB")
+    chat_with_reply(visitor, f"내 힌트는 {B_WORDS}")
+    assert bot.store.users.find("userB") != a_id
+    assert_told_and_nothing_crossed(second, bot)
+    assert_told_and_nothing_crossed(first, bot)
