@@ -23,6 +23,9 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "questionnaire_no_session",
     "questionnaire_done",
     "questionnaire_empty",
+    "study_wait",  # chatbot/trials/study.py: a session too early after the last one; when (KST, to the minute)
+    "study_done",  # every session of the study is held
+    "study_open_elsewhere",  # another tab's session of the participant counts and is still open
 )
 
 

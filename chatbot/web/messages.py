@@ -32,6 +32,9 @@ MESSAGES = {
     "questionnaire_no_session": "이 참가자의 대화가 아닌 설문입니다. 자신의 대화 뒤에 나온 설문에 답해 주세요.",
     "questionnaire_done": "이미 응답한 설문입니다. 한 대화의 설문은 한 번만 제출할 수 있습니다.",
     "questionnaire_empty": "설문에 답한 항목이 없습니다. 답을 고른 뒤 제출해 주세요.",
+    "study_wait": "다음 대화는 {when} (한국 시간) 이후에 할 수 있습니다.",
+    "study_done": "이 연구의 대화를 모두 마치셨습니다. 참여해 주셔서 감사합니다.",
+    "study_open_elsewhere": "다른 창에서 하고 있는 대화가 있습니다. 그 대화를 끝낸 뒤 여기서 이야기해 주세요.",
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",

@@ -121,3 +121,11 @@ def m004_job_leases(db: Database) -> None:
     db.table("update_jobs").add_column("owner", str)
     db.table("update_jobs").add_column("lease_until", float)
     db.table("update_jobs").add_column("next_attempt_at", float)
+
+
+@schema
+def m006_turn_replies(db: Database) -> None:
+    """An assistant turn names the user turn it answers: a message typed while a reply streams is stored the moment
+    it is sent, before that reply, and the session still reads in conversation order (memory/store/users.py
+    Turns.of_session). m005 was the trial tables' (retired above)."""
+    db.table("turns").add_column("reply_to", int)
