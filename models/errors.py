@@ -26,6 +26,7 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "study_wait",  # chatbot/trials/study.py: a session too early after the last one; when (KST, to the minute)
     "study_done",  # every session of the study is held
     "study_open_elsewhere",  # another tab's session of the participant counts and is still open
+    "organiser_wait",  # chatbot/trials/web.py: a guess at the organiser password within a second of the last one
 )
 
 
