@@ -69,9 +69,9 @@ class ChatSession:
     # the write transaction that stores it, so every tab and process meets it there; it raises to refuse, and
     # nothing is stored (chatbot/trials/study.py Study.admit, set by the page)
     gate: Callable[[ChatSession], None] | None = field(default=None, repr=False)
-    # messages stored while a reply streams, waiting for theirs (turn id, text); `reply` answers `answering`
+    # messages stored while a reply streams, waiting for theirs (turn id, text); `reply` answers `replying_to`
     queued: list[tuple[int, str]] = field(default_factory=list)
-    answering: int | None = None  # the stored user turn the next reply answers
+    replying_to: int | None = None  # the stored user turn the next reply answers
 
     def system_prompt(self, hits: list[Hit]) -> str:
         return chat_system_prompt([h.text for h in hits], date.today(), self.previous_date)
@@ -99,14 +99,14 @@ class ChatSession:
             self.queued.append((turn_id, text))
         else:
             self.history.append({"role": "user", "content": text})
-            self.answering = turn_id
+            self.replying_to = turn_id
         return text
 
     def take_queued(self) -> str | None:
         """The oldest queued message (already stored) joins the conversation, for the next `reply`; None: none."""
         if not self.queued:
             return None
-        self.answering, text = self.queued.pop(0)
+        self.replying_to, text = self.queued.pop(0)
         self.history.append({"role": "user", "content": text})
         return text
 
@@ -154,7 +154,7 @@ class ChatSession:
         finally:
             reply = "".join(pieces).replace("\ufffd", "").strip()
             if reply:
-                self.bot.store.turns.add(self.session_id, self.user_id, "assistant", reply, reply_to=self.answering)
+                self.bot.store.turns.add(self.session_id, self.user_id, "assistant", reply, reply_to=self.replying_to)
                 self.history.append({"role": "assistant", "content": reply})
 
     def end(self, reason: str = "user") -> int | None:
