@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
@@ -65,6 +65,13 @@ class ChatSession:
     history: list[Message] = field(default_factory=list)
     last_hits: list[Hit] = field(default_factory=list)
     ended: bool = False
+    # A user trial's rule for the message that makes this session count (its first user message): called inside
+    # the write transaction that stores it, so every tab and process meets it there; it raises to refuse, and
+    # nothing is stored (chatbot/trials/study.py Study.admit, set by the page)
+    gate: Callable[[ChatSession], None] | None = field(default=None, repr=False)
+    # messages stored while a reply streams, waiting for theirs (turn id, text); `reply` answers `replying_to`
+    queued: list[tuple[int, str]] = field(default_factory=list)
+    replying_to: int | None = None  # the stored user turn the next reply answers
 
     notes: dict[int, list[str]] = field(default_factory=dict)  # history index of a user turn -> its memory note
     pinned: tuple[int | None, list[Hit]] | None = None  # (memory version, what the system prompt holds)
@@ -73,9 +80,10 @@ class ChatSession:
     def system_prompt(self, hits: list[Hit]) -> str:
         return chat_system_prompt([h.text for h in hits], self.today, self.previous_date)
 
-    def record(self, text: str) -> str:
+    def record(self, text: str, *, queued: bool = False) -> str:
         """Validate and store the user's message (before any generation: a crash never loses what was typed);
-        returns it cleaned. A message that cannot be stored raises, and nothing of it is kept."""
+        returns it cleaned. A message that cannot be stored raises, and nothing of it is kept. `queued`: typed while
+        a reply streams; stored now, it joins the conversation (`take_queued`) when that reply is done."""
         if self.ended:
             raise InputError("this session has ended; start a new one")
         settings, model = self.bot.settings, self.bot.chat_model
@@ -86,7 +94,23 @@ class ChatSession:
                 f"message is {need:,} tokens, more than this model's context allows ({window:,} in all); "
                 "shorten it or use a model with a longer context"
             )
-        self.bot.store.turns.add(self.session_id, self.user_id, "user", text)
+        store = self.bot.store
+        with store.write():
+            if self.gate is not None and not store.turns.said_anything(self.session_id):
+                self.gate(self)
+            turn_id = store.turns.add(self.session_id, self.user_id, "user", text)
+        if queued:
+            self.queued.append((turn_id, text))
+        else:
+            self.history.append({"role": "user", "content": text})
+            self.replying_to = turn_id
+        return text
+
+    def take_queued(self) -> str | None:
+        """The oldest queued message (already stored) joins the conversation, for the next `reply`; None: none."""
+        if not self.queued:
+            return None
+        self.replying_to, text = self.queued.pop(0)
         self.history.append({"role": "user", "content": text})
         return text
 
@@ -154,7 +178,7 @@ class ChatSession:
         finally:
             reply = "".join(pieces).replace("\ufffd", "").strip()
             if reply:
-                self.bot.store.turns.add(self.session_id, self.user_id, "assistant", reply)
+                self.bot.store.turns.add(self.session_id, self.user_id, "assistant", reply, reply_to=self.replying_to)
                 self.history.append({"role": "assistant", "content": reply})
 
     def end(self, reason: str = "user") -> int | None:

@@ -175,7 +175,7 @@ class JobRunner:
 
     def resume(self) -> int:
         """At a start: jobs a dead process left running, and jobs that failed for good, go back to pending (a job
-        another live process runs stays its). Returns how many are waiting now."""
+        another live process runs stays its; one waiting in its backoff keeps its time). Returns how many wait."""
         self.store.queue.requeue_running()
-        self.store.queue.retry()
+        self.store.queue.retry(backoff=False)
         return len(self.store.queue.jobs(statuses=("pending",)))

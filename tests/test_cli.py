@@ -8,6 +8,7 @@ import re
 import pytest
 
 from chatbot.cli.main import main
+from memory.store import Store
 
 MEMORY = [
     "사용자는 테니스를 치다가 손목을 다쳐서 속상해했다",
@@ -288,6 +289,56 @@ def test_a_failed_update_becomes_a_version_by_jobs_retry_or_by_a_restart(db, tmp
     assert bot.store.queue.get(jobs[1])["status"] == "done" and bot.store.versions.latest(bot.store.users.find("jiwoo"))
     code, out, _ = run(capsys, "jobs", "retry")
     assert code == 0 and "no failed update jobs" in out
+
+
+def test_jobs_retry_takes_an_update_waiting_in_its_backoff_after_the_model_server_was_down(db, capsys):
+    """One failed attempt leaves the job pending until its retry time; `jobs retry` puts it back now."""
+    from chatbot.bot import Chatbot
+    from chatbot.settings import Settings
+    from models.embedders import NgramEmbedder
+    from models.errors import GenerationError
+    from models.fake import ScriptedChatModel
+
+    down = ScriptedChatModel(responder=lambda msgs: (_ for _ in ()).throw(GenerationError("server down")))
+    bot = Chatbot(
+        Settings(db=db, embedder="ngram"),
+        chat_model=ScriptedChatModel(responder=lambda m: "그렇구나"),
+        update_model=down,
+        embedder=NgramEmbedder(),
+    )
+    session = bot.start("minsu")
+    list(session.send("나 요즘 요가를 시작했어"))
+    job = session.end()
+    with pytest.raises(GenerationError):
+        bot.run_update(job)
+    assert bot.store.queue.get(job)["status"] == "pending" and bot.store.queue.get(job)["next_attempt_at"]
+    bot.store.close()
+    code, out, _ = run(capsys, "jobs", "retry", "--no-run")
+    assert code == 0 and f"queued again: jobs {job}" in out
+    queued = Store(db).queue.get(job)
+    assert (queued["status"], queued["attempts"], queued["next_attempt_at"]) == ("pending", 0, None)  # runs now
+
+
+def test_a_session_whose_update_failed_says_jobs_retry_and_jobs_retry_takes_it(db, tmp_path, capsys, monkeypatch):
+    """The model server answers chat but fails every memory update: `keem session` says the update will be
+    retried, or now with `keem jobs retry`, and `jobs retry` then finds the job waiting in its backoff."""
+    from tests.fake_openai import FakeOpenAIServer
+
+    def reply(body: dict) -> str:
+        if "당신은 사용자와" in body["messages"][0]["content"]:
+            return "그렇구나"
+        raise RuntimeError("the update model is down")
+
+    monkeypatch.setenv("KEEM_EMBEDDER", "ngram")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    script = tmp_path / "s.txt"
+    script.write_text("나 요즘 요가를 시작했어\n", encoding="utf-8")
+    with FakeOpenAIServer(reply=reply) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        code, _, err = run(capsys, "session", "--user", "minsu", "--model", "openai:fake", "--script", str(script))
+    assert code != 0 and "will be retried at the next start, or now with `keem jobs retry`" in err, err
+    code, out, _ = run(capsys, "jobs", "retry", "--no-run")
+    assert code == 0 and "queued again: jobs 1" in out
 
 
 def test_imports_and_scripts_past_their_size_are_refused_at_once_with_what_to_do(db, tmp_path, capsys):

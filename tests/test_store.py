@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from chatbot.web.messages import korean_error
 from memory.store import Sentence, Store
 from memory.store.migrations import schema
-from memory.store.queue import process_owner
+from memory.store.queue import Queue, process_owner
 from models.errors import MigrationError, UnknownUserError, UpdateError
 from tests.conftest import dead_owner
 
@@ -77,6 +79,24 @@ def test_job_queue_claims_fails_retries_and_requeues_after_a_crash(store):
     )
     store.queue.claim(owner=dead_owner())  # a process that then died
     assert store.queue.requeue_running() == 1 and store.queue.get(job)["status"] == "pending"
+
+
+def test_retry_also_runs_a_job_waiting_in_its_backoff_but_a_restart_keeps_the_backoff(store):
+    """`keem jobs retry` and the memory tab's retry take a job whose attempt failed and waits for its retry time;
+    the start of the app (`resume`) leaves that time as it is."""
+    uid = store.users.get_or_create("minsu")
+    waiting = store.queue.enqueue(uid, store.sessions.start(uid, "keem", "fake"), "keem")
+    fresh = store.queue.enqueue(uid, store.sessions.start(uid, "keem", "fake"), "keem")  # never tried: not a retry
+    store.queue.claim(waiting)
+    store.queue.fail(waiting, "GenerationError: server down", retry_in_s=600)
+    assert store.queue.claim() is not None and store.queue.get(fresh)["status"] == "running"  # the fresh one
+    assert [Queue.retryable(j) for j in store.queue.jobs(uid)] == [True, False]
+    assert store.queue.retry(backoff=False) == []  # what a start does (JobRunner.resume)
+    assert store.queue.get(waiting)["next_attempt_at"] > time.time() + 500  # a restart keeps the backoff
+    assert store.queue.retry(user_id=uid) == [waiting]
+    job = store.queue.get(waiting)
+    assert job["status"] == "pending" and job["attempts"] == 0 and job["next_attempt_at"] is None
+    assert store.queue.claim()["id"] == waiting  # runs now, not in ten minutes
 
 
 def test_a_job_another_process_runs_is_never_taken_until_its_lease_runs_out(tmp_path):

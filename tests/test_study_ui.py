@@ -11,7 +11,7 @@ import pytest
 
 from chatbot.trials.records import records
 from chatbot.trials.study import load_study, study_from_dict
-from chatbot.trials.web import Participant, StudyUI, StudyView, admin_password, trial_page
+from chatbot.trials.web import Limiter, Participant, StudyUI, StudyView, Unlocked, admin_password, trial_page
 from chatbot.web.app import build_app
 from chatbot.web.chat import ChatUI
 from chatbot.web.messages import korean_error
@@ -137,18 +137,19 @@ def test_the_organiser_view_needs_the_password_and_shows_progress_failures_and_a
     bot.store.queue.claim(job_id)
     bot.store.queue.fail(job_id, "GenerationError: update server down", retry_in_s=None)
 
+    sui.organiser.limiter = Limiter(0)  # here no wait between guesses (tests/test_organiser.py checks the limit)
     with pytest.raises(InputError, match="비밀번호가 틀렸습니다"):
-        sui.organiser.unlock("P004", False)
+        sui.organiser.unlock("P004", None)
     with pytest.raises(InputError, match="비밀번호를 먼저"):
-        sui.organiser.refresh(False)
+        sui.organiser.refresh(None)
     with pytest.raises(InputError, match="비밀번호를 먼저"):
-        sui.organiser.download(False)
-    opened = sui.organiser.unlock("organiser-pw", False)
+        sui.organiser.download(None)
+    opened = sui.organiser.unlock("organiser-pw", None)
     granted, view, overview, cleared = opened.granted, opened.admin_view, opened.overview, opened.password
-    assert granted is True and view["visible"] is True and cleared == ""
+    assert granted == Unlocked(None) and view["visible"] is True and cleared == ""
     assert "P004" in overview and "update server down" in overview and "0/1" in overview
     assert "`" not in overview.splitlines()[0]  # the id is escaped Markdown: in a code span it showed "pilot\-ui"
-    archive = Path(sui.organiser.download(True).archive)
+    archive = Path(sui.organiser.download(granted).archive)
     with zipfile.ZipFile(archive) as z:
         names = z.namelist()
         text = "".join(z.read(n).decode("utf-8") for n in names)
@@ -164,9 +165,9 @@ def test_without_the_password_there_is_no_organiser_view(tmp_path: Path) -> None
     sui, _, _, worker = make(tmp_path)
     closed = StudyUI(sui.entry, sui.study, None)
     with pytest.raises(InputError, match="KEEM_ADMIN_PASSWORD"):
-        closed.organiser.unlock("", False)
+        closed.organiser.unlock("", None)
     with pytest.raises(InputError):
-        closed.organiser.refresh(True)  # a tab cannot forge the grant either: no password, no view
+        closed.organiser.refresh(Unlocked(None))  # a tab cannot forge the grant either: no password, no view
     worker.stop()
 
 

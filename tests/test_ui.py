@@ -173,6 +173,8 @@ def test_a_message_sent_while_a_reply_streams_waits_and_is_answered_in_order(ui:
     assert [m["role"] for m in sent.chat[-3:]] == ["user", "assistant", "user"]  # first, its partial reply, second
     assert sent.chat[-1]["content"] == "두 번째 이야기: 결과는 다음 주래"
     assert "답변을 기다리는 메시지 1개" in sent.note
+    stored = ui.bot.store.turns.of_session(state.session.session_id)  # stored when sent, before the first reply
+    assert [t["text"] for t in stored] == ["첫 번째 이야기: 오늘 면접을 봤어", "두 번째 이야기: 결과는 다음 주래"]
     assert drain(ui.chat.respond(state)) == [PageView()]  # the page's second respond: the first one answers it
     frames = drain(stream)
     turns = ui.bot.store.turns.of_session(state.session.session_id)
@@ -204,19 +206,26 @@ def test_streaming_never_writes_the_textbox_so_a_draft_survives(tmp_path: Path) 
     )
 
 
-def test_ending_the_session_puts_messages_still_waiting_back_in_the_box(ui: ChatUI) -> None:
+def test_a_message_waiting_for_its_reply_is_stored_when_sent_and_stays_when_the_session_ends(ui: ChatUI) -> None:
+    """Issue 18: a message typed while a reply streamed was kept only in the tab until its turn (a crash lost it).
+    It is a turn from the moment it is sent; ending the session leaves it there, unanswered, and the draft in
+    the box as it is."""
     state = login(ui, "민수")
     ui.chat.send("첫 번째", state)
     stream = ui.chat.respond(state)
     next(stream)
     ui.chat.send("아직 답을 못 받은 말", state)
+    sid = state.session.session_id
+    assert [t["text"] for t in ui.bot.store.turns.of_session(sid)] == ["첫 번째", "아직 답을 못 받은 말"]
     out = ui.chat.end_session(state, "쓰던 초안")
-    assert out.message["value"] == "아직 답을 못 받은 말\n쓰던 초안" and out.message["interactive"] is False
-    drain(stream)  # the reply streaming now still finishes
-    texts = [t["text"] for t in ui.bot.store.turns.of_session(state.session.session_id)]
-    assert "첫 번째" in texts and "아직 답을 못 받은 말" not in texts
+    assert "value" not in out.message and out.message["interactive"] is False  # the draft stays in the box
+    assert "답을 받지 못한 메시지 1개도 이 대화에 저장했습니다" in out.progress
+    drain(stream)  # the reply streaming now still finishes, and the waiting message gets none in the ended session
+    turns = ui.bot.store.turns.of_session(sid)
+    assert [(t["role"], t["text"][:2]) for t in turns] == [("user", "첫 "), ("assistant", "네,"), ("user", "아직")]
     assert ui.chat.end_session(state, "").message is KEEP  # already ended: the box is left alone
-    ui.chat.send("나간다", state)
+    ui.chat.send("나간다", state)  # opens the next session, stored there
+    assert state.session.session_id != sid and ui.bot.store.turns.of_session(state.session.session_id)
     ui.entry.logout(state)
     assert state.pending == []  # a tab that leaves gets nothing more answered
 

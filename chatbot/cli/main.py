@@ -148,12 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add_command(
         jsubs,
         "retry",
-        "run failed update jobs again now (all, a user's, or the ones named)",
+        "run failed update jobs again now, also those waiting in a backoff (all, a user's, or the ones named)",
         "OPENAI_BASE_URL=http://127.0.0.1:8000/v1 keem jobs retry --user minsu --update-model openai:gpt-4o",
         parents=[USER_FILTER, STORE, MODELS, EMBEDDER],
         run=cmd_jobs_retry,
     )
-    p.add_argument("job", type=int, nargs="*", help="job ids (default: every failed job)")
+    p.add_argument(
+        "job", type=int, nargs="*", help="job ids (default: every failed job, and every one waiting in a backoff)"
+    )
     p.add_argument(
         "--no-run",
         action="store_true",
@@ -353,12 +355,13 @@ def _print_stage(job_id: int, stage: str) -> None:
 
 
 def cmd_jobs_retry(settings: Settings, args: argparse.Namespace) -> int:
-    """Failed jobs back to the queue; then run them here with the update model (unless --no-run)."""
+    """Failed jobs (and jobs waiting in a backoff after a failure) back to the queue; then run them here with the
+    update model (unless --no-run)."""
     store = _store(settings)
     user_id = store.users.require(args.user) if args.user else None
     ids = store.queue.retry(args.job or None, user_id)
     if not ids:
-        print("no failed update jobs to retry")
+        print("no failed update jobs to retry (none failed, none waiting in a backoff after a failure)")
         return 0
     if args.no_run:
         print(f"queued again: jobs {', '.join(map(str, ids))} (the running app takes them within a second)")

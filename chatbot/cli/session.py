@@ -86,7 +86,8 @@ def run_session(settings: Settings, args: argparse.Namespace) -> int:
         version = bot.run_update(job_id, stage)
     except KeemError as exc:
         raise KeemError(
-            f"the memory update failed and will be retried at the next start; the previous memory is intact ({exc})"
+            f"the memory update failed and will be retried at the next start, or now with `keem jobs retry`; the "
+            f"previous memory is intact ({exc})"
         ) from exc
     finally:
         snapshot_if_configured(settings.backup_dir, bot.store)  # the session's turns are kept even when it failed

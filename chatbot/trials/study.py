@@ -81,8 +81,22 @@ class Study:
     min_gap: timedelta
     consent: str
     questions: tuple[Question, ...] = DEFAULT_QUESTIONS
-    # what "now" is for the gap between sessions; a test passes its own (dataclasses.replace) instead of waiting
-    clock: Callable[[], datetime] = field(default=utc_now, compare=False, repr=False)
+    clock: Callable[[], datetime] = field(default=utc_now, compare=False, repr=False)  # tests move time on
+
+    def admit(self, store: Store, user_id: int, session_id: int) -> None:
+        """The rule for a session's first user message, which makes it count: called inside the write transaction
+        that stores that message (chatbot/session.py ChatSession.gate), so tabs and processes take their turns
+        and none gets past it. Refuses (InputError, Korean, with a code) when every session of the study is held,
+        when another of the participant's counted sessions is still open, or before the gap has passed."""
+        done = [s for s in trial_sessions(store, user_id) if s["id"] != session_id]
+        if len(done) < self.sessions and any(s["status"] == "open" for s in done):
+            raise InputError(
+                "다른 창에서 하고 있는 대화가 있습니다. 그 대화를 끝낸 뒤 여기서 이야기해 주세요.",
+                code="study_open_elsewhere",
+            )
+        when = next_allowed(store, user_id, self)
+        if when is not None:
+            raise refusal(when)
 
     @property
     def consent_hash(self) -> str:
@@ -314,7 +328,7 @@ def trial_sessions(store: Store, user_id: int) -> list[dict[str, Any]]:
     for s in store.sessions.of_user(user_id):
         turns = store.turns.of_session(s["id"])
         if any(t["role"] == "user" for t in turns):
-            out.append({**s, "number": len(out) + 1, "last_at": turns[-1]["created_at"]})
+            out.append({**s, "number": len(out) + 1, "last_at": max(t["created_at"] for t in turns)})
     return out
 
 
@@ -340,11 +354,23 @@ def refusal_message(when: datetime, tz: timezone = KST) -> str:
     """What a participant refused by next_allowed reads (Korean; rounded up to the minute, in Korean time)."""
     if when >= ALL_DONE:
         return "이 연구의 대화를 모두 마치셨습니다. 참여해 주셔서 감사합니다."
+    zone = " (한국 시간)" if tz is KST else ""
+    return f"다음 대화는 {_kst_minute(when, tz)}{zone} 이후에 할 수 있습니다."
+
+
+def refusal(when: datetime) -> InputError:
+    """The error a session refused by next_allowed raises: refusal_message's text, with its code for the page."""
+    if when >= ALL_DONE:
+        return InputError(refusal_message(when), code="study_done")
+    return InputError(refusal_message(when), code="study_wait", when=_kst_minute(when))
+
+
+def _kst_minute(when: datetime, tz: timezone = KST) -> str:
+    """The time in Korea (or `tz`), rounded up to the minute: 2026-11-03 20:00."""
     local = _utc(when).astimezone(tz)
     if local.second or local.microsecond:
         local = local.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    zone = " (한국 시간)" if tz is KST else ""
-    return f"다음 대화는 {local:%Y-%m-%d %H:%M}{zone} 이후에 할 수 있습니다."
+    return f"{local:%Y-%m-%d %H:%M}"
 
 
 def has_consented(store: Store, user_id: int, study: Study) -> bool:

@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from chatbot.trials.study import (
     submit_answers,
     trial_sessions,
 )
+from chatbot.web.guard import PRIVATE
 from chatbot.web.render import md
 from chatbot.web.state import Entrance, UserState
 from chatbot.web.view import KEEP, Page, PageView, View
@@ -46,13 +48,48 @@ from models.errors import InputError
 
 log = logging.getLogger(__name__)
 ADMIN_ENV = "KEEM_ADMIN_PASSWORD"
-WRONG_PASSWORD_DELAY_S = 1.0  # each wrong organiser password costs this long: guessing stays slow
+GUESS_INTERVAL_S = 1.0  # at most one organiser password checked per second in this process, whatever the tab
 
 
 def admin_password(env: Mapping[str, str] | None = None) -> str | None:
     """The organiser's password, only from the environment (a Space secret); None: no organiser view."""
     value = (os.environ if env is None else env).get(ADMIN_ENV, "")
     return value if value.strip() else None
+
+
+class Limiter:
+    """At most one attempt per `interval_s` in this process, whatever the tabs, logins or routes: one lock and the
+    time of the last attempt let through. An attempt within the interval is refused at once (no thread waits)."""
+
+    def __init__(self, interval_s: float = GUESS_INTERVAL_S, clock: Callable[[], float] = time.monotonic):
+        self.interval_s, self.clock = interval_s, clock
+        self.taken = 0  # attempts let through so far
+        self._last = float("-inf")
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        """True (and the interval starts again) when an attempt may go ahead now."""
+        with self._lock:
+            now = self.clock()
+            if now - self._last < self.interval_s:
+                return False
+            self._last, self.taken = now, self.taken + 1
+            return True
+
+
+ORGANISER_GUESSES = Limiter()  # the organiser password's one limiter in this process
+
+
+@dataclass(frozen=True)
+class Unlocked:
+    """The organiser's view is open for this login (the Gradio request's username; None when the app runs without
+    logins), held in the tab's server-side state: another login presenting the tab's session gets nothing."""
+
+    login: str | None
+
+
+def login_name(request: gr.Request | None) -> str | None:
+    return getattr(request, "username", None) if request is not None else None
 
 
 @dataclass
@@ -211,36 +248,48 @@ class StudyUI:
 class Organiser:
     """The organiser's view behind KEEM_ADMIN_PASSWORD: progress, failed updates, a scrubbed export."""
 
-    def __init__(self, entry: Entrance, study: Study, password: str | None):
-        self.entry, self.study, self.password = entry, study, password
+    def __init__(
+        self, entry: Entrance, study: Study, password: str | None, limiter: Limiter = ORGANISER_GUESSES
+    ) -> None:
+        self.entry, self.study, self.password, self.limiter = entry, study, password, limiter
 
     @property
     def store(self) -> Any:
         return self.entry.bot.store
 
-    def unlock(self, password: str, granted: bool) -> StudyView:
-        """The right password opens the organiser's view for this tab (and empties the password box)."""
+    def unlock(self, password: str, granted: Unlocked | None, request: gr.Request | None = None) -> StudyView:
+        """The right password opens the organiser's view for this tab and this login (and empties the password box).
+        One password is checked per second in this process (ORGANISER_GUESSES): a guess sooner is refused
+        unchecked, from any tab, login or route."""
         if self.password is None:
             raise InputError(f"연구자 화면이 꺼져 있습니다: 서버에 {ADMIN_ENV}를 설정하고 다시 시작하세요.")
+        if not self.limiter.take():
+            raise InputError("비밀번호는 1초에 한 번만 확인합니다. 잠시 뒤 다시 입력해 주세요.", code="organiser_wait")
         if not hmac.compare_digest((password or "").encode(), self.password.encode()):
             log.warning("a wrong organiser password was given")
-            time.sleep(WRONG_PASSWORD_DELAY_S)
             raise InputError("연구자 비밀번호가 틀렸습니다.")
-        return StudyView(granted=True, admin_view=gr.update(visible=True), overview=self.overview(), password="")
+        return StudyView(
+            granted=Unlocked(login_name(request)),
+            admin_view=gr.update(visible=True),
+            overview=self.overview(),
+            password="",
+        )
 
-    def refresh(self, granted: bool) -> StudyView:
-        self._check(granted)
+    def refresh(self, granted: Unlocked | None, request: gr.Request | None = None) -> StudyView:
+        self._check(granted, request)
         return StudyView(overview=self.overview())
 
-    def download(self, granted: bool) -> StudyView:
-        """A zip of `keem trial export` (personal data scrubbed) for this tab's organiser to download."""
-        self._check(granted)
+    def download(self, granted: Unlocked | None, request: gr.Request | None = None) -> StudyView:
+        """A zip of `keem trial export` (personal data scrubbed), served to the login that unlocked this view only
+        (chatbot/web/guard.py PRIVATE: another login, or anyone after a restart, gets 404)."""
+        login = self._check(granted, request)
         work = Path(tempfile.mkdtemp(prefix="keem-export-"))
         stamp = datetime.now(KST).strftime("%Y%m%d-%H%M")
         folder = work / f"{self.study.id}-{stamp}"
         counts = export(self.store, folder)
-        archive = shutil.make_archive(str(folder), "zip", work, folder.name)
+        archive = shutil.make_archive(str(work / PRIVATE.name(folder.name)), "zip", work, folder.name)
         shutil.rmtree(folder)
+        PRIVATE.grant(archive, login)
         replaced = sum(counts["pii"].values())
         gr.Info(
             f"내보냈습니다: 참가자 {counts['participants']}명, 설문 응답 {counts['answers']}개, "
@@ -248,9 +297,12 @@ class Organiser:
         )
         return StudyView(archive=archive)
 
-    def _check(self, granted: bool) -> None:
-        if granted is not True or self.password is None:
+    def _check(self, granted: Unlocked | None, request: gr.Request | None) -> str | None:
+        """The login the view was unlocked for, when it is this request's; else InputError."""
+        login = login_name(request)
+        if not isinstance(granted, Unlocked) or granted.login != login or self.password is None:
             raise InputError("연구자 비밀번호를 먼저 입력하세요.")
+        return login
 
     def overview(self) -> str:
         """Participants with sessions done / due and when the next may start, questionnaire completion, and the
@@ -335,7 +387,7 @@ class StudyPage:
         """Built only with a password: the password box, and the view it opens (overview, refresh, export)."""
         with gr.Accordion("연구자 화면", open=False, elem_id="organiser"):
             page.add(
-                granted=gr.State(False),
+                granted=gr.State(None),  # Unlocked(login) once the password was right
                 password=gr.Textbox(label="연구자 비밀번호", type="password", max_lines=1, elem_id="admin-password"),
                 unlock=gr.Button("열기", elem_id="admin-open"),
             )

@@ -14,6 +14,7 @@ from chatbot.trials.study import Study
 from chatbot.web import identity as hf_login
 from chatbot.web.backend import Backend
 from chatbot.web.chat import ChatUI
+from chatbot.web.guard import refuse_routes
 from chatbot.web.state import Entrance
 from chatbot.web.view import PANEL, SIGNED_OUT, Page
 from chatbot.worker import Worker
@@ -21,7 +22,6 @@ from chatbot.worker import Worker
 CSS = """
 .keem-banner {font-size: 0.9em; opacity: 0.9}
 """
-UPLOAD_PATH = "/gradio_api/upload"
 MAX_FILE_SIZE = "1kb"  # the page has no upload control; this also caps Gradio's other multipart routes
 
 
@@ -39,18 +39,13 @@ class Trial(Protocol):
         ...
 
 
-def refuse_uploads(request: fastapi.Request) -> None:
-    """A FastAPI dependency on every route: Gradio's upload route answers 403 (the app takes no files)."""
-    if request.url.path.rstrip("/").endswith(UPLOAD_PATH):
-        raise fastapi.HTTPException(status_code=403, detail="uploads are off: this app takes no files")
-
-
 def launch_options() -> dict[str, Any]:
-    """What every launch of the app passes to `Blocks.launch` besides host and port: no file uploads.
+    """What every launch of the app passes to `Blocks.launch` besides host and port: no file uploads, no direct
+    API, private files to their login only (chatbot/web/guard.py).
 
     A fresh dict each call (Gradio adds its own entries to `app_kwargs`).
     """
-    return {"max_file_size": MAX_FILE_SIZE, "app_kwargs": {"dependencies": [fastapi.Depends(refuse_uploads)]}}
+    return {"max_file_size": MAX_FILE_SIZE, "app_kwargs": {"dependencies": [fastapi.Depends(refuse_routes)]}}
 
 
 def build_app(
@@ -73,6 +68,7 @@ def build_app(
     part = trial(ui.entry) if trial is not None else None
     page = Page(api_visibility="private")
     with gr.Blocks(title=title, analytics_enabled=False) as app:
+        app.api_open = False  # /run/predict reaches only unqueued events (the page's end button), never the rest
         app.keem_ui = ui  # type: ignore[attr-defined]
         app.keem_study = part  # type: ignore[attr-defined]
         components(page, ui, title, browser_identity, part)

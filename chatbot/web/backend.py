@@ -12,14 +12,14 @@ import gradio as gr
 
 from chatbot.bot import Chatbot
 from chatbot.deploy import zerogpu
-from chatbot.session import BALANCED
-from chatbot.trials.study import Study, next_allowed, refusal_message
+from chatbot.session import BALANCED, ChatSession
+from chatbot.trials.study import Study, next_allowed, refusal
 from chatbot.web.messages import LOADING
 from chatbot.web.render import md, model_banner
 from chatbot.web.state import UserState
 from chatbot.web.view import PageView, forgotten
 from chatbot.worker import Worker
-from models.errors import InputError, KeemError, ModelUnavailableError, UserForgottenError
+from models.errors import KeemError, ModelUnavailableError, UserForgottenError
 
 log = logging.getLogger(__name__)
 
@@ -145,10 +145,18 @@ class AppContext:
         if self.study is not None:
             when = next_allowed(self.bot.store, state.user_id, self.study)
             if when is not None:
-                raise InputError(refusal_message(when))
+                raise refusal(when)
 
     def fresh_session(self, state: UserState) -> None:
         """The tab's next session: the same user and strategy as its last one."""
         self.may_start(state)
-        state.session = self.bot.open_session(state.user_id, state.name, state.session.strategy)
-        self.worker.track(state.session)
+        state.session = self.track(self.bot.open_session(state.user_id, state.name, state.session.strategy))
+
+    def track(self, session: ChatSession) -> ChatSession:
+        """A session this page opened: the worker ends it when idle; in a study its first message must pass the
+        study's rules in the transaction that stores it (chatbot/trials/study.py Study.admit)."""
+        study = self.study
+        if study is not None:
+            session.gate = lambda s: study.admit(s.bot.store, s.user_id, s.session_id)
+        self.worker.track(session)
+        return session

@@ -7,13 +7,13 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import gradio as gr
 
 from chatbot.bot import Chatbot
-from chatbot.session import check_user_name, clean_message
+from chatbot.session import ChatSession, check_user_name, clean_message
 from chatbot.trials.study import Study
 from chatbot.web import identity as hf_login
 from chatbot.web.backend import AppContext, Backend
@@ -83,7 +83,7 @@ class Entry:
         the browser's localStorage. `strategy`: a study's assignment (else the settings decide)."""
         who = self.identify(name, browser_key, request, profile)
         session = self.bot.start(who.name, strategy=strategy, browser_key=who.browser_key, hf_user=who.hf_user)
-        self.ctx.worker.track(session)
+        self.ctx.track(session)
         state = UserState(session.user_id, who.name, session)
         view = PageView(
             state=state,
@@ -117,9 +117,9 @@ class Conversation:
         self.ctx = ctx
 
     def send(self, text: str, state: UserState | None) -> PageView:
-        """Accept a typed message: the box is cleared only when the message is accepted; a refused one stays in the
-        box with a Korean warning. Accepted messages wait in `state.pending` and the chained `respond` answers them
-        in order, so one sent while a reply streams is queued, never dropped."""
+        """Accept a typed message: it is stored before the box is cleared (a refused one stays in the box with a
+        Korean warning). One sent while a reply streams is stored too, and waits in the session's queue; the
+        chained `respond` answers them in order, so nothing typed is dropped, even by a crash."""
         if state is None:
             gr.Warning("먼저 이름을 입력하고 대화를 시작하세요.")
             return PageView()
@@ -134,24 +134,23 @@ class Conversation:
                 raise InputError(
                     f"메시지가 이 모델에 너무 깁니다 ({need:,}토큰, 최대 {window // 2:,}토큰). 나누어 보내 주세요."
                 )
-            if state.session.ended:  # it would open the next session: in a study, only when allowed
-                self.ctx.may_start(state)
         except InputError as exc:
             gr.Warning(korean_error(exc) if getattr(exc, "code", None) else str(exc))
             return PageView()
         with state.lock:
-            idle = not (state.answering or state.awaiting or state.pending) and not state.session.ended
-            if idle:  # stored before the box is cleared: a message the disk cannot take stays in the box
-                try:
-                    state.session.record(clean)
-                except KeemError as exc:
-                    gr.Warning(f"메시지를 저장하지 못했습니다. 입력한 내용은 그대로 있습니다. {korean_error(exc)}")
-                    return PageView()
-                state.awaiting = True
-            else:
-                state.pending.append(clean)
-        if not state.session.ended:  # an ended one is replaced when this message's turn comes
-            self.ctx.worker.touch(state.session)
+            try:
+                if state.session.ended:  # it opens the tab's next session: in a study, only when allowed
+                    self.ctx.fresh_session(state)
+                    gr.Info("이전 대화가 끝나 새 대화를 시작했습니다.")
+                busy = state.answering or state.awaiting or bool(state.session.queued)
+                state.session.record(clean, queued=busy)  # in a study, its first message must pass the rules
+            except UserForgottenError:  # forgotten between the check and the insert: the wiring shows the notice
+                raise
+            except KeemError as exc:
+                gr.Warning(refused(exc))
+                return PageView()
+            state.awaiting = state.awaiting or not busy
+        self.ctx.worker.touch(state.session)
         return PageView(message="", chat=rows(state), note=waiting_note(state))
 
     def respond(self, state: UserState | None) -> Iterator[PageView]:
@@ -172,16 +171,14 @@ class Conversation:
         answered = 0
         try:
             while True:
-                with state.lock:  # checked and released together: a message queued after this is another's
+                with state.lock:  # checked and taken together: a message queued after this is another's
+                    session = state.session
                     if state.awaiting:
-                        state.awaiting, text, stored = False, str(state.session.history[-1]["content"]), True
-                    elif state.pending:
-                        text, stored = state.pending.pop(0), False
-                    else:
+                        state.awaiting = False
+                    elif session.ended or session.take_queued() is None:
                         state.answering = False
                         break
-                if not (yield from self._answer(state, text, stored)):
-                    break  # not stored (the disk is full): it waits again, shown, for the next send or end
+                yield from self._answer(state, session)
                 answered += 1
         finally:
             with state.lock:
@@ -189,33 +186,11 @@ class Conversation:
         if not answered:  # e.g. the message was refused: nothing to show
             yield PageView()
 
-    def _answer(self, state: UserState, text: str, stored: bool) -> Generator[PageView, None, bool]:
-        """Stream the reply to one message (`stored`: its user turn is already in the database); returns False
-        when a queued message could not be stored, which then goes back to the front of the queue."""
-        if state.session.ended:
-            try:
-                self.ctx.fresh_session(state)
-            except InputError as exc:  # a study's gap: the message waits, shown, and nothing is lost
-                with state.lock:
-                    state.pending.insert(0, text)
-                gr.Warning(str(exc))
-                yield PageView(chat=rows(state), note=waiting_note(state))
-                return False
-            gr.Info("이전 대화가 끝나 새 대화를 시작했습니다.")
-            stored = False
-        session, worker = state.session, self.ctx.worker
+    def _answer(self, state: UserState, session: ChatSession) -> Iterator[PageView]:
+        """Stream the reply to the session's last message (stored already)."""
+        worker = self.ctx.worker
         worker.touch(session)
-        if not stored:
-            try:
-                session.record(text)
-            except UserForgottenError:  # forgotten while it waited: the wiring shows the notice
-                raise
-            except KeemError as exc:
-                with state.lock:
-                    state.pending.insert(0, text)
-                gr.Warning(f"메시지를 저장하지 못했습니다. 보낼 때까지 기다리는 중입니다. {korean_error(exc)}")
-                yield PageView(chat=rows(state), note=waiting_note(state))
-                return False
+        text = str(session.history[-1]["content"])
         state.current = Answering(session, len(session.history) - 1, text)  # shown as "…" until the first piece
         try:
             shown_at = 0.0
@@ -234,13 +209,12 @@ class Conversation:
             worker.touch(session)
             state.current = None
         yield PageView(chat=rows(state), hits=render_hits(session.last_hits), note=waiting_note(state))
-        return True
 
     def end_session(self, state: UserState | None, draft: str = "") -> PageView:
         """Queue the memory update and answer at once; the timer then polls its progress.
 
-        Messages still waiting for a reply are not sent into the ended conversation: they go back into the
-        textbox, before the draft, for the next conversation.
+        Messages still waiting for a reply stay stored in the ended conversation (its memory update reads them),
+        unanswered; the draft in the box stays as it is.
         """
         if (gone := self.ctx.gone(state)) is not None:
             return gone
@@ -252,14 +226,14 @@ class Conversation:
             return PageView(
                 state=state, progress=f"대화를 끝내지 못했습니다. {korean_error(exc)}", timer=gr.Timer(active=False)
             )
-        unsent = state.take_pending()
-        box = gr.update(interactive=False)  # the box's text stays as it is, unless waiting messages come back
-        if unsent:
-            box = gr.update(interactive=False, value="\n".join(unsent + ([draft] if (draft or "").strip() else [])))
+        unanswered = state.take_pending()
+        box = gr.update(interactive=False)  # the box's text (a draft) stays as it is
         state.job_id = job_id
         progress = "기억 갱신: 대기 중 … (백그라운드에서 진행됩니다. 계속 둘러보셔도 됩니다)"
         if job_id is None:
             progress = "나눈 말이 없어 기억은 그대로입니다."
+        if unanswered:
+            progress = f"답을 받지 못한 메시지 {len(unanswered)}개도 이 대화에 저장했습니다. {progress}"
         return PageView(
             state=state,
             progress=progress,
@@ -286,15 +260,20 @@ class Conversation:
         )
 
 
+def refused(exc: KeemError) -> str:
+    """Why a message was not stored, in Korean: a user trial's rule as it is, a storage problem with the assurance
+    that the typed text stays in the box."""
+    if isinstance(exc, InputError):
+        return korean_error(exc) if exc.code else str(exc)
+    return f"메시지를 저장하지 못했습니다. 입력한 내용은 그대로 있습니다. {korean_error(exc)}"
+
+
 def rows(state: UserState) -> list[dict[str, Any]]:
     """The chat as shown: the session's turns, the reply streaming now, then the messages still waiting."""
     session, current = state.session, state.current
     shown_rows = [shown(m) for m in session.history]
     if current is not None and current.session is session:
-        added = len(session.history) - current.base  # 0: not yet recorded, 1: the user turn, 2: the reply too
-        if added == 0:
-            shown_rows.append(shown({"role": "user", "content": current.text}))
-        if added < 2:
+        if len(session.history) - current.base < 2:  # the reply is not stored yet
             shown_rows.append(shown({"role": "assistant", "content": current.reply or "…"}))
     waiting = list(state.pending)
     shown_rows += [shown({"role": "user", "content": t}) for t in waiting]

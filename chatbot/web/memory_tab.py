@@ -18,7 +18,7 @@ from models.errors import InputError, MemoryChangedError
 
 def panel(ctx: AppContext, state: UserState) -> PageView:
     """The memory tab: updates not yet in memory, then the current memory; the history; the sentence picker; the
-    retry button, shown while an update of this user's has failed."""
+    retry button, shown while an update of this user's has failed (for good, or waiting in its backoff)."""
     store = ctx.bot.store
     versions = store.versions.of_user(state.user_id)
     latest = versions[-1] if versions else None
@@ -28,7 +28,7 @@ def panel(ctx: AppContext, state: UserState) -> PageView:
         memory=f"{jobs}\n\n---\n\n{render_memory(latest)}" if jobs else render_memory(latest),
         history=render_history(versions, show_strategy=not ctx.blind),
         pick=gr.update(choices=choices(latest), value=None),
-        retry=gr.update(visible=any(j["status"] == "failed" for j in waiting)),
+        retry=gr.update(visible=any(store.queue.retryable(j) for j in waiting)),
     )
 
 
@@ -62,7 +62,8 @@ class MemoryTab:
         return PageView(progress=text, timer=gr.Timer(active=False)) | self.panel(state)
 
     def retry_failed(self, state: UserState | None) -> PageView:
-        """Put this user's failed updates back in the queue now; the progress line then follows the newest one."""
+        """Run this user's failed updates now (failed for good or waiting in a backoff); the progress line then follows
+        the newest one."""
         if state is None:
             raise InputError("먼저 대화를 시작하세요.")
         if (gone := self.ctx.gone(state)) is not None:

@@ -41,6 +41,10 @@ MESSAGES = {
         "이 사용자의 데이터가 삭제되었습니다 (다른 탭이나 관리 명령에서 '나를 잊기'). 이 탭의 대화는 저장되지 "
         "않았습니다. 처음 화면으로 돌아갑니다: 다시 대화하려면 이름을 입력해 새로 시작하세요."
     ),
+    "study_wait": "다음 대화는 {when} (한국 시간) 이후에 할 수 있습니다.",
+    "study_done": "이 연구의 대화를 모두 마치셨습니다. 참여해 주셔서 감사합니다.",
+    "study_open_elsewhere": "다른 창에서 하고 있는 대화가 있습니다. 그 대화를 끝낸 뒤 여기서 이야기해 주세요.",
+    "organiser_wait": "비밀번호는 1초에 한 번만 확인합니다. 잠시 뒤 다시 입력해 주세요.",
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",

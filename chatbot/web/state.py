@@ -30,24 +30,32 @@ class Answering:
 class UserState:
     """One browser tab's identity and live session, held by Gradio on the server (never sent to the client).
 
-    A message sent while nothing streams is stored at once (`awaiting` its reply); `pending` holds messages typed
-    while a reply streams, stored when their turn comes. One `respond` at a time answers them in order.
+    Every message is stored the moment it is sent: one sent while nothing streams is `awaiting` its reply; one
+    typed while a reply streams waits, stored, in the session's queue (ChatSession.queued). One `respond` at a time
+    answers them in order.
     """
 
     user_id: int
     name: str
     session: ChatSession
     job_id: int | None = None
-    pending: list[str] = field(default_factory=list)
     awaiting: bool = False  # the last user turn is stored and its reply not yet begun
     answering: bool = False
     current: Answering | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
+    @property
+    def pending(self) -> list[str]:
+        """The messages stored while a reply streamed, still waiting for theirs, oldest first."""
+        return [text for _, text in self.session.queued]
+
     def take_pending(self) -> list[str]:
-        """Remove and return every message still waiting (the tab logs out, forgets, or ends the session)."""
-        with self.lock:  # a stored message awaiting its reply stays in its session's record
-            taken, self.pending, self.awaiting = self.pending, [], False
+        """Answer nothing more for this tab (it logs out, forgets, or ends the session): the messages still waiting
+        stay stored in their session, unanswered. Returns their texts."""
+        with self.lock:
+            taken = self.pending
+            self.session.queued.clear()
+            self.awaiting = False
         return taken
 
 

@@ -153,3 +153,11 @@ def m007_forget_generation(db: Database) -> None:
     indexes, the worker's live sessions) compare it to the value they last saw and drop the users that are gone."""
     db.execute("create table data_generation (id integer primary key check (id = 1), forgets integer not null)")
     db.execute("insert into data_generation (id, forgets) values (1, 0)")
+
+
+@schema
+def m008_turn_replies(db: Database) -> None:
+    """An assistant turn names the user turn it answers: a message typed while a reply streams is stored the moment
+    it is sent, before that reply, and the session still reads in conversation order (memory/store/users.py
+    Turns.of_session). (m005 was the trial tables', retired above.)"""
+    db.table("turns").add_column("reply_to", int)

@@ -11,6 +11,8 @@ from memory.store.connection import Connection, now_iso
 from models.errors import InputError
 
 JOB_STATUSES = ("pending", "running", "done", "failed")
+# what `retry` takes: failed for good, or waiting in the backoff after a failed attempt (Queue.fail sets the stage)
+RETRYABLE = "status = 'failed' or (status = 'pending' and stage = 'failed')"
 LEASE_S = 900.0  # a running job's lease; every stage renews it. A job whose lease ran out is free to take again.
 
 
@@ -123,10 +125,11 @@ class Queue:
                 ],
             )
 
-    def retry(self, job_ids: list[int] | None = None, user_id: int | None = None) -> list[int]:
-        """Failed jobs (these, or this user's, or all) back to pending now, with a fresh count of attempts."""
+    def retry(self, job_ids: list[int] | None = None, user_id: int | None = None, *, backoff: bool = True) -> list[int]:
+        """Failed jobs (these, or this user's, or all) back to pending now, with a fresh count of attempts: the ones
+        failed for good and (`backoff`) the ones waiting in their backoff after a failed attempt."""
         with self.conn.write():
-            where, params = "status = 'failed'", []
+            where, params = (f"({RETRYABLE})" if backoff else "status = 'failed'"), []
             if job_ids:
                 where += f" and id in ({','.join('?' * len(job_ids))})"
                 params += job_ids
@@ -141,6 +144,11 @@ class Queue:
                     [now_iso(), *ids],
                 )
         return ids
+
+    @staticmethod
+    def retryable(job: dict[str, Any]) -> bool:
+        """Whether `retry` takes this job: failed for good, or waiting in its backoff after a failed attempt."""
+        return job["status"] == "failed" or (job["status"] == "pending" and job["stage"] == "failed")
 
     def jobs(self, user_id: int | None = None, statuses: tuple[str, ...] = JOB_STATUSES) -> list[dict[str, Any]]:
         marks = ",".join("?" * len(statuses))

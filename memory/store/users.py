@@ -171,16 +171,26 @@ class Turns:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, session_id: int, user_id: int, role: str, text: str) -> int:
-        """Store one message of this user's session; UserForgottenError (nothing stored) when the session is no
-        longer theirs: checked in the same transaction as the insert, so a forget from another process cannot
-        slip between."""
+    def add(self, session_id: int, user_id: int, role: str, text: str, reply_to: int | None = None) -> int:
+        """Store one message of this user's session; an assistant's names the user turn it answers (`reply_to`),
+        which may have been followed by messages typed while it streamed. UserForgottenError (nothing stored) when
+        the session is no longer the user's: checked in the same transaction as the insert, so a forget from
+        another process cannot slip between."""
+        row = {"session_id": session_id, "user_id": user_id, "role": role, "text": text, "created_at": now_iso()}
         with self.conn.write():
             check_session(self.conn, session_id, user_id)
-            return self.conn.insert(
-                "turns",
-                {"session_id": session_id, "user_id": user_id, "role": role, "text": text, "created_at": now_iso()},
-            )
+            return self.conn.insert("turns", {**row, "reply_to": reply_to} if reply_to is not None else row)
+
+    def said_anything(self, session_id: int) -> bool:
+        """Whether the session holds a user turn (a user trial counts it then)."""
+        return (
+            self.conn.one("select 1 from turns where session_id = ? and role = 'user' limit 1", [session_id])
+            is not None
+        )
 
     def of_session(self, session_id: int) -> list[dict[str, Any]]:
-        return self.conn.rows("select * from turns where session_id = ? order by id", [session_id])
+        """The session's turns in conversation order: each reply right after the message it answers, even when
+        later messages were stored before it (typed while it streamed)."""
+        return self.conn.rows(
+            "select * from turns where session_id = ? order by coalesce(reply_to, id), id", [session_id]
+        )

@@ -123,3 +123,23 @@ def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env.setenv("KEEM_CACHE_DIR", str(base))
         load_demo()
         return base
+
+
+def dep(url: str, name: str) -> int:
+    """The index of the app's event named `name` (api_name), read from its /config."""
+    deps = httpx.get(url + "config", timeout=5).json()["dependencies"]
+    return next(i for i, d in enumerate(deps) if d.get("api_name") == name)
+
+
+def login_when_ready(url: str, who: str, name: str, timeout: float = 90) -> None:
+    """Log in once the models are ready (until then the app answers that they are loading)."""
+    import json
+
+    from tests.test_ui import call
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if "안녕하세요" in json.dumps(call(url, dep(url, "login"), [name], who), ensure_ascii=False):
+            return
+        time.sleep(0.5)
+    raise AssertionError("the app never became ready")

@@ -1,0 +1,180 @@
+"""Issue 18: the organiser's password and export against a participant with ordinary tools. One password is checked
+per second in the whole process (16 tabs and the direct routes together); the direct REST routes do not reach the
+organiser's events; the view is bound to the login that unlocked it; the export zip is served to that login only
+(not to a participant, not after the organiser logged out, not after a restart). And no upload route is open."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from chatbot.trials.study import study_from_dict
+from chatbot.trials.web import ORGANISER_GUESSES, Limiter, Unlocked
+from chatbot.web.guard import PRIVATE
+from tests.test_ui import call, dep_index, serve
+
+PLAN = {"id": "org", "title": "연구", "strategies": ["keem"], "sessions": 2, "min_gap_hours": 0, "consent": "동의서"}
+LOGINS = [("organiser", "pw-o"), ("P001", "pw-1")]
+
+
+def test_the_limiter_lets_one_attempt_a_second_through_whatever_the_threads() -> None:
+    limiter = Limiter(1.0)
+    start = threading.Barrier(16)
+    let_through: list[float] = []
+    deadline = time.monotonic() + 2.5
+
+    def guess() -> None:
+        start.wait()
+        while time.monotonic() < deadline:
+            if limiter.take():
+                let_through.append(time.monotonic())
+
+    threads = [threading.Thread(target=guess) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 2 <= len(let_through) <= 3 and limiter.taken == len(let_through)
+    assert all(b - a >= 0.99 for a, b in itertools.pairwise(let_through))
+
+
+def cookies(url: str, name: str, password: str) -> httpx.Cookies:
+    response = httpx.post(f"{url}login", data={"username": name, "password": password})
+    assert response.status_code == 200, response.text
+    return response.cookies
+
+
+def output(messages: list[dict[str, Any]]) -> Any:
+    done = [m for m in messages if m.get("msg") == "process_completed"]
+    return done[-1] if done else messages
+
+
+def unlock(url: str, app: Any, session: str, jar: httpx.Cookies, password: str) -> dict[str, Any]:
+    """The password, typed in tab `session`; retried while the limiter says to wait (another test's guess)."""
+    for _ in range(30):
+        messages = call(url, dep_index(app, "unlock"), [password, None], session, jar)
+        if "1초에 한 번만" not in str(messages):
+            return output(messages)
+        time.sleep(0.5)
+    raise AssertionError("the limiter never let the guess through")
+
+
+@pytest.mark.slow
+def test_16_tabs_and_the_direct_routes_guess_at_most_once_a_second_and_the_routes_do_not_reach_it(
+    tmp_path: Path,
+) -> None:
+    url, app, _bot, worker = serve(
+        tmp_path / "keem.db", auth=LOGINS, study=study_from_dict(PLAN), admin_password="organiser-pw"
+    )
+    try:
+        jar = cookies(url, "P001", "pw-1")  # a participant's login
+        index = dep_index(app, "unlock")
+        info = httpx.get(f"{url}gradio_api/info", cookies=jar).json()
+        assert not any("unlock" in name for name in info.get("named_endpoints", {}))  # not in the API's listing
+        body = {"data": ["guess", None], "fn_index": index, "session_hash": uuid.uuid4().hex}
+        with httpx.Client(base_url=url, cookies=jar, timeout=30) as client:
+            assert client.post("gradio_api/run/predict", json=body).status_code == 404
+            assert client.post("gradio_api/api/predict", json=body).status_code == 404
+            assert client.post("gradio_api/call/unlock", json={"data": ["guess", None]}).status_code == 404
+            assert client.post("gradio_api/call/v2/unlock", json={"password": "guess"}).status_code == 404
+
+        before = ORGANISER_GUESSES.taken
+        start = threading.Barrier(17)
+        deadline = time.monotonic() + 4.0
+        answers: list[str] = []
+
+        def tab(n: int) -> None:  # one tab of the participant's, guessing through the page's queue
+            session = uuid.uuid4().hex
+            start.wait()
+            while time.monotonic() < deadline:
+                answers.append(str(call(url, index, [f"guess-{n}", None], session, jar)))
+
+        def direct() -> None:  # and the direct route, as fast as it answers
+            start.wait()
+            with httpx.Client(base_url=url, cookies=jar, timeout=30) as client:
+                while time.monotonic() < deadline:
+                    client.post("gradio_api/run/predict", json=body)
+
+        threads = [threading.Thread(target=tab, args=(n,)) for n in range(16)] + [threading.Thread(target=direct)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        elapsed = time.monotonic() - started
+        checked = ORGANISER_GUESSES.taken - before
+        assert 1 <= checked <= elapsed + 1, (checked, elapsed)  # about one a second, in all
+        assert len(answers) > checked  # the others were refused unchecked, at once
+        assert any("1초에 한 번만" in a for a in answers)
+        assert not any("organiser-view" in a or "참가자마다" in a for a in answers)  # nothing of the view leaked
+    finally:
+        app.close()
+        worker.stop()
+
+
+@pytest.mark.slow
+def test_the_export_goes_to_the_login_that_unlocked_the_view_only(tmp_path: Path) -> None:
+    db = tmp_path / "keem.db"
+    study = study_from_dict(PLAN)
+    url, app, _bot, worker = serve(db, auth=LOGINS, study=study, admin_password="organiser-pw")
+    try:
+        organiser, participant = cookies(url, "organiser", "pw-o"), cookies(url, "P001", "pw-1")
+        sui = app.keem_study.ui
+        sui.agree(sui.enter("P001").person)  # a participant who agreed: something to export
+        tab = uuid.uuid4().hex
+        assert unlock(url, app, tab, organiser, "organiser-pw")["success"] is True
+        state = app.state_holder[tab]
+        granted = next(v for v in state.state_data.values() if isinstance(v, Unlocked))
+        assert granted == Unlocked("organiser")  # bound to the login, not to the tab
+
+        # a participant who learnt the organiser's tab (its session hash) gets nothing through it
+        stolen = str(call(url, dep_index(app, "download"), [None], tab, participant))
+        assert "비밀번호를 먼저" in stolen and ".zip" not in stolen  # refused, in Korean, and no file
+        refreshed = str(call(url, dep_index(app, "refresh"), [None], tab, participant))
+        assert "비밀번호를 먼저" in refreshed and "참가자마다" not in refreshed
+
+        messages = call(url, dep_index(app, "download"), [None], tab, organiser)
+        made = output(messages)
+        assert made["success"] is True and "keem-private-" in str(made), messages
+        file_url = made["output"]["data"][0]["url"]
+        assert "keem-private-" in file_url
+        assert httpx.get(file_url, cookies=organiser).status_code == 200
+        assert httpx.get(file_url, cookies=participant).status_code == 404
+        assert httpx.get(file_url).status_code in (401, 403, 404)
+
+        httpx.get(f"{url}logout", cookies=organiser)  # the organiser logs out
+        assert httpx.get(file_url, cookies=participant).status_code == 404
+        assert httpx.get(file_url, cookies=cookies(url, "P001", "pw-1")).status_code == 404
+    finally:
+        app.close()
+        worker.stop()
+
+    url2, app2, _bot2, worker2 = serve(db, auth=LOGINS, study=study, admin_password="organiser-pw")  # a restart
+    try:
+        path = file_url.split("file=", 1)[1]
+        assert httpx.get(f"{url2}gradio_api/file={path}", cookies=cookies(url2, "P001", "pw-1")).status_code == 404
+        PRIVATE.forget_all()  # what a new process holds: no grant, so nobody gets it
+        assert httpx.get(f"{url2}gradio_api/file={path}", cookies=cookies(url2, "organiser", "pw-o")).status_code == 404
+    finally:
+        app2.close()
+        worker2.stop()
+
+
+@pytest.mark.slow
+def test_no_upload_route_takes_a_file(tmp_path: Path) -> None:
+    url, app, _bot, worker = serve(tmp_path / "keem.db")
+    try:
+        for route in ("upload", "process_recording", "component_server"):
+            r = httpx.post(f"{url}gradio_api/{route}", files={"files": ("a.wav", b"RIFF0000WAVE")}, timeout=30)
+            assert r.status_code == 403, (route, r.status_code, r.text)
+        assert httpx.get(url).status_code == 200
+    finally:
+        app.close()
+        worker.stop()
