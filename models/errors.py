@@ -23,6 +23,8 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "questionnaire_no_session",
     "questionnaire_done",
     "questionnaire_empty",
+    "erase_unknown_sentence",  # memory/engine.py forget_sentence: the sentence is not in the user's memory
+    "erase_last_sentence",  # the sentence is all the current memory holds
 )
 
 

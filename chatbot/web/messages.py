@@ -32,6 +32,11 @@ MESSAGES = {
     "questionnaire_no_session": "이 참가자의 대화가 아닌 설문입니다. 자신의 대화 뒤에 나온 설문에 답해 주세요.",
     "questionnaire_done": "이미 응답한 설문입니다. 한 대화의 설문은 한 번만 제출할 수 있습니다.",
     "questionnaire_empty": "설문에 답한 항목이 없습니다. 답을 고른 뒤 제출해 주세요.",
+    "erase_unknown_sentence": "지금 기억에 없는 문장입니다. 목록에서 다시 고르세요.",
+    "erase_last_sentence": (
+        "지금 기억에 남은 문장이 이것뿐이라 지울 수 없습니다 (기억은 비워 둘 수 없습니다). "
+        "모두 지우려면 '나를 잊기'를 쓰세요."
+    ),
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",

@@ -121,3 +121,15 @@ def m004_job_leases(db: Database) -> None:
     db.table("update_jobs").add_column("owner", str)
     db.table("update_jobs").add_column("lease_until", float)
     db.table("update_jobs").add_column("next_attempt_at", float)
+
+
+@schema
+def m006_erasure_audit(db: Database) -> None:
+    """One row per erasure ("나를 잊기", "이 내용을 완전히 지우기"): what kind of thing, how many rows of each
+    table, and when; never the text. `user_id` has no foreign key: the row outlives a forgotten user (ids are
+    never reused)."""
+    db.table("erasures").create(
+        {"id": int, "kind": str, "user_id": int, "rows": int, "details": str, "created_at": str},
+        pk="id",
+        not_null={"kind", "rows", "created_at"},
+    )
