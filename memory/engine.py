@@ -7,11 +7,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from memory.index import IndexCache
-from memory.redact import fragments, said
+from memory.redact import forget_sentence
 from memory.store import Erased, Sentence, Store, Version
 from models.base import estimate_tokens
 from models.embedders import Embedder
-from models.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -100,41 +99,7 @@ class MemoryEngine:
         """Remove a sentence of the current memory ("이 내용을 완전히 지우기"), and its earlier and later
         forms, from every version; redact the turns that said it (memory/redact.py) and summary lines in versions'
         details. The index is rebuilt from what remains; the stored vectors of the other sentences are reused."""
-        text = text.strip()
-        latest = self.current(user_id)
-        if latest is None or text not in latest.texts:
-            raise InputError(
-                "that sentence is not in the user's current memory; copy it from: keem memory show "
-                "(or give its number there)",
-                code="erase_unknown_sentence",
-            )
-        rows = self.store.erasure.lineage(user_id, [text])
-        gone = {r["id"] for r in rows}
-        if all(s.id in gone for s in latest.sentences):
-            raise InputError(
-                "this sentence is all the current memory holds, and a memory is never empty; "
-                "forget the whole user instead: keem memory forget --user NAME",
-                code="erase_last_sentence",
-            )
-        forms = sorted({r["text"] for r in rows})
-        turns = self.store.rows("select id, text from turns where user_id = ?", [user_id])
-        sources = [t["id"] for t in turns if said(t["text"], forms)]
-        found: list[str] = []
-        for version in self.store.versions.of_user(user_id):
-            for value in (version.note or "", *_strings(version.details)):
-                found += fragments(value, forms)
-        erased = self.store.erasure.forget_sentences(user_id, rows, sources, found)
+        erased = forget_sentence(self.store, user_id, text)
         self.index.drop(user_id)
         self.warm(user_id)
         return erased
-
-
-def _strings(value: Any) -> list[str]:
-    """Every string inside a version's details (JSON of lists and dicts)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    return []

@@ -1,4 +1,5 @@
-"""Which turns and summary lines said a memory sentence, so that "이 내용을 완전히 지우기" can redact them.
+"""'이 내용을 완전히 지우기' of one memory sentence: which turns, summary lines and sentences of earlier versions said
+it, erased or redacted with it.
 
 The rule: a turn (the user's, or the reply that echoed it) is a source of a sentence when its Kiwi content words
 (memory/korean.py) hold at least half of the sentence's content nouns, rounded up, and at least one; or when it
@@ -15,8 +16,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from memory.korean import content_nouns, content_words
+from memory.store import Erased, Store
+from models.errors import InputError
 
 
 def numbers(text: str) -> frozenset[str]:
@@ -47,3 +51,50 @@ def fragments(text: str, sentences: Iterable[str]) -> list[str]:
     sentences = list(sentences)
     parts = (p.strip() for p in re.split(r"\n|(?<=[.!?다요])\s+", text))
     return [p for p in parts if p and said(p, sentences)]
+
+
+def forget_sentence(store: Store, user_id: int, text: str) -> Erased:
+    """Remove a sentence of the user's current memory, its earlier and later forms, and sentences of earlier
+    versions that state it, from every version (memory/store/erasure.py); redact the turns that said it and the
+    summary lines that repeat it, by the rule above. A caller holding a search index rebuilds it
+    (MemoryEngine.forget_sentence)."""
+    text = text.strip()
+    latest = store.versions.latest(user_id)
+    if latest is None or text not in latest.texts:
+        raise InputError(
+            "that sentence is not in the user's current memory; copy it from: keem memory show "
+            "(or give its number there)",
+            code="erase_unknown_sentence",
+        )
+    rows = store.erasure.lineage(user_id, [text])
+    gone = {r["id"] for r in rows}
+    if all(s.id in gone for s in latest.sentences):
+        raise InputError(
+            "this sentence is all the current memory holds, and a memory is never empty; "
+            "forget the whole user instead: keem memory forget --user NAME",
+            code="erase_last_sentence",
+        )
+    forms = sorted({r["text"] for r in rows})
+    # earlier versions may state the fact in words of their own (an accumulated "사용자는 '...'라고 말했다"):
+    # those go too; the current memory keeps every sentence but the one chosen
+    current = {s.id for s in latest.sentences}
+    everything = store.rows("select id, version_id, origin_id, text from memory_sentences where user_id = ?", [user_id])
+    rows += [r for r in everything if r["id"] not in gone | current and said(r["text"], forms)]
+    turns = store.rows("select id, text from turns where user_id = ?", [user_id])
+    sources = [t["id"] for t in turns if said(t["text"], forms)]
+    found: list[str] = []
+    for version in store.versions.of_user(user_id):
+        for value in (version.note or "", *_strings(version.details)):
+            found += fragments(value, forms)
+    return store.erasure.forget_sentences(user_id, rows, sources, found)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a version's details (JSON of lists and dicts)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return []

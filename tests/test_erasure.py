@@ -3,6 +3,10 @@ database file, its WAL or its -shm, also while another connection reads; the res
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,6 +18,7 @@ from memory.store import MARKER, Sentence, Store
 from models.embedders import NgramEmbedder
 from models.errors import InputError
 
+ROOT = Path(__file__).resolve().parent.parent  # subprocesses run this worktree's code
 PHONE = "010-2741-9386"
 SECRET = f"사용자의 전화번호는 {PHONE}이다"
 EARLIER = f"사용자는 {PHONE} 번호를 쓴다"  # the form the update rewrote into SECRET
@@ -121,3 +126,27 @@ def test_forgetting_a_user_while_another_connection_reads_still_empties_the_wal(
     other.close()
     store.close()
     assert leftovers(tmp_path / "data", PHONE, KEPT, "minsu") == []
+
+
+def test_keem_memory_forget_sentence_by_number_from_another_process_while_the_app_holds_the_file(tmp_path):
+    store, _, uid = lived(tmp_path)  # the app's connection stays open meanwhile
+    db = str(tmp_path / "data" / "keem.db")
+    env = {**os.environ, "GRADIO_TEMP_DIR": str(tmp_path / "gradio")}
+    exports = tmp_path / "gradio" / "keem-exports" / "zip-x"
+    exports.mkdir(parents=True)
+    (exports / "keem-export-study.zip").write_bytes(PHONE.encode())  # an earlier export holding the text
+    keem = [sys.executable, "-m", "chatbot.cli.main", "memory", "forget", "--db", db, "--user", "minsu", "--yes"]
+    refused = subprocess.run([*keem, "--sentence", "3"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert refused.returncode == 2 and "has 2 sentences" in refused.stderr and "Traceback" not in refused.stderr
+    done = subprocess.run([*keem, "--sentence", "1", "--json"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rows"] == {"memory_sentences": 3, "memory_versions": 3, "turns": 2}
+    assert leftovers(tmp_path, PHONE, SECRET, SAID) == []
+    assert store.versions.latest(uid).texts == [KEPT]
+    history = subprocess.run(
+        [sys.executable, "-m", "chatbot.cli.main", "memory", "history", "--db", db, "--user", "minsu"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert MARKER in history.stdout and PHONE not in history.stdout

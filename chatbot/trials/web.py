@@ -11,17 +11,15 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from chatbot.exports import Exports
 from chatbot.trials.export import export, shown_name
 from chatbot.trials.records import records
 from chatbot.trials.study import (
@@ -213,6 +211,8 @@ class Organiser:
 
     def __init__(self, entry: Entrance, study: Study, password: str | None):
         self.entry, self.study, self.password = entry, study, password
+        self.exports = Exports()
+        self.exports.sweep()  # zips a stopped app left behind
 
     @property
     def store(self) -> Any:
@@ -235,18 +235,15 @@ class Organiser:
     def download(self, granted: bool) -> StudyView:
         """A zip of `keem trial export` (personal data scrubbed) for this tab's organiser to download."""
         self._check(granted)
-        work = Path(tempfile.mkdtemp(prefix="keem-export-"))
         stamp = datetime.now(KST).strftime("%Y%m%d-%H%M")
-        folder = work / f"{self.study.id}-{stamp}"
-        counts = export(self.store, folder)
-        archive = shutil.make_archive(str(folder), "zip", work, folder.name)
-        shutil.rmtree(folder)
+        # in Gradio's cache already (no second copy), removed within minutes and on any forget: chatbot/exports.py
+        archive, counts = self.exports.make(lambda folder: export(self.store, folder), f"{self.study.id}-{stamp}")
         replaced = sum(counts["pii"].values())
         gr.Info(
             f"내보냈습니다: 참가자 {counts['participants']}명, 설문 응답 {counts['answers']}개, "
             f"가린 개인정보 {replaced}개."
         )
-        return StudyView(archive=archive)
+        return StudyView(archive=str(archive))
 
     def _check(self, granted: bool) -> None:
         if granted is not True or self.password is None:
