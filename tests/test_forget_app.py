@@ -4,6 +4,7 @@ file cache (where the organiser's export zips live) finds none of the erased str
 
 from __future__ import annotations
 
+import io
 import time
 import uuid
 import zipfile
@@ -143,3 +144,6 @@ def test_erasing_one_sentence_leaves_none_of_it_or_its_turn_and_keeps_the_rest(r
     assert [f for f in leftovers(tmp_path / "data", PHONE, COMMENT, NAME)]  # the rest of the user is still there
     [audit] = bot.store.erasure.audit(state.user_id)
     assert audit["kind"] == "sentence" and PLACE not in str(audit)
+    with zipfile.ZipFile(io.BytesIO(download(url, app))) as z:  # the trial export shows the redaction
+        exported = "".join(z.read(n).decode() for n in z.namelist())
+    assert MARKER in exported and "망원동" not in exported and COMMENT in exported
