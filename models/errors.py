@@ -25,6 +25,7 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "questionnaire_empty",
     "erase_unknown_sentence",  # memory/engine.py forget_sentence: the sentence is not in the user's memory
     "erase_last_sentence",  # the sentence is all the current memory holds
+    "erase_update_running",  # memory/store/erasure.py: an update of the user runs now
 )
 
 

@@ -99,6 +99,20 @@ def test_the_only_sentence_or_an_unknown_one_is_refused_and_nothing_changes(tmp_
     assert store.versions.latest(uid).texts == [SECRET] and store.erasure.audit() == []
 
 
+def test_no_erasure_while_an_update_that_read_the_turns_runs_and_one_after_it_ends(tmp_path):
+    store, engine, uid = lived(tmp_path)
+    session = store.sessions.of_user(uid)[0]["id"]
+    job = store.queue.enqueue(uid, session, "keem")
+    other = Store(tmp_path / "data" / "keem.db")  # the app's worker, in another connection, runs the update
+    assert other.queue.claim(job)["status"] == "running"
+    with pytest.raises(InputError) as running:
+        engine.forget_sentence(uid, SECRET)
+    assert running.value.code == "erase_update_running"
+    assert SECRET in store.versions.latest(uid).texts and store.erasure.audit() == []
+    other.queue.finish_without_version(job, "ok")
+    assert engine.forget_sentence(uid, SECRET).kind == "sentence"
+
+
 def test_forgetting_a_user_while_another_connection_reads_still_empties_the_wal(tmp_path):
     store, engine, uid = lived(tmp_path)
     other = Store(tmp_path / "data" / "keem.db")  # the CLI beside the app: a second connection to the file

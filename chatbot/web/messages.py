@@ -37,6 +37,9 @@ MESSAGES = {
         "지금 기억에 남은 문장이 이것뿐이라 지울 수 없습니다 (기억은 비워 둘 수 없습니다). "
         "모두 지우려면 '나를 잊기'를 쓰세요."
     ),
+    "erase_update_running": (
+        "지금 기억을 갱신하는 중입니다. 갱신이 끝난 뒤 다시 지워 주세요 (지운 내용이 되살아나지 않도록)."
+    ),
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",

@@ -9,12 +9,14 @@ thing, how many rows of which table, and when; never the text.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from memory.store.connection import Connection, now_iso
 from memory.store.users import Users
+from models.errors import InputError
 
 MARKER = "[삭제됨]"  # what an erased sentence or a redacted turn reads as wherever it was
 
@@ -89,6 +91,17 @@ class Erasure:
         versions = {s["version_id"] for s in sentences}
         with self.conn.write():
             db = self.conn.db
+            # an update running now read the turns before they were redacted, and would commit the fact again;
+            # one that starts after this transaction reads them redacted
+            if self.conn.one(
+                "select id from update_jobs where user_id = ? and status = 'running' and lease_until >= ?",
+                [user_id, time.time()],
+            ):
+                raise InputError(
+                    "a memory update of this user is running and read what is being erased; "
+                    "try again when it has finished (keem jobs list)",
+                    code="erase_update_running",
+                )
             for s in sentences:
                 db.execute("delete from memory_sentences where id = ? and user_id = ?", [s["id"], user_id])
             for row in self.conn.rows("select id, note, details from memory_versions where user_id = ?", [user_id]):
