@@ -148,7 +148,12 @@ def main() -> int:
         bot = Chatbot(settings, chat_model=model, embedder=load_embedder(args.embedder))
         user_id = bot.start("bench").user_id
         bot.engine.commit(
-            user_id, [Sentence(t) for t in MEMORY[: args.memory]], strategy="import", status="ok", author="import"
+            user_id,
+            [Sentence(t) for t in MEMORY[: args.memory]],
+            base=None,
+            strategy="import",
+            status="ok",
+            author="import",
         )
         session = bot.start("bench")
         servers = {True: CachingServer(args.ms_per_token, True), False: CachingServer(args.ms_per_token, False)}

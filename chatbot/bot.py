@@ -6,13 +6,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from chatbot.exports import Exports
 from chatbot.session import BALANCED, ChatSession, check_user_name
 from chatbot.settings import Settings
 from memory.backup import open_store
 from memory.cues import CueWriter
 from memory.engine import MemoryEngine
 from memory.jobs import JobRunner
-from memory.store import Store, Version
+from memory.store import Erased, Store, Version
 from memory.text import to_date
 from memory.updaters import STRATEGIES, make_updater
 from models.base import ChatModel
@@ -73,6 +74,21 @@ class Chatbot:
         previous_date = to_date(before["started_at"]) if before else None
         self.engine.warm(user_id)
         return ChatSession(self, user_id, user_name, session_id, strategy, previous_date)
+
+    def forget(self, user_id: int) -> Erased:
+        """Delete everything about a user ("나를 잊기", `keem memory forget`): no copy stays in the database file
+        (memory/store/erasure.py), and every export zip goes, since one may hold the user (chatbot/exports.py).
+        With KEEM_BACKUP_DIR the worker (or the CLI) then writes a snapshot and deletes the older ones."""
+        erased = self.engine.forget(user_id)
+        Exports().remove_all()
+        return erased
+
+    def forget_sentence(self, user_id: int, text: str) -> Erased:
+        """Erase one sentence of the user's current memory completely ("이 내용을 완전히 지우기",
+        MemoryEngine.forget_sentence), and every export zip, as `forget` does."""
+        erased = self.engine.forget_sentence(user_id, text)
+        Exports().remove_all()
+        return erased
 
     def run_update(self, job_id: int, on_stage: Callable[[str], None] | None = None) -> Version | None:
         return self.runner.run(job_id, on_stage)

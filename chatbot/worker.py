@@ -35,7 +35,8 @@ class Worker:
     doubling to 1,920 s, 63.5 minutes over its 8 attempts) and is retried here when that time comes, not in a hot loop.
     On ZeroGPU (chatbot/deploy/zerogpu.py) it runs no jobs (`run_jobs` is False): each user's own events run them.
     With KEEM_BACKUP_DIR set it also snapshots the database there every KEEM_BACKUP_EVERY_MIN when something
-    changed, at once after a forget (dropping the snapshots that still hold the user), and at shutdown.
+    changed, at once after a forget or a sentence's erasure (dropping the snapshots that still hold the text), and at
+    shutdown.
     """
 
     def __init__(
@@ -62,7 +63,7 @@ class Worker:
         settings = bot.settings
         self.backups = Backups(settings.backup_dir) if settings.backup_dir else None
         self.backup_every_s = settings.backup_every_min * 60.0
-        self._backed_up: tuple[int, int] | None = None  # (store changes, forgets) at the last snapshot
+        self._backed_up: tuple[int, int] | None = None  # (store changes, erasures) at the last snapshot
         self._backed_up_at = self.clock()
         # on ZeroGPU a model runs only inside a GPU function a user's event calls: jobs run there, not here
         self.run_jobs = not zerogpu.active()
@@ -104,6 +105,7 @@ class Worker:
             self._thread.join(timeout)
         self.pool.shutdown(wait=False, cancel_futures=True)  # jobs not started stay pending for the next start
         self.backup(force=True)
+        self.store.checkpoint()  # a clean shutdown leaves the WAL empty: no erased text waits in it
         return job_ids
 
     @property
@@ -231,7 +233,8 @@ class Worker:
         """Snapshot the database when it changed and a snapshot is due (or forced), or a user was forgotten."""
         if self.backups is None:
             return False
-        state = (self.store.db.conn.total_changes, self.store.users.forgotten)
+        erasures = self.store.users.forgotten + self.store.erasure.sentences_erased
+        state = (self.store.db.conn.total_changes, erasures)
         if state == self._backed_up:
             return False
         forgot = state[1] != (self._backed_up[1] if self._backed_up else 0)

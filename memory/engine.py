@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from memory.index import IndexCache
-from memory.store import Sentence, Store, Version
+from memory.redact import forget_sentence
+from memory.store import Erased, Sentence, Store, Version
 from models.base import estimate_tokens
 from models.embedders import Embedder
 
@@ -129,6 +130,17 @@ class MemoryEngine:
         if version is not None:
             self.index.entry(user_id, version.id, lambda: version)
 
-    def forget(self, user_id: int) -> None:
-        self.store.users.delete(user_id)
+    def forget(self, user_id: int) -> Erased:
+        """Delete everything about the user, with no copy left in the database file (memory/store/erasure.py)."""
+        erased = self.store.erasure.forget_user(user_id)
         self.index.drop(user_id)
+        return erased
+
+    def forget_sentence(self, user_id: int, text: str) -> Erased:
+        """Remove a sentence of the current memory ("이 내용을 완전히 지우기"), and its earlier and later
+        forms, from every version; redact the turns that said it (memory/redact.py) and summary lines in versions'
+        details. The index is rebuilt from what remains; the stored vectors of the other sentences are reused."""
+        erased = forget_sentence(self.store, user_id, text)
+        self.index.drop(user_id)
+        self.warm(user_id)
+        return erased

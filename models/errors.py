@@ -30,6 +30,9 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "study_done",  # every session of the study is held
     "study_open_elsewhere",  # another tab's session of the participant counts and is still open
     "organiser_wait",  # chatbot/trials/web.py: a guess at the organiser password within a second of the last one
+    "erase_unknown_sentence",  # memory/engine.py forget_sentence: the sentence is not in the user's memory
+    "erase_last_sentence",  # the sentence is all the current memory holds
+    "erase_update_running",  # memory/store/erasure.py: an update of the user runs now
 )
 
 

@@ -115,13 +115,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = add_command(
         msubs,
         "forget",
-        "delete everything stored about a user (sessions, turns, every memory version); a running app's open "
-        "tabs of that user are told at their next event, and their ids are never given to another user",
-        "keem memory forget --user minsu --yes",
+        "delete everything stored about a user (sessions, turns, every memory version; a running app's open tabs "
+        "of that user are told at their next event, and their ids are never given to another user), or with "
+        "--sentence one sentence of their memory completely",
+        "keem memory forget --user minsu --yes\n"
+        "  keem memory forget --user minsu --sentence 2   # the 2nd sentence of: keem memory show --user minsu",
         parents=[USER, STORE, JSON],
         run=cmd_forget,
     )
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument(
+        "--sentence",
+        metavar="TEXT_OR_NUMBER",
+        help="erase one sentence of the current memory (its text, or its number in `keem memory show`, from 1) "
+        "from every memory version, with its earlier and later forms; the turns that said it read [삭제됨]",
+    )
 
     jsubs = add_group(
         subs,
@@ -551,19 +559,58 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
+    """Forget a user, or (--sentence) one sentence of their memory, leaving no copy: the database's WAL is emptied,
+    older backups deleted and every export zip removed (chatbot/exports.py)."""
+    from chatbot.exports import Exports
+    from memory.backup import snapshot_if_configured
+
     store = _store(settings)
     user_id = store.users.require(args.user)
+    text = None
+    if args.sentence is not None:
+        text = _sentence(store, user_id, args.sentence)
+        question = f"erase '{text}' from every memory version of '{args.user}' and redact the turns that said it?"
+    else:
+        question = f"delete every session, turn and memory version of '{args.user}'?"
     if not args.yes and sys.stdin.isatty():
-        answer = input(f"delete every session, turn and memory version of '{args.user}'? type the name to confirm: ")
+        answer = input(f"{question} type the name to confirm: ")
         if answer.strip() != args.user:
             print("nothing deleted")
             return 1
-    store.users.delete(user_id)
-    from memory.backup import snapshot_if_configured
+    if text is not None:
+        from memory.redact import forget_sentence
 
-    snapshot_if_configured(settings.backup_dir, store, drop_older=True)  # older snapshots still hold the user
-    _print({"forgotten": args.user}) if args.json else print(f"forgot everything about '{args.user}'")
+        erased = forget_sentence(store, user_id, text)
+    else:
+        erased = store.erasure.forget_user(user_id)
+    Exports().remove_all()
+    snapshot_if_configured(settings.backup_dir, store, drop_older=True)  # older snapshots still hold the text
+    store.close()
+    if args.json:
+        _print({"forgotten": args.user, "kind": erased.kind, "rows": erased.counts})
+    elif text is not None:
+        print(
+            f"erased the sentence from {erased.counts['memory_versions']} memory versions of '{args.user}'; "
+            f"{erased.counts['turns']} turns now read [삭제됨]"
+        )
+    else:
+        print(f"forgot everything about '{args.user}'")
     return 0
+
+
+def _sentence(store: Any, user_id: int, given: str) -> str:
+    """The text of a sentence of the user's current memory, given as its text or its number in `keem memory show`."""
+    latest = store.versions.latest(user_id)
+    texts = latest.texts if latest else []
+    if given.strip().isdigit():
+        number = int(given)
+        if not 1 <= number <= len(texts):
+            raise InputError(
+                f"--sentence {number}: the current memory has {len(texts)} sentences; "
+                "see their order with: keem memory show"
+            )
+        return texts[number - 1]
+    return given.strip()
 
 
 def cmd_trial_export(settings: Settings, args: argparse.Namespace) -> int:

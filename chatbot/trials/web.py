@@ -11,18 +11,16 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from chatbot.exports import Exports
 from chatbot.trials.export import export, shown_name
 from chatbot.trials.records import records
 from chatbot.trials.study import (
@@ -252,6 +250,8 @@ class Organiser:
         self, entry: Entrance, study: Study, password: str | None, limiter: Limiter = ORGANISER_GUESSES
     ) -> None:
         self.entry, self.study, self.password, self.limiter = entry, study, password, limiter
+        self.exports = Exports()
+        self.exports.sweep()  # zips a stopped app left behind
 
     @property
     def store(self) -> Any:
@@ -283,19 +283,17 @@ class Organiser:
         """A zip of `keem trial export` (personal data scrubbed), served to the login that unlocked this view only
         (chatbot/web/guard.py PRIVATE: another login, or anyone after a restart, gets 404)."""
         login = self._check(granted, request)
-        work = Path(tempfile.mkdtemp(prefix="keem-export-"))
         stamp = datetime.now(KST).strftime("%Y%m%d-%H%M")
-        folder = work / f"{self.study.id}-{stamp}"
-        counts = export(self.store, folder)
-        archive = shutil.make_archive(str(work / PRIVATE.name(folder.name)), "zip", work, folder.name)
-        shutil.rmtree(folder)
+        # in Gradio's cache already (no second copy), removed within minutes and on any forget: chatbot/exports.py
+        name = PRIVATE.name(f"{self.study.id}-{stamp}")
+        archive, counts = self.exports.make(lambda folder: export(self.store, folder), name)
         PRIVATE.grant(archive, login)
         replaced = sum(counts["pii"].values())
         gr.Info(
             f"내보냈습니다: 참가자 {counts['participants']}명, 설문 응답 {counts['answers']}개, "
             f"가린 개인정보 {replaced}개."
         )
-        return StudyView(archive=archive)
+        return StudyView(archive=str(archive))
 
     def _check(self, granted: Unlocked | None, request: gr.Request | None) -> str | None:
         """The login the view was unlocked for, when it is this request's; else InputError."""

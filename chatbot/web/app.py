@@ -163,7 +163,16 @@ def memory_tab(page: Page) -> None:
                 edit_button=gr.Button("고른 문장을 새 문장으로 고치기", elem_id="edit-button"),
                 add_button=gr.Button("새 문장 추가", elem_id="add-button"),
                 delete_button=gr.Button("고른 문장 지우기", elem_id="delete-button"),
+                erase_button=gr.Button("이 내용을 완전히 지우기", variant="stop", elem_id="erase-button"),
             )
+        page.add(
+            erase_sure=gr.Checkbox(
+                label="확인: 고른 문장을 모든 기억 버전에서 지우고, 그 내용을 말한 대화를 [삭제됨]으로 바꿉니다 "
+                "(되돌릴 수 없습니다)",
+                value=False,
+                elem_id="erase-sure",
+            )
+        )
     gr.Markdown("### 버전 기록")
     page.add(history=gr.Markdown(elem_id="history"))
     with gr.Accordion("나를 잊기 (모든 데이터 삭제)", open=False):
@@ -250,5 +259,8 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI) -> list[Any]:
     p.on([p["edit_button"].click], ui.memory.edit_sentence, [p["pick"], p["edit_text"], state], edited)
     p.on([p["add_button"].click], ui.memory.add_sentence, [p["edit_text"], state], edited)
     p.on([p["delete_button"].click], ui.memory.delete_sentence, [p["pick"], state], edited)
+    p.on(
+        [p["erase_button"].click], ui.memory.erase_sentence, [p["pick"], p["erase_sure"], state], [*PANEL, "erase_sure"]
+    )
     p.on([p["forget_button"].click], ui.memory.forget, [p["confirm"], state], [*SIGNED_OUT, "confirm"])
     return [ended, renewed, retried]

@@ -1,5 +1,6 @@
 """The memory tab's handlers: the panel (memory, history, sentence picker, retry button), the update's progress,
-retrying failed updates, editing / adding / deleting a sentence, and forgetting the user."""
+retrying failed updates, editing / adding / deleting a sentence, erasing one completely ("이 내용을 완전히 지우기"), and
+forgetting the user."""
 
 from __future__ import annotations
 
@@ -139,6 +140,20 @@ class MemoryTab:
         sentences = carry_over(s for i, s in enumerate(shown.sentences) if i != index)
         return self._commit(state, shown, sentences, f"사용자가 {index + 1}번 문장을 지웠습니다")
 
+    def erase_sentence(self, pick: str | None, sure: bool, state: UserState | None) -> PageView:
+        """ "이 내용을 완전히 지우기" once confirmed: the picked sentence leaves every version, the turns that said it
+        read [삭제됨], and no copy stays on the server (Chatbot.forget_sentence)."""
+        latest, index = self._pick(state, pick)
+        assert state is not None
+        if sure is not True:
+            raise InputError("완전히 지우려면 먼저 확인란에 표시하세요. 되돌릴 수 없습니다.")
+        erased = self.ctx.bot.forget_sentence(state.user_id, latest.sentences[index].text)
+        gr.Info(
+            f"그 내용을 완전히 지웠습니다: 기억 버전 {erased.counts['memory_versions']}개에서 지우고, "
+            f"대화 {erased.counts['turns']}개를 [삭제됨]으로 바꿨습니다."
+        )
+        return self.panel(state) | PageView(erase_sure=False)
+
     def add_sentence(self, new_text: str, state: UserState | None) -> PageView:
         """An addition applies to whatever memory is latest when it commits, so its base is the latest now."""
         if state is None:
@@ -161,6 +176,6 @@ class MemoryTab:
         state.take_pending()
         state.session.ended = True  # no update job for a user being forgotten
         self.ctx.worker.end(state.session, "forget")
-        self.ctx.bot.engine.forget(state.user_id)
+        self.ctx.bot.forget(state.user_id)
         gr.Info("모든 대화와 기억을 삭제했습니다.")
         return signed_out() | PageView(confirm="")

@@ -45,6 +45,14 @@ MESSAGES = {
     "study_done": "이 연구의 대화를 모두 마치셨습니다. 참여해 주셔서 감사합니다.",
     "study_open_elsewhere": "다른 창에서 하고 있는 대화가 있습니다. 그 대화를 끝낸 뒤 여기서 이야기해 주세요.",
     "organiser_wait": "비밀번호는 1초에 한 번만 확인합니다. 잠시 뒤 다시 입력해 주세요.",
+    "erase_unknown_sentence": "지금 기억에 없는 문장입니다. 목록에서 다시 고르세요.",
+    "erase_last_sentence": (
+        "지금 기억에 남은 문장이 이것뿐이라 지울 수 없습니다 (기억은 비워 둘 수 없습니다). "
+        "모두 지우려면 '나를 잊기'를 쓰세요."
+    ),
+    "erase_update_running": (
+        "지금 기억을 갱신하는 중입니다. 갱신이 끝난 뒤 다시 지워 주세요 (지운 내용이 되살아나지 않도록)."
+    ),
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",

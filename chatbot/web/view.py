@@ -67,6 +67,7 @@ class PageView(View):
     retry: Any = KEEP  # the retry-failed-updates button
     edit_text: Any = KEEP
     confirm: Any = KEEP  # the forget box's name check
+    erase_sure: Any = KEEP  # the confirmation of "이 내용을 완전히 지우기"
 
 
 def empty_panel() -> PageView:

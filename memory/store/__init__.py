@@ -3,7 +3,8 @@
 connection.py opens the file (WAL, pragmas), applies a migration set and turns SQLite and file-system failures into
 StorageErrors with the fix; migrations.py is the memory engine's schema; users.py holds users, sessions and turns;
 versions.py memory versions and their sentences (a commit states its base version; rebase.py replays a change onto
-a newer latest version or refuses it); queue.py the durable queue of update jobs. A caller writes
+a newer latest version or refuses it); queue.py the durable queue of update jobs; erasure.py forgetting a user or a
+sentence with no copy left in the file, and its audit rows. A caller writes
 `store.users.get_or_create(name)`, `store.versions.commit(...)`, `store.queue.claim()`. The user-trial tables are
 not here: chatbot/trials/records.py keeps them, with a migration set of its own.
 """
@@ -13,16 +14,18 @@ from __future__ import annotations
 import os
 
 from memory.store.connection import Connection, now_iso, storage_error
+from memory.store.erasure import MARKER, Erased, Erasure
 from memory.store.migrations import schema
 from memory.store.queue import Queue
 from memory.store.users import Sessions, Turns, Users
 from memory.store.versions import Sentence, Version, Versions
 
-__all__ = ["Sentence", "Store", "Version", "now_iso", "storage_error"]
+__all__ = ["MARKER", "Erased", "Sentence", "Store", "Version", "now_iso", "storage_error"]
 
 
 class Store(Connection):
-    """One SQLite file with the memory engine's schema: `users`, `sessions`, `turns`, `versions`, `queue`.
+    """One SQLite file with the memory engine's schema: `users`, `sessions`, `turns`, `versions`, `queue`,
+    `erasure`.
 
     Safe to share between threads (one connection, one lock); `write()` is one transaction across the parts.
     """
@@ -34,3 +37,4 @@ class Store(Connection):
         self.turns = Turns(self)
         self.versions = Versions(self)
         self.queue = Queue(self)
+        self.erasure = Erasure(self, self.users)

@@ -4,10 +4,12 @@ errors that say how to fix them."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +19,8 @@ from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
 from models.errors import MigrationError, StorageError
+
+log = logging.getLogger(__name__)
 
 
 def now_iso() -> str:
@@ -145,7 +149,26 @@ class Connection:
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.execute("PRAGMA secure_delete=ON")  # a forgotten user's text is overwritten, not left in free pages
 
+    def checkpoint(self, attempts: int = 20) -> bool:
+        """Copy the WAL into the file and empty it (TRUNCATE): after an erasure the WAL still holds the text, and
+        `secure_delete`'s zeroed pages reach the file only here. Another connection reading at that moment (the CLI
+        beside the app, a backup) holds it back, so it is retried for a few seconds; True when the WAL is empty."""
+        if self.path == ":memory:":
+            return True
+        for attempt in range(attempts):
+            with self.lock:
+                if not self.db.conn.in_transaction:
+                    busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                    if not busy:
+                        return True
+            time.sleep(0.05 * (attempt + 1))
+        log.warning("the WAL of %s could not be emptied: another connection kept reading", self.path)
+        return False
+
     def close(self) -> None:
+        """Empty the WAL into the file (a clean shutdown leaves no erased text in it), then close."""
+        with contextlib.suppress(sqlite3.Error):
+            self.checkpoint(attempts=3)
         self.db.conn.close()
 
     @contextlib.contextmanager

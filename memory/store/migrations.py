@@ -161,3 +161,15 @@ def m008_turn_replies(db: Database) -> None:
     it is sent, before that reply, and the session still reads in conversation order (memory/store/users.py
     Turns.of_session). (m005 was the trial tables', retired above.)"""
     db.table("turns").add_column("reply_to", int)
+
+
+@schema
+def m009_erasure_audit(db: Database) -> None:
+    """One row per erasure ("나를 잊기", "이 내용을 완전히 지우기"): what kind of thing, how many rows of each
+    table, and when; never the text. `user_id` has no foreign key: the row outlives a forgotten user (ids are
+    never reused)."""
+    db.table("erasures").create(
+        {"id": int, "kind": str, "user_id": int, "rows": int, "details": str, "created_at": str},
+        pk="id",
+        not_null={"kind", "rows", "created_at"},
+    )

@@ -1,0 +1,167 @@
+"""Erasure that leaves no copy in the database: forgetting a user, or one memory sentence with the turns it came from.
+
+Deleted and overwritten text does not linger: every connection runs with `secure_delete` (connection.py), which
+zeroes freed space, and each erasure ends with a WAL checkpoint (TRUNCATE) that copies the zeroed pages into the
+file and empties the WAL, which still held the text. Each erasure leaves one audit row in `erasures`: what kind of
+thing, how many rows of which table, and when; never the text.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from memory.store.connection import Connection, now_iso
+from memory.store.users import Users
+from models.errors import InputError
+
+MARKER = "[삭제됨]"  # what an erased sentence or a redacted turn reads as wherever it was
+
+
+@dataclass(frozen=True)
+class Erased:
+    """What one erasure removed: rows per table (the audit row's details) and all of them."""
+
+    kind: str  # user | sentence
+    counts: dict[str, int]
+
+    @property
+    def rows(self) -> int:
+        return sum(self.counts.values())
+
+
+class Erasure:
+    """Forgetting, done so that the text is gone from the file, the WAL and free pages, with an audit row."""
+
+    def __init__(self, conn: Connection, users: Users):
+        self.conn = conn
+        self.users = users
+        self.sentences_erased = 0  # sentence erasures through this store (with users.forgotten: backups drop older)
+
+    def forget_user(self, user_id: int) -> Erased:
+        """Delete every row of the user (Users.delete, with the trial records its foreign keys cascade to)."""
+        with self.conn.write():
+            counts = {
+                table: int(
+                    self.conn.db.execute(f"select count(*) from {table} where user_id = ?", [user_id]).fetchone()[0]
+                )
+                for table in ("turns", "sessions", "memory_versions", "memory_sentences", "update_jobs")
+            }
+            before = self.conn.db.conn.total_changes
+            self.users.delete(user_id)
+            counts["users"] = 1
+            counts["other"] = max(0, self.conn.db.conn.total_changes - before - sum(counts.values()))
+            erased = Erased("user", counts)
+            self._audit(erased, user_id)
+        self.conn.checkpoint()
+        return erased
+
+    def lineage(self, user_id: int, texts: Iterable[str]) -> list[dict[str, Any]]:
+        """Every sentence row of the user that holds one of `texts`, or is an earlier or later form of one (linked by
+        origin_id: a rewritten sentence continues the one it replaced), to a fixed point."""
+        rows = self.conn.rows(
+            "select id, version_id, origin_id, text from memory_sentences where user_id = ?", [user_id]
+        )
+        wanted = {t.strip() for t in texts}
+        chosen: dict[int, dict[str, Any]] = {}
+        while True:
+            ids = set(chosen)
+            more = [
+                r
+                for r in rows
+                if r["id"] not in chosen and (r["text"] in wanted or r["origin_id"] in ids or _continued(r, chosen))
+            ]
+            if not more:
+                return sorted(chosen.values(), key=lambda r: r["id"])
+            for r in more:
+                chosen[r["id"]] = r
+                wanted.add(r["text"])
+
+    def forget_sentences(
+        self, user_id: int, sentences: list[dict[str, Any]], turn_ids: Collection[int], fragments: Iterable[str] = ()
+    ) -> Erased:
+        """Delete `sentences` (rows from `lineage`) from every version they are in, replace the text of the turns
+        `turn_ids` with MARKER, and put MARKER where their text or one of `fragments` (the same fact worded in a
+        summary) appears in the user's versions' notes and details and jobs' errors. The versions and turns stay
+        (history and counts hold); a version that lost a sentence says so in its note. One transaction."""
+        texts = sorted({s["text"] for s in sentences} | {f for f in fragments if f.strip()}, key=len, reverse=True)
+        versions = {s["version_id"] for s in sentences}
+        with self.conn.write():
+            db = self.conn.db
+            # an update running now read the turns before they were redacted, and would commit the fact again;
+            # one that starts after this transaction reads them redacted
+            if self.conn.one(
+                "select id from update_jobs where user_id = ? and status = 'running' and lease_until >= ?",
+                [user_id, time.time()],
+            ):
+                raise InputError(
+                    "a memory update of this user is running and read what is being erased; "
+                    "try again when it has finished (keem jobs list)",
+                    code="erase_update_running",
+                )
+            for s in sentences:
+                db.execute("delete from memory_sentences where id = ? and user_id = ?", [s["id"], user_id])
+            for row in self.conn.rows("select id, note, details from memory_versions where user_id = ?", [user_id]):
+                note = _scrub(row["note"] or "", texts)
+                if row["id"] in versions:
+                    note = f"{note} · {MARKER} 사용자가 지운 문장" if note else f"{MARKER} 사용자가 지운 문장"
+                details = json.loads(row["details"]) if row["details"] else {}
+                db.execute(
+                    "update memory_versions set note = ?, details = ? where id = ?",
+                    [note or None, json.dumps(_scrub(details, texts), ensure_ascii=False), row["id"]],
+                )
+            for tid in turn_ids:
+                db.execute("update turns set text = ? where id = ? and user_id = ?", [MARKER, tid, user_id])
+            for job in self.conn.rows(
+                "select id, last_error from update_jobs where user_id = ? and last_error is not null", [user_id]
+            ):
+                scrubbed = _scrub(job["last_error"], texts)
+                if scrubbed != job["last_error"]:
+                    db.execute("update update_jobs set last_error = ? where id = ?", [scrubbed, job["id"]])
+            erased = Erased(
+                "sentence",
+                {"memory_sentences": len(sentences), "memory_versions": len(versions), "turns": len(turn_ids)},
+            )
+            self._audit(erased, user_id)
+        self.sentences_erased += 1
+        self.conn.checkpoint()
+        return erased
+
+    def audit(self, user_id: int | None = None) -> list[dict[str, Any]]:
+        """The audit rows, oldest first (of one user, when given)."""
+        where, params = ("where user_id = ?", [user_id]) if user_id is not None else ("", [])
+        rows = self.conn.rows(f"select * from erasures {where} order by id", params)
+        return [{**r, "details": json.loads(r["details"] or "{}")} for r in rows]
+
+    def _audit(self, erased: Erased, user_id: int) -> None:
+        self.conn.insert(
+            "erasures",
+            {
+                "kind": erased.kind,
+                "user_id": user_id,
+                "rows": erased.rows,
+                "details": json.dumps(erased.counts),
+                "created_at": now_iso(),
+            },
+        )
+
+
+def _continued(row: dict[str, Any], chosen: dict[int, dict[str, Any]]) -> bool:
+    """Whether a chosen sentence continues `row` (row is an earlier form of it)."""
+    return any(c["origin_id"] == row["id"] for c in chosen.values())
+
+
+def _scrub(value: Any, texts: list[str]) -> Any:
+    """`value` (a string, or JSON of lists and dicts) with every occurrence of `texts` replaced by MARKER."""
+    if isinstance(value, str):
+        for text in texts:
+            value = value.replace(text, MARKER)
+        return value
+    if isinstance(value, list):
+        return [_scrub(v, texts) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub(v, texts) for k, v in value.items()}
+    return value

@@ -1,0 +1,54 @@
+"""'이 내용을 완전히 지우기' in a real browser (system chromium, launched as tests/test_browser.py does): the button
+asks for its confirmation, then the sentence leaves the page and the database file, and the turn that said it reads
+[삭제됨]."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from memory.korean import kiwi
+from memory.store import MARKER, Sentence
+from tests.e2e.conftest import needs_chromium
+from tests.e2e.pages import enter, open_tab
+from tests.test_erasure import leftovers
+from tests.test_ui import serve
+
+pytestmark = needs_chromium
+PLACE = "사용자는 망원동 빵집 단골이다"
+OTHER = "사용자는 주말마다 배드민턴을 친다"
+
+
+def test_erase_button_confirms_then_the_sentence_and_its_turn_are_gone(new_page: Any, tmp_path: Path) -> None:
+    kiwi()  # the Korean analyser the erasure uses loads once, here, not inside the click's wait
+    url, app, bot, worker = serve(tmp_path / "data" / "keem.db")
+    uid = bot.store.users.get_or_create("민수")
+    bot.engine.commit(
+        uid, [Sentence(PLACE), Sentence(OTHER)], base=None, strategy="import", status="ok", author="import"
+    )
+    try:
+        page = new_page()
+        enter(page, url, "민수")
+        page.locator("#message-input textarea").fill("나 망원동 빵집 단골이야")
+        page.locator("#message-input textarea").press("Enter")
+        page.wait_for_function("() => document.querySelectorAll('[data-testid=bot]').length > 0", timeout=15_000)
+        page.wait_for_timeout(1_000)  # the reply is stored
+        open_tab(page, "기억")
+        page.get_by_text("문장 고치기 · 지우기 · 추가").click()
+        page.locator("#pick input").click()
+        page.get_by_role("option").filter(has_text="망원동").click()
+        page.locator("#erase-button").click()  # not confirmed yet: refused, nothing changes
+        page.get_by_text("확인란에 표시하세요").first.wait_for(timeout=10_000)
+        assert "망원동" in page.locator("#memory").inner_text()
+        page.locator("#erase-sure input").check()
+        page.locator("#erase-button").click()
+        page.locator("#history").get_by_text("삭제됨").first.wait_for(timeout=30_000)
+        assert "망원동" not in page.locator("#memory").inner_text()
+        assert "배드민턴" in page.locator("#memory").inner_text()
+        assert not page.locator("#erase-sure input").is_checked()
+    finally:
+        app.close()
+        worker.stop()
+    assert bot.store.versions.latest(uid).texts == [OTHER]
+    assert [t["text"] for t in bot.store.rows("select text from turns where role = 'user'")] == [MARKER]
+    assert leftovers(tmp_path / "data", "망원동", PLACE) == []

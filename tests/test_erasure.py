@@ -1,0 +1,170 @@
+"""Forgetting forgets: after "나를 잊기" or "이 내용을 완전히 지우기" no byte of the erased text is left in the
+database file, its WAL or its -shm, also while another connection reads; the rest of the memory stays."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from memory.engine import MemoryEngine
+from memory.store import MARKER, Sentence, Store
+from models.embedders import NgramEmbedder
+from models.errors import InputError
+
+ROOT = Path(__file__).resolve().parent.parent  # subprocesses run this worktree's code
+PHONE = "010-2741-9386"
+SECRET = f"사용자의 전화번호는 {PHONE}이다"
+EARLIER = f"사용자는 {PHONE} 번호를 쓴다"  # the form the update rewrote into SECRET
+SAID = f"내 번호는 {PHONE}이야 꼭 기억해줘"
+ECHO = f"{PHONE} 번호를 기억해 둘게요"
+KEPT = "사용자는 부산 해운대에서 고양이 두 마리를 키운다"
+KEPT_TURN = "나 해운대에서 고양이 두 마리 키워"
+
+
+def leftovers(folder: Path, *texts: str) -> list[str]:
+    """Which of `texts` (as UTF-8 bytes) appear in any file under `folder`, with the file."""
+    found = []
+    for path in folder.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            found += [f"{t} in {path.name}" for t in texts if t.encode() in data]
+    return found
+
+
+def lived(tmp_path: Path) -> tuple[Store, MemoryEngine, int]:
+    """A user with two sessions whose turns said SECRET and KEPT, and three versions (SECRET rewritten from
+    EARLIER; a summary in the details that repeats it)."""
+    store = Store(tmp_path / "data" / "keem.db")
+    engine = MemoryEngine(store, NgramEmbedder())
+    uid = store.users.get_or_create("minsu")
+    for said, reply in ((SAID, ECHO), (KEPT_TURN, "고양이 이야기 좋아요")):
+        sid = store.sessions.start(uid, "keem", "demo")
+        store.turns.add(sid, uid, "user", said)
+        store.turns.add(sid, uid, "assistant", reply)
+        store.turns.add(sid, uid, "user", "오늘 날씨가 좋네")
+        store.sessions.end(sid)
+    v1 = engine.commit(uid, [Sentence(EARLIER)], base=None, strategy="keem", status="ok", author="updater")
+    v2 = engine.commit(
+        uid,
+        [Sentence(SECRET, "rewritten", v1.sentences[0].id)],
+        base=v1.number,
+        strategy="keem",
+        status="ok",
+        author="updater",
+        details={"summary": f"사용자는 번호가 {PHONE}이라고 말했다.\n사용자는 날씨 이야기를 했다."},
+    )
+    engine.commit(
+        uid,
+        [Sentence(SECRET, "kept", v2.sentences[0].id), Sentence(KEPT)],
+        base=v2.number,
+        strategy="keem",
+        status="ok",
+        author="updater",
+    )
+    return store, engine, uid
+
+
+def test_a_sentence_erased_leaves_no_byte_of_it_or_its_turns_and_the_rest_stays(tmp_path):
+    store, engine, uid = lived(tmp_path)
+    assert leftovers(tmp_path / "data", PHONE)  # the search finds what is there
+    erased = engine.forget_sentence(uid, SECRET)
+    assert erased.counts == {"memory_sentences": 3, "memory_versions": 3, "turns": 2}
+    assert leftovers(tmp_path / "data", PHONE, SECRET, EARLIER, SAID, ECHO) == []
+    assert (tmp_path / "data" / "keem.db-wal").stat().st_size == 0
+    versions = store.versions.of_user(uid)
+    assert [v.texts for v in versions] == [[], [], [KEPT]]  # the versions stay, minus the sentence
+    assert all(MARKER in (v.note or "") for v in versions)  # history shows the redaction
+    turns = [t["text"] for t in store.rows("select text from turns order by id")]
+    assert turns == [MARKER, MARKER, "오늘 날씨가 좋네", KEPT_TURN, "고양이 이야기 좋아요", "오늘 날씨가 좋네"]
+    assert [h.text for h in engine.search(uid, "전화번호가 뭐였지?", k=5)] == [KEPT]
+    [audit] = store.erasure.audit(uid)
+    assert (audit["kind"], audit["rows"], audit["details"]["turns"]) == ("sentence", 8, 2)
+    assert PHONE not in str(audit)
+
+
+def test_the_only_sentence_or_an_unknown_one_is_refused_and_nothing_changes(tmp_path):
+    store, engine, uid = lived(tmp_path)
+    with pytest.raises(InputError) as unknown:
+        engine.forget_sentence(uid, "사용자는 없는 문장이다")
+    assert unknown.value.code == "erase_unknown_sentence"
+    engine.commit(
+        uid, [Sentence(SECRET, "user")], base=engine.current(uid).number, strategy="user", status="ok", author="user"
+    )
+    with pytest.raises(InputError) as last:
+        engine.forget_sentence(uid, SECRET)
+    assert last.value.code == "erase_last_sentence"
+    assert store.versions.latest(uid).texts == [SECRET] and store.erasure.audit() == []
+
+
+def test_no_erasure_while_an_update_that_read_the_turns_runs_and_one_after_it_ends(tmp_path):
+    store, engine, uid = lived(tmp_path)
+    session = store.sessions.of_user(uid)[0]["id"]
+    job = store.queue.enqueue(uid, session, "keem")
+    other = Store(tmp_path / "data" / "keem.db")  # the app's worker, in another connection, runs the update
+    assert other.queue.claim(job)["status"] == "running"
+    with pytest.raises(InputError) as running:
+        engine.forget_sentence(uid, SECRET)
+    assert running.value.code == "erase_update_running"
+    assert SECRET in store.versions.latest(uid).texts and store.erasure.audit() == []
+    other.queue.finish_without_version(job, "ok")
+    assert engine.forget_sentence(uid, SECRET).kind == "sentence"
+
+
+def test_forgetting_a_user_while_another_connection_reads_still_empties_the_wal(tmp_path):
+    store, engine, uid = lived(tmp_path)
+    other = Store(tmp_path / "data" / "keem.db")  # the CLI beside the app: a second connection to the file
+    reading = threading.Event()
+
+    def reader() -> None:
+        with other.lock:
+            other.db.conn.execute("BEGIN")
+            other.db.conn.execute("select count(*) from turns").fetchone()
+            reading.set()
+            time.sleep(0.5)  # holds its read snapshot (the WAL's frames) while the forget commits
+            other.db.conn.commit()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    reading.wait()
+    erased = engine.forget(uid)
+    thread.join()
+    assert erased.kind == "user" and erased.counts["turns"] == 6 and erased.counts["memory_versions"] == 3
+    assert (tmp_path / "data" / "keem.db-wal").stat().st_size == 0
+    assert leftovers(tmp_path / "data", PHONE, SAID, KEPT, KEPT_TURN, "minsu") == []
+    assert store.users.find("minsu") is None and other.users.find("minsu") is None
+    [audit] = other.erasure.audit()
+    assert audit["kind"] == "user" and audit["rows"] >= 14
+    other.close()
+    store.close()
+    assert leftovers(tmp_path / "data", PHONE, KEPT, "minsu") == []
+
+
+def test_keem_memory_forget_sentence_by_number_from_another_process_while_the_app_holds_the_file(tmp_path):
+    store, _, uid = lived(tmp_path)  # the app's connection stays open meanwhile
+    db = str(tmp_path / "data" / "keem.db")
+    env = {**os.environ, "GRADIO_TEMP_DIR": str(tmp_path / "gradio")}
+    exports = tmp_path / "gradio" / "keem-exports" / "zip-x"
+    exports.mkdir(parents=True)
+    (exports / "keem-export-study.zip").write_bytes(PHONE.encode())  # an earlier export holding the text
+    keem = [sys.executable, "-m", "chatbot.cli.main", "memory", "forget", "--db", db, "--user", "minsu", "--yes"]
+    refused = subprocess.run([*keem, "--sentence", "3"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert refused.returncode == 2 and "has 2 sentences" in refused.stderr and "Traceback" not in refused.stderr
+    done = subprocess.run([*keem, "--sentence", "1", "--json"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rows"] == {"memory_sentences": 3, "memory_versions": 3, "turns": 2}
+    assert leftovers(tmp_path, PHONE, SECRET, SAID) == []
+    assert store.versions.latest(uid).texts == [KEPT]
+    history = subprocess.run(
+        [sys.executable, "-m", "chatbot.cli.main", "memory", "history", "--db", db, "--user", "minsu"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert MARKER in history.stdout and PHONE not in history.stdout
