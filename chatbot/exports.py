@@ -9,6 +9,7 @@ names start with PREFIX) goes on a forget too. The CLI, in another process, find
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -58,7 +59,12 @@ class Exports:
         return archive, result
 
     def zips(self) -> list[Path]:
-        return sorted(self.root.glob(f"*/{PREFIX}*.zip")) if self.root.is_dir() else []
+        """The exports there are now; one removed meanwhile (its timer, a forget in another thread) is skipped."""
+        found = []
+        for work in self.root.iterdir() if self.root.is_dir() else ():
+            with contextlib.suppress(OSError):  # removed while we looked
+                found += [p for p in work.iterdir() if p.name.startswith(PREFIX) and p.suffix == ".zip"]
+        return sorted(found)
 
     def sweep(self, now: float | None = None) -> int:
         """Remove every export older than `max_age_s` (a restart loses the timers); returns how many."""

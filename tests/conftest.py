@@ -161,3 +161,14 @@ def build_nli_classifier(folder: Path, labels: dict[int, str], always: int) -> s
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return str(folder)
+
+
+@pytest.fixture(autouse=True)
+def _organiser_guesses_start_fresh() -> None:
+    """The organiser password's limiter is one per process (chatbot/trials/web.py): each test starts as a new
+    process would, so an unlock in one test never waits on a guess made by the test before it."""
+    import sys
+
+    web = sys.modules.get("chatbot.trials.web")
+    if web is not None:
+        web.ORGANISER_GUESSES.reset()

@@ -51,7 +51,10 @@ def storage_error(path: str, exc: BaseException, flag: str = "--db (KEEM_DB)") -
             code="storage_not_sqlite",
             path=path,
         )
-    if "full" in text or (isinstance(exc, OSError) and exc.errno == 28) or (free is not None and free < 256 * 1024):
+    full = "full" in text or (isinstance(exc, OSError) and exc.errno == 28)
+    if full or (  # a nearly full disk is why a write failed, unless the folder cannot be written at all
+        free is not None and free < 256 * 1024 and not (folder.exists() and not os.access(folder, os.W_OK))
+    ):
         return StorageError(
             f"the disk holding {path} is full; free some space and try again (nothing already stored is lost)",
             code="storage_full",

@@ -53,6 +53,8 @@ def test_three_tabs_of_one_participant_count_one_session(browser: Any, tmp_path:
                 box = page.locator("#message-input textarea")
                 box.fill(f"{n}번 창: 오늘 면접을 봤어")
                 box.press("Enter")
+                if n == 0:  # the first to speak is the one that counts: wait until it is stored, so it is tab 0
+                    page.get_by_test_id("user").first.wait_for(timeout=10_000)
             tabs[0].wait_for_function(
                 "() => [...document.querySelectorAll('[data-testid=bot]')].some(b => b.innerText.includes('고마워요'))",
                 timeout=20_000,
