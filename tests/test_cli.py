@@ -112,6 +112,32 @@ def test_scripted_sessions_make_versions_with_a_real_transformers_model(
     assert [r["version"] for r in json.loads(out)] == [1, 2] and all(r["size"] for r in json.loads(out))
 
 
+def test_a_script_and_an_import_saved_with_a_byte_order_mark_store_no_u_feff(
+    db, tmp_path, tiny_llama_dir, capsys, monkeypatch
+):
+    """Windows editors save UTF-8 with a BOM: it is no part of the first message or the first imported sentence."""
+    from memory.store import Store
+
+    monkeypatch.setenv("KEEM_UPDATE_MAX_TOKENS", "16")
+    monkeypatch.setenv("KEEM_REPLY_MAX_TOKENS", "8")
+    monkeypatch.setenv("KEEM_EMBEDDER", "ngram")
+    script, mem = tmp_path / "s1.txt", tmp_path / "mem.txt"
+    script.write_text("안녕! 나 테니스 치다가 손목을 다쳤어.\n", encoding="utf-8-sig")
+    mem.write_text("사용자는 고양이를 키운다.\n", encoding="utf-8-sig")
+    assert script.read_bytes().startswith(b"\xef\xbb\xbf")
+    code, _, err = run(capsys, "session", "--user", "minsu", "--model", f"hf:{tiny_llama_dir}", "--script", str(script))
+    assert code == 0, err
+    assert run(capsys, "memory", "import", "--user", "jiu", "--embedder", "ngram", str(mem))[0] == 0
+    store = Store(db)
+    try:
+        [session] = store.sessions.of_user(store.users.require("minsu"))
+        first = store.turns.of_session(session["id"])[0]
+        assert first["role"] == "user" and first["text"] == "안녕! 나 테니스 치다가 손목을 다쳤어."
+        assert store.versions.latest(store.users.require("jiu")).texts == ["사용자는 고양이를 키운다."]
+    finally:
+        store.close()
+
+
 def test_a_bad_script_line_stops_before_anything_is_written(db, tmp_path, capsys):
     script = tmp_path / "s.txt"
     script.write_text("안녕\n" + "가" * 100_000 + "\n", encoding="utf-8")
