@@ -74,6 +74,11 @@ class Limiter:
             self._last, self.taken = now, self.taken + 1
             return True
 
+    def ready(self) -> bool:
+        """Whether an attempt now would go ahead (without taking it)."""
+        with self._lock:
+            return self.clock() - self._last >= self.interval_s
+
     def reset(self) -> None:
         """The next attempt goes ahead at once (a new process starts so; tests start each test so)."""
         with self._lock:
