@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
@@ -78,6 +78,21 @@ def finish_reason(reason: str | None, completion_tokens: int | None, max_new_tok
     if completion_tokens is not None and completion_tokens >= max_new_tokens:
         return "length"
     return "stop"
+
+
+BROKEN = "\ufffd"  # what a decoder writes for the bytes of a character it did not get whole
+
+
+def whole_characters(pieces: Iterable[str]) -> Iterator[str]:
+    """The pieces of a streamed reply, never ending in a broken character: a trailing U+FFFD (the first bytes of a
+    character whose rest the token limit cut off) is held back until text follows it, and dropped if none does."""
+    held = ""
+    for piece in pieces:
+        text = held + piece
+        body = text.rstrip(BROKEN)
+        held = text[len(body) :]
+        if body:
+            yield body
 
 
 def drain(stream: ChatStream) -> Completion:

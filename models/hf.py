@@ -9,7 +9,15 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from models.base import ChatModel, ChatStream, ContinuationScore, Finish, GenerationOptions, Message
+from models.base import (
+    ChatModel,
+    ChatStream,
+    ContinuationScore,
+    Finish,
+    GenerationOptions,
+    Message,
+    whole_characters,
+)
 from models.errors import ContextOverflowError, GenerationError, ModelUnavailableError
 
 # Used when a tokenizer ships without a chat template (rare; our tiny test models and GGUF files may).
@@ -320,9 +328,7 @@ class TransformersChatModel(ChatModel):
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         try:
-            for piece in streamer:
-                if piece:
-                    yield piece
+            yield from whole_characters(streamer)  # a reply cut mid-syllable ends before it, not in '\ufffd'
         except queue.Empty as exc:
             raise GenerationError(
                 f"model '{self.spec}' produced nothing for {options.timeout_s:.0f} s; "

@@ -6,7 +6,17 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from models.base import ChatModel, ChatStream, Completion, Finish, GenerationOptions, Message, finish_reason
+from models.base import (
+    BROKEN,
+    ChatModel,
+    ChatStream,
+    Completion,
+    Finish,
+    GenerationOptions,
+    Message,
+    finish_reason,
+    whole_characters,
+)
 from models.errors import ContextOverflowError, GenerationError, ModelUnavailableError
 
 
@@ -74,7 +84,9 @@ class OpenAIChatModel(ChatModel):
     def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:
         """Text pieces; returns the Finish: the server's finish_reason, and usage where the stream carries it."""
         reason, usage, pieces = None, None, 0
-        with self._errors():
+
+        def deltas() -> Iterator[str]:
+            nonlocal reason, usage, pieces
             for chunk in self._create(messages, options, stream=True):
                 usage = getattr(chunk, "usage", None) or usage
                 if chunk.choices:
@@ -83,6 +95,10 @@ class OpenAIChatModel(ChatModel):
                     if choice.delta and choice.delta.content:
                         pieces += 1
                         yield choice.delta.content
+
+        with self._errors():
+            # a server may send the bytes of a character the token limit cut as '\ufffd'; the reply ends before it
+            yield from whole_characters(deltas())
         # Without usage, a stream's chunk count stands in for its tokens (servers send about one token a chunk).
         completion = usage.completion_tokens if usage else None
         return Finish(
@@ -103,7 +119,7 @@ class OpenAIChatModel(ChatModel):
         # A server that gives neither a reason nor usage: our own (generous) count of the answer stands in.
         counted = completion if completion is not None or choice.finish_reason else self.count_tokens(text)
         return Completion(
-            text,
+            text.rstrip(BROKEN),  # as `stream` does: a character the token limit cut is left out, not shown broken
             Finish(
                 finish_reason(choice.finish_reason, counted, options.max_new_tokens),
                 usage.prompt_tokens if usage else None,

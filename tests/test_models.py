@@ -79,6 +79,43 @@ def test_tiny_llama_drops_old_turns_to_fit_and_refuses_what_cannot_fit(tiny_llam
         model.complete([{"role": "system", "content": "햇살 " * 600}, *HELLO], GenerationOptions(max_new_tokens=4))
 
 
+def test_whole_characters_holds_a_trailing_broken_character_and_drops_it_at_the_end():
+    from models.base import whole_characters
+
+    assert list(whole_characters(["안녕", "하\ufffd"])) == ["안녕", "하"]  # the cut syllable's bytes: left out
+    assert list(whole_characters(["가\ufffd", "\ufffd", "나"])) == ["가", "\ufffd\ufffd나"]  # text followed: kept
+    assert list(whole_characters(["\ufffd"])) == [] and list(whole_characters([])) == []
+
+
+def test_a_tiny_llama_reply_cut_mid_character_ends_before_it(tiny_llama_dir):
+    """The random Llama writes byte tokens that are invalid UTF-8 on their own; cut at its token limit between
+    the bytes of one character, the reply ends before that character, never in U+FFFD."""
+    import torch
+
+    from models.base import drain
+
+    model = load_chat_model(f"hf:{tiny_llama_dir}")
+    ids = model._prompt_ids(HELLO, 1000)
+    out = model.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False)
+    new = out[0, ids.shape[1] :].tolist()
+    raw = [model.tokenizer.decode(new[:n], skip_special_tokens=True) for n in range(1, len(new) + 1)]
+    cuts = [n for n, text in enumerate(raw, 1) if text.endswith("\ufffd")]
+    assert cuts, raw  # the plain decode of some cut ends in a broken character
+    for n in cuts[:3]:
+        answer = drain(model.stream(HELLO, GenerationOptions(max_new_tokens=n, temperature=0.0)))
+        assert answer.cut and answer.text == raw[n - 1].rstrip("\ufffd") and not answer.text.endswith("\ufffd")
+
+
+def test_openai_replies_cut_mid_character_end_before_it():
+    """A server that sends a cut character's bytes as U+FFFD: neither the stream nor the answer ends in it."""
+    from models.base import drain
+
+    with FakeOpenAIServer(reply=lambda body: "반가워요 민\ufffd") as server:
+        model = OpenAIChatModel("fake", base_url=server.url, api_key="k", check=False)
+        assert model.complete(HELLO).text == "반가워요 민"
+        assert drain(model.stream(HELLO)).text == "반가워요 민"
+
+
 def test_tiny_llama_reuses_its_kv_cache_for_the_prefix_a_turn_shares_and_answers_the_same(tiny_llama_dir):
     import threading
 
