@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from chatbot.exports import Exports
 from chatbot.session import BALANCED, ChatSession, check_user_name
@@ -93,11 +94,18 @@ class Chatbot:
     def run_update(self, job_id: int, on_stage: Callable[[str], None] | None = None) -> Version | None:
         return self.runner.run(job_id, on_stage)
 
-    def resume_jobs(self, on_stage: Callable[[str], None] | None = None) -> list[Version]:
-        """Finish jobs a crash or shutdown left behind (each job at most once per call)."""
-        self.runner.resume()
+    def resume_jobs(
+        self,
+        user_id: int | None = None,
+        on_job: Callable[[dict[str, Any]], Callable[[str], None] | None] | None = None,
+    ) -> list[Version]:
+        """Finish jobs a crash or shutdown left behind: this user's, or with no user every user's (each job at most
+        once per call). `on_job` is told of each job before it runs and returns the job's stage callback."""
+        self.store.queue.requeue_running()  # a dead process's jobs, whoever's: pending again, for whoever runs them
+        self.store.queue.retry(user_id=user_id, backoff=False)
         done = []
-        for job in self.store.queue.jobs(statuses=("pending",)):
+        for job in self.store.queue.jobs(user_id, statuses=("pending",)):
+            on_stage = on_job(job) if on_job else None
             try:
                 version = self.runner.run(job["id"], on_stage)
             except Exception:  # recorded on the job; the next start retries it

@@ -379,3 +379,85 @@ def test_imports_and_scripts_past_their_size_are_refused_at_once_with_what_to_do
     code, _, err = run(capsys, "session", "--user", "u1", "--model", "demo", "--script", str(big))
     assert code == 2 and "9,000,000 bytes" in err and "one script is one session" in err
     assert run(capsys, "memory", "users", "--json")[1].strip() == "[]"  # nothing was written
+
+
+def test_counts_in_cli_output_take_the_right_english_number(db, tmp_path, capsys):
+    from chatbot.cli.words import elapsed, plural
+
+    assert (plural(1, "attempt"), plural(0, "session"), plural(2, "memory version")) == (
+        "1 attempt",
+        "0 sessions",
+        "2 memory versions",
+    )
+    assert (elapsed(4.25), elapsed(785)) == ("4.2 s", "13 min 05 s")
+    one = tmp_path / "one.txt"
+    one.write_text("사용자는 고양이 두 마리를 키운다\n", encoding="utf-8")
+    code, out, _ = run(capsys, "memory", "import", "--user", "u1", str(one))
+    assert code == 0 and "imported 1 sentence into u1's memory v1 (1 in all)" in out
+    assert "u1  0 sessions (last -)  1 memory version" in run(capsys, "memory", "users")[1]
+    assert "v1  " in (history := run(capsys, "memory", "history", "--user", "u1")[1]) and "1 sentence: kept" in history
+    assert "note: imported 1 sentence from one.txt" in history
+
+
+def _bot_with_leftover_jobs(db, update_model):
+    """minsu and jiwoo each ended a session whose update an earlier run never ran (the process died)."""
+    from chatbot.bot import Chatbot
+    from chatbot.settings import Settings
+    from models.embedders import NgramEmbedder
+    from models.fake import ScriptedChatModel
+
+    bot = Chatbot(
+        Settings(db=db, embedder="ngram"),
+        chat_model=ScriptedChatModel(responder=lambda m: "그렇구나"),
+        update_model=update_model,
+        embedder=NgramEmbedder(),
+    )
+    jobs = {}
+    for name in ("jiwoo", "minsu"):
+        session = bot.start(name)
+        list(session.send("나 요즘 요가를 시작했어"))
+        jobs[name] = session.end()
+    return bot, jobs
+
+
+def test_keem_session_runs_only_this_users_leftover_updates_unless_all_jobs(db, tmp_path, capsys, monkeypatch):
+    """jiwoo's leftover update (13 minutes with the demo model) is not minsu's to wait for: `keem session --user
+    minsu` runs minsu's, says whose and how long it took, and leaves jiwoo's to the app or `--all-jobs`."""
+    from chatbot.cli import session as cli_session
+    from models.fake import ScriptedChatModel
+
+    summary = "사용자는 요즘 요가를 시작했다."
+    verdict_or_summary = lambda msgs: "통과" if "새 기억이 올바른지" in msgs[-1]["content"] else summary  # noqa: E731
+    updater = ScriptedChatModel(responder=verdict_or_summary)
+    bot, jobs = _bot_with_leftover_jobs(db, updater)
+    monkeypatch.setattr(cli_session, "load_bot", lambda settings: bot)
+    script = tmp_path / "s.txt"
+    script.write_text("오늘은 요가를 쉬었어\n", encoding="utf-8")
+
+    code, out, err = run(capsys, "session", "--user", "minsu", "--script", str(script))
+    assert code == 0, err
+    assert bot.store.queue.get(jobs["minsu"])["status"] == "done"
+    assert bot.store.queue.get(jobs["jiwoo"])["status"] == "pending"  # not minsu's to run
+    assert "1 memory update of other users left from an earlier run: not run here" in err
+    assert f"finishing minsu's memory update left from an earlier run (job {jobs['minsu']}" in err
+    assert re.search(rf"\[memory update of minsu \(job {jobs['minsu']}\), \d+\.\d s: summarizing\]", err), err
+    assert "jiwoo" not in err.replace("of other users", "")
+    assert "# minsu: memory v2" in out  # the leftover update's v1, then this session's
+
+    code, _, err = run(capsys, "session", "--user", "minsu", "--script", str(script), "--all-jobs")
+    assert code == 0 and bot.store.queue.get(jobs["jiwoo"])["status"] == "done", err
+    assert f"finishing jiwoo's memory update left from an earlier run (job {jobs['jiwoo']}" in err
+    assert "[memory update of jiwoo" in err and "not run here" not in err
+
+
+def test_a_new_user_runs_no_one_elses_leftover_update(db, tmp_path, capsys, monkeypatch):
+    from chatbot.cli import session as cli_session
+    from models.fake import ScriptedChatModel
+
+    bot, jobs = _bot_with_leftover_jobs(db, ScriptedChatModel(responder=lambda msgs: "통과"))
+    monkeypatch.setattr(cli_session, "load_bot", lambda settings: bot)
+    script = tmp_path / "s.txt"
+    script.write_text("안녕\n", encoding="utf-8")
+    code, _, err = run(capsys, "session", "--user", "seoyeon", "--script", str(script))
+    assert code == 0 and "2 memory updates of other users left from an earlier run: not run here" in err, err
+    assert {bot.store.queue.get(job)["status"] for job in jobs.values()} == {"pending"}

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from chatbot.cli.options import EMBEDDER, MODELS, STORE, STUDY, UPDATES, add_command, settings_from
+from chatbot.cli.words import plural
 from chatbot.settings import Settings
 from models.errors import InputError
 
@@ -145,12 +146,16 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
         worker = Worker(bot)
         waiting = worker.recover()
         if waiting:
-            print(f"finishing {waiting} memory update(s) left from an earlier run, in the background", file=sys.stderr)
+            print(
+                f"finishing {plural(waiting, 'memory update')} left from an earlier run, in the background",
+                file=sys.stderr,
+            )
         return bot, worker.start()
 
     if study is not None:
         print(
-            f"user trial {study.id}: {study.sessions} sessions per participant among {', '.join(study.strategies)}; "
+            f"user trial {study.id}: {plural(study.sessions, 'session')} per participant "
+            f"among {', '.join(study.strategies)}; "
             + (
                 "organiser view on (KEEM_ADMIN_PASSWORD)"
                 if password

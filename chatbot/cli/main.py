@@ -23,12 +23,14 @@ from chatbot.cli.options import (
     apply_settings,
     settings_from,
 )
+from chatbot.cli.words import plural
 from chatbot.settings import Settings
 from models.errors import InputError, KeemError
 
 EPILOG_SESSION = """examples:
   keem session --user minsu --model demo                 # chat in the terminal; /end or Ctrl-D ends
   keem session --user minsu --model demo --script s1.txt # one user message per line
+  keem session --user minsu --model demo --all-jobs      # also run other users' leftover memory updates first
   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 keem session --user minsu --update-model openai:gpt-4o"""
 
 
@@ -59,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
         run=_session,
     )
     s.add_argument("--script", type=Path, help="file with one user message per line (UTF-8)")
+    s.add_argument(
+        "--all-jobs",
+        action="store_true",
+        help="before the session, also run other users' memory updates left from an earlier run (by default only "
+        "this user's run; each prints whose it is and how long it takes)",
+    )
 
     msubs = add_group(
         subs,
@@ -351,7 +359,7 @@ def cmd_jobs_list(settings: Settings, args: argparse.Namespace) -> int:
         error = f"  last error: {r['last_error']}" if r["last_error"] and r["status"] != "done" else ""
         print(
             f"job {r['id']}  {r['user']}  session {r['session_id']}  {r['strategy']}  {r['status']} ({r['stage']}), "
-            f"{r['attempts']} attempts{error}"
+            f"{plural(r['attempts'], 'attempt')}{error}"
         )
     if not rows:
         print("no update jobs")
@@ -422,7 +430,8 @@ def cmd_users(settings: Settings, args: argparse.Namespace) -> int:
         print("no users yet")
     for r in rows:
         print(
-            f"{r['name']}  {r['sessions']} sessions (last {r['last_session'] or '-'})  {r['versions']} memory versions"
+            f"{r['name']}  {plural(r['sessions'], 'session')} (last {r['last_session'] or '-'})  "
+            f"{plural(r['versions'], 'memory version')}"
             + (f"  trial strategy {r['strategy']}" if r["strategy"] else "")
         )
     return 0
@@ -455,7 +464,8 @@ def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
     for r in rows:
         print(
             f"v{r['version']}  {r['created_at']}  {r['strategy']}/{r['status']}  by {r['author']}  "
-            f"{r['size']} sentences: kept {len(r['kept'])}, added {len(r['added'])}, removed {len(r['removed'])}, "
+            f"{plural(r['size'], 'sentence')}: kept {len(r['kept'])}, added {len(r['added'])}, "
+            f"removed {len(r['removed'])}, "
             f"rewritten {len(r['rewritten'])}"
         )
         for t in r["added"]:
@@ -546,14 +556,15 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
         strategy="import",
         status="ok",
         author="import",
-        note=f"imported {len(new)} sentences from {args.file.name}",
+        note=f"imported {plural(len(new), 'sentence')} from {args.file.name}",
     )
     from memory.backup import snapshot_if_configured
 
     snapshot_if_configured(settings.backup_dir, engine.store)
     result = {"user": name, "version": version.number, "imported": len(new), "size": len(version.sentences)}
     _print(result) if args.json else print(
-        f"imported {len(new)} sentences into {name}'s memory v{version.number} ({len(version.sentences)} in all)"
+        f"imported {plural(len(new), 'sentence')} into {name}'s memory v{version.number} "
+        f"({len(version.sentences)} in all)"
     )
     return 0
 
@@ -590,8 +601,8 @@ def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
         _print({"forgotten": args.user, "kind": erased.kind, "rows": erased.counts})
     elif text is not None:
         print(
-            f"erased the sentence from {erased.counts['memory_versions']} memory versions of '{args.user}'; "
-            f"{erased.counts['turns']} turns now read [삭제됨]"
+            f"erased the sentence from {plural(erased.counts['memory_versions'], 'memory version')} of '{args.user}'; "
+            f"{plural(erased.counts['turns'], 'turn')} now read{'s' if erased.counts['turns'] == 1 else ''} [삭제됨]"
         )
     else:
         print(f"forgot everything about '{args.user}'")
@@ -606,7 +617,7 @@ def _sentence(store: Any, user_id: int, given: str) -> str:
         number = int(given)
         if not 1 <= number <= len(texts):
             raise InputError(
-                f"--sentence {number}: the current memory has {len(texts)} sentences; "
+                f"--sentence {number}: the current memory has {plural(len(texts), 'sentence')}; "
                 "see their order with: keem memory show"
             )
         return texts[number - 1]
@@ -625,8 +636,10 @@ def cmd_trial_export(settings: Settings, args: argparse.Namespace) -> int:
         )
     counts = export(_store(settings), args.out, args.pseudonymize, scrub=not args.no_scrub)
     _print({"out": str(args.out), **counts}) if args.json else print(
-        f"exported {counts['participants']} participants, {counts['sessions']} sessions, {counts['turns']} turns, "
-        f"{counts['versions']} memory versions and {counts['answers']} questionnaire answers to {args.out}/ "
+        f"exported {plural(counts['participants'], 'participant')}, {plural(counts['sessions'], 'session')}, "
+        f"{plural(counts['turns'], 'turn')}, "
+        f"{plural(counts['versions'], 'memory version')} and {plural(counts['answers'], 'questionnaire answer')} "
+        f"to {args.out}/ "
         f"({', '.join(FILES)}{', key.csv' if args.pseudonymize else ''})\n"
         + (
             "personal data left as typed (--no-scrub)"

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from chatbot.bot import load_bot
+from chatbot.bot import Chatbot, load_bot
+from chatbot.cli.words import elapsed, plural
 from chatbot.session import ChatSession, check_user_name, clean_message
 from chatbot.settings import Settings
 from memory.backup import snapshot_if_configured
@@ -45,6 +49,47 @@ def read_script(path: Path, max_chars: int) -> list[str]:
     return messages
 
 
+class JobProgress:
+    """A memory update's stage callback: prints each stage to stderr with whose update it is and the time since
+    it started."""
+
+    def __init__(self, name: str, job_id: int, clock: Callable[[], float] = time.monotonic):
+        self.name, self.job_id, self.clock = name, job_id, clock
+        self.started = clock()
+
+    def __call__(self, stage: str) -> None:
+        took = elapsed(self.clock() - self.started)
+        print(f"[memory update of {self.name} (job {self.job_id}), {took}: {stage}]", file=sys.stderr)
+
+
+def finish_leftover_jobs(bot: Chatbot, name: str, *, all_users: bool = False) -> None:
+    """Before the session: run the user's memory updates an earlier run left (pending, or failed), so the session
+    starts from the newest memory; other users' only with `all_users` (`--all-jobs`): one may take minutes on a
+    CPU model, and the app or `keem jobs retry` runs them."""
+    user_id = bot.store.users.find(name)
+    left = bot.store.queue.jobs(statuses=("pending", "running", "failed"))
+    others = sum(job["user_id"] != user_id for job in left)
+    if others and not all_users:
+        print(
+            f"{plural(others, 'memory update')} of other users left from an earlier run: not run here (the app "
+            "runs them; or `keem session --all-jobs`, `keem jobs retry`)",
+            file=sys.stderr,
+        )
+    if not (all_users and left) and others == len(left):
+        return
+    names = {u["id"]: u["name"] for u in bot.store.users.all()}
+
+    def on_job(job: dict[str, Any]) -> Callable[[str], None]:
+        who = names.get(job["user_id"], f"user {job['user_id']}")
+        print(
+            f"finishing {who}'s memory update left from an earlier run (job {job['id']}, session {job['session_id']})",
+            file=sys.stderr,
+        )
+        return JobProgress(who, job["id"])
+
+    bot.resume_jobs(None if all_users else user_id, on_job)
+
+
 def _say(session: ChatSession, text: str) -> None:
     print(f"사용자> {text}")
     print("keem> ", end="", flush=True)
@@ -57,10 +102,7 @@ def run_session(settings: Settings, args: argparse.Namespace) -> int:
     name = check_user_name(args.user)
     script = read_script(args.script, settings.max_message_chars) if args.script else None
     bot = load_bot(settings)
-    stage = lambda s: print(f"[memory update: {s}]", file=sys.stderr)  # noqa: E731
-    if bot.store.queue.jobs(statuses=("pending", "running")):
-        print("finishing memory updates left from an earlier run ...", file=sys.stderr)
-        bot.resume_jobs(stage)
+    finish_leftover_jobs(bot, name, all_users=args.all_jobs)
     session = bot.start(name)
     if script is not None:
         for text in script:
@@ -83,7 +125,7 @@ def run_session(settings: Settings, args: argparse.Namespace) -> int:
         print("nothing was said, so the memory stays as it was", file=sys.stderr)
         return 0
     try:
-        version = bot.run_update(job_id, stage)
+        version = bot.run_update(job_id, JobProgress(name, job_id))
     except KeemError as exc:
         raise KeemError(
             f"the memory update failed and will be retried at the next start, or now with `keem jobs retry`; the "
