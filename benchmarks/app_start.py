@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -24,22 +23,10 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+sys.path.insert(0, str(ROOT))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.e2e.conftest import ARGS, CHROMIUM  # noqa: E402  (the browser tests' chromium and flags)
+from tests.test_ui import free_port  # noqa: E402
 
 
 def start_app(db: Path, model: str, embedder: str, port: int) -> tuple[subprocess.Popen[bytes], float, float]:
