@@ -77,3 +77,21 @@ def test_the_loading_state_is_known_by_its_code_not_its_text():
     assert korean_error(ModelUnavailableError(LOADING)) == f"오류: {LOADING}"  # same text, no code: not the state
     assert korean_error(UpdateError("refusing an empty memory")) == "기억을 바꿀 수 없습니다: refusing an empty memory"
     assert korean_error(RuntimeError("boom")) == UNEXPECTED
+
+
+def test_an_error_keeps_its_korean_message_across_a_process_boundary():
+    """ZeroGPU's `spaces` and process pools pickle exceptions: the code, params and class must survive, or the
+    page would show the generic message instead of the error's own Korean text."""
+    import pickle
+
+    from models.errors import StorageError, UserForgottenError
+
+    for error in (
+        StorageError("the disk holding x is full; free some space", code="storage_full", path="x.db"),
+        UserForgottenError("gone; log in again"),
+        InputError("too long", code="message_too_long", length=5000, limit=4000),
+    ):
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is type(error) and str(back) == str(error)
+        assert (back.code, back.params) == (error.code, error.params)
+        assert korean_error(back) == korean_error(error) != korean_error(KeemError("x"))
