@@ -117,3 +117,24 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
         cwd=Path(__file__).resolve().parents[1],
     )
     assert done.stdout.startswith("user0000") and done.stderr == "", done.stderr
+
+
+def test_storage_errors_are_told_apart_by_sqlite_result_code_not_only_by_wording(tmp_path):
+    """SQLite's messages vary by version and build; its result codes do not. Each code gets its own fix, and an
+    extended code (SQLITE_READONLY_DBMOVED) counts as its primary one."""
+    import sqlite3
+
+    from memory.store.connection import storage_error
+
+    def error(code: int) -> sqlite3.Error:
+        exc = sqlite3.OperationalError("disk I/O trouble")  # the same words for each: only the code differs
+        exc.sqlite_errorcode = code  # type: ignore[attr-defined]
+        return exc
+
+    db = str(tmp_path / "keem.db")
+    assert storage_error(db, error(sqlite3.SQLITE_FULL)).code == "storage_full"
+    assert storage_error(db, error(sqlite3.SQLITE_READONLY | (4 << 8))).code == "storage_read_only"
+    assert storage_error(db, error(sqlite3.SQLITE_NOTADB)).code == "storage_not_sqlite"
+    assert storage_error(db, error(sqlite3.SQLITE_CORRUPT)).code == "storage_not_sqlite"
+    assert storage_error(db, error(sqlite3.SQLITE_IOERR)).code == "storage_other"
+    assert storage_error(db, sqlite3.OperationalError("database or disk is full")).code == "storage_full"  # 3.10

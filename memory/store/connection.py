@@ -31,6 +31,9 @@ def storage_error(path: str, exc: BaseException, flag: str = "--db (KEEM_DB)") -
     """What went wrong with the database file, in one line with the fix (`code` for the UI's translation); `flag`
     is the option that chose the place (the dataset builder's is --out)."""
     text = str(exc).lower()
+    # SQLite's own result code where Python gives it (3.11+); the message text only where it does not (3.10, OSError)
+    primary = getattr(exc, "sqlite_errorcode", None)
+    primary = primary & 0xFF if isinstance(primary, int) else None
     folder = Path(path).resolve().parent
     try:
         free = shutil.disk_usage(folder).free if folder.exists() else None
@@ -44,14 +47,17 @@ def storage_error(path: str, exc: BaseException, flag: str = "--db (KEEM_DB)") -
             code="storage_folder",
             path=path,
         )
-    if "not a database" in text or "malformed" in text:
+    if primary in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT) or (
+        primary is None and ("not a database" in text or "malformed" in text)
+    ):
         return StorageError(
             f"{path} is not a keem database (SQLite says: {exc}); point {flag} at another "
             "file, or restore it from a backup",
             code="storage_not_sqlite",
             path=path,
         )
-    full = "full" in text or (isinstance(exc, OSError) and exc.errno == 28)
+    full = primary == sqlite3.SQLITE_FULL or (primary is None and "full" in text)
+    full = full or (isinstance(exc, OSError) and exc.errno == 28)
     if full or (  # a nearly full disk is why a write failed, unless the folder cannot be written at all
         free is not None and free < 256 * 1024 and not (folder.exists() and not os.access(folder, os.W_OK))
     ):
@@ -61,8 +67,8 @@ def storage_error(path: str, exc: BaseException, flag: str = "--db (KEEM_DB)") -
             path=path,
         )
     if (
-        "readonly" in text
-        or "read-only" in text
+        primary == sqlite3.SQLITE_READONLY
+        or (primary is None and ("readonly" in text or "read-only" in text))
         or isinstance(exc, PermissionError)
         or (folder.exists() and not os.access(folder, os.W_OK))
     ):
