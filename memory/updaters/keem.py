@@ -38,7 +38,11 @@ class KeemUpdater:
         return Steps.for_model(self.model, self.embedder, ceiling=self.max_new_tokens)
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
+        """The new memory, with its emotion-and-cause records (the shared step every strategy calls)."""
         steps = self.new_steps()
+        return steps.with_records(inp, self.rewrite(steps, inp, progress))
+
+    def rewrite(self, steps: Steps, inp: UpdateInput, progress: Progress) -> UpdateResult:
         progress("summarizing")
         summary, generated_summary = steps.summarize(inp.dialogue, inp.session_date)
         progress("reflecting")
