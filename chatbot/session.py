@@ -76,6 +76,7 @@ class ChatSession:
     notes: dict[int, list[str]] = field(default_factory=dict)  # history index of a user turn -> its memory note
     pinned: tuple[int | None, list[Hit]] | None = None  # (memory version, what the system prompt holds)
     today: date = field(default_factory=date.today)  # the session's date, fixed so its system prompt is too
+    opening: str | None = None  # how the session opens (chatbot/opening.py); None: the settings' KEEM_OPENING
 
     def system_prompt(self, hits: list[Hit]) -> str:
         return chat_system_prompt([h.text for h in hits], self.today, self.previous_date)
