@@ -157,6 +157,12 @@ def resolve_date(text: str, today: date) -> date | None:
     return None
 
 
+def newest_first(records: list[EmotionRecord]) -> list[EmotionRecord]:
+    """The timeline's order (the memory tab, `keem memory emotions`): started most recently first; among those, the
+    most recently spoken of."""
+    return sorted(records, key=lambda r: (r.first_seen, r.last_seen), reverse=True)
+
+
 def shown_records(records: list[EmotionRecord]) -> list[int]:
     """Indices of the records the model sees and may change: the ongoing ones (a resolved or past record is
     history; one that comes back is a new record)."""

@@ -92,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[USER, STORE, JSON],
         run=cmd_history,
     )
+    add_command(
+        msubs,
+        "emotions",
+        "list a user's emotions with their causes (latest version): since, status, how it ended, the user's words",
+        "keem memory emotions --user minsu --json",
+        parents=[USER, STORE, JSON],
+        run=cmd_emotions,
+    )
     p = add_command(
         msubs,
         "search",
@@ -434,6 +442,27 @@ def cmd_users(settings: Settings, args: argparse.Namespace) -> int:
             f"{plural(r['versions'], 'memory version')}"
             + (f"  trial strategy {r['strategy']}" if r["strategy"] else "")
         )
+    return 0
+
+
+def cmd_emotions(settings: Settings, args: argparse.Namespace) -> int:
+    """The latest version's emotion-and-cause records, newest first, as the memory tab's timeline shows them."""
+    from memory.emotions import newest_first
+
+    store = _store(settings)
+    user_id = store.users.require(args.user)
+    records = newest_first(store.versions.emotions.latest(user_id))
+    if args.json:
+        _print([r.as_json() for r in records])
+        return 0
+    if not records:
+        print(f"user '{args.user}' has no emotion records yet")
+    for r in records:
+        ended = f', ended {r.ended_at}: "{r.ended}"' if r.ended else ""
+        due = f", date {r.due}" if r.due else ""
+        print(f"{r.emotion} | {r.cause} | since {r.first_seen} | {r.status}{due}{ended}")
+        if r.quote:
+            print(f'    "{r.quote}"')
     return 0
 
 

@@ -175,6 +175,8 @@ def memory_tab(page: Page) -> None:
                 elem_id="erase-sure",
             )
         )
+    with gr.Accordion("감정의 흐름", open=False):  # emotion-and-cause records, newest first
+        page.add(emotions=gr.Markdown(elem_id="emotions"))
     gr.Markdown("### 버전 기록")
     page.add(history=gr.Markdown(elem_id="history"))
     with gr.Accordion("나를 잊기 (모든 데이터 삭제)", open=False):

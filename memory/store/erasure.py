@@ -113,6 +113,11 @@ class Erasure:
                     "update memory_versions set note = ?, details = ? where id = ?",
                     [note or None, json.dumps(_scrub(details, texts), ensure_ascii=False), row["id"]],
                 )
+            said = [r["text"] for tid in turn_ids for r in self.conn.rows("select text from turns where id = ?", [tid])]
+            rows = self.conn.rows("select * from emotion_records where user_id = ?", [user_id])
+            # the emotion records of the fact (those linked to an erased sentence go with it, by cascade)
+            for rid in _records_saying(rows, texts, said):
+                db.execute("delete from emotion_records where id = ?", [rid])
             for tid in turn_ids:
                 db.execute("update turns set text = ? where id = ? and user_id = ?", [MARKER, tid, user_id])
             for job in self.conn.rows(
@@ -147,6 +152,23 @@ class Erasure:
                 "created_at": now_iso(),
             },
         )
+
+
+def _records_saying(rows: list[dict[str, Any]], texts: list[str], said: list[str]) -> list[int]:
+    """The emotion records (ids) whose cause or quotes hold one of `texts`, or quote one of the turns `said` (those
+    turns are being redacted)."""
+
+    def plain(text: str) -> str:
+        return "".join(ch for ch in text if ch.isalnum())
+
+    turns = [plain(t) for t in said]
+    out = []
+    for r in rows:
+        fields = [r["cause"], r["quote"] or "", r["ended"] or ""]
+        quotes = [plain(q) for q in fields[1:] if q]
+        if any(t in f for t in texts for f in fields) or any(q and q in t for q in quotes for t in turns):
+            out.append(r["id"])
+    return out
 
 
 def _continued(row: dict[str, Any], chosen: dict[int, dict[str, Any]]) -> bool:
