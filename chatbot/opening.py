@@ -74,8 +74,8 @@ def one_question(pieces: Iterator[str]) -> Iterator[str]:
             if "<think>" in held.lower():
                 continue
             lines = held.lstrip().split("\n")
-            while len(lines) > 1 and (not lines[0].strip() or lines[0].rstrip().endswith((":", "："))):
-                lines.pop(0)  # a blank line or a preamble line
+            while len(lines) > 1 and _not_said(lines[0]):
+                lines.pop(0)
             if len(lines) == 1 and len(lines[0]) < 60 and "?" not in lines[0]:
                 held = lines[0]
                 continue  # too little yet to tell a preamble from the question
@@ -95,6 +95,12 @@ def one_question(pieces: Iterator[str]) -> Iterator[str]:
         rest = rest.lstrip(_QUOTES)
     if rest:
         yield rest
+
+
+def _not_said(line: str) -> bool:
+    """A line before the opening that is not part of it: blank, a code fence, or a preamble ending in a colon."""
+    line = line.strip()
+    return not line or line.startswith("```") or line.endswith((":", "："))
 
 
 def fallback(record: EmotionRecord) -> str:

@@ -203,8 +203,12 @@ def merge(
         quote = find_quote(line.quote, user_turns)
         due = resolve_date(line.due, session_date)
         if line.ref is None:  # a new record, unless it repeats an ongoing one
-            same = next(
-                (i for i in shown if out[i].cause == line.cause and out[i].emotion == line.emotion),
+            same = next(  # a repeated line, or an ongoing record written as new
+                (
+                    i
+                    for i, r in enumerate(out)
+                    if r.status == "ongoing" and r.cause == line.cause and r.emotion == line.emotion
+                ),
                 None,
             )
             if same is None:

@@ -139,10 +139,13 @@ class Emotions:
         )
 
     def last_opening(self, user_id: int, before_session: int) -> str | None:
-        """The record the user's latest earlier session with an opening asked about; None when none had one."""
+        """The record the opening of the user's previous session asked about (the latest earlier session in which
+        the user said something: an opening nobody answered does not count); None when it had no opening."""
         row = self.conn.one(
-            "select o.record_key from session_openings o where o.user_id = ? and o.session_id < ? "
-            "order by o.session_id desc limit 1",
+            "select o.record_key from sessions s left join session_openings o on o.session_id = s.id "
+            "where s.user_id = ? and s.id < ? "
+            "and exists (select 1 from turns t where t.session_id = s.id and t.role = 'user') "
+            "order by s.id desc limit 1",
             [user_id, before_session],
         )
         return row["record_key"] if row else None
