@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import json
-from datetime import date
+from datetime import date, timedelta
 
 import pytest
 
 from chatbot.bot import Chatbot
 from chatbot.opening import due_opening, one_question, open_session
 from chatbot.settings import Settings
+from chatbot.web.view import PageView
 from memory.emotions import find_quote, merge, parse_lines, resolve_date
 from memory.followup import choose, due_records
 from memory.store import EmotionRecord, Sentence
@@ -301,3 +302,88 @@ def test_a_users_edit_carries_the_records(oracle_bot, store):
     version = bot.engine.commit(user_id, edited, base=latest.number, strategy="edit", status="ok", author="user")
     (r,) = version.records
     assert r.cause == "면접" and r.sentence.endswith("(확인함)")
+
+
+# -- blind trials, exports, the CLI -----------------------------------------------------------------------------
+def test_a_blind_trials_openings_name_no_strategy_and_count_as_turns_in_the_export(oracle_bot, store, tmp_path):
+    from chatbot.trials.export import export
+
+    for strategy in ("keem", "accumulate"):
+        bot = oracle_bot(fixture_users()[0])
+        name = f"지수{strategy[0]}"
+        run_session(bot, name, "2026-12-03", ["다음 주 화요일에 면접이라 떨려"], strategy)
+        opening, _ = run_session(bot, name, "2026-12-17", ["면접 잘 봤어! 이제 좀 후련해"], strategy)
+        assert "면접" in opening and not any(s in opening for s in (*STRATEGIES, "전략", "KEEM"))
+    counts = export(store, tmp_path / "export", pseudonymize=True)
+    sessions = [json.loads(line) for line in open(tmp_path / "export" / "sessions.jsonl", encoding="utf-8")]
+    first_turns = [s["turns"][0] for s in sessions if s["number"] == 2]
+    assert len(first_turns) == 2 and all(t["role"] == "assistant" and "면접" in t["text"] for t in first_turns)
+    assert counts["turns"] == sum(len(s["turns"]) for s in sessions) == 2 * (2 + 3)  # 2 + (opening + 2) each
+
+
+def test_a_study_plan_switches_openings_per_study():
+    from chatbot.trials.study import study_from_dict
+
+    plan = {"id": "s1", "title": "연구", "sessions": 3, "consent": "동의서"}
+    assert study_from_dict(plan).opening is None  # KEEM_OPENING decides
+    assert study_from_dict({**plan, "opening": "off"}).opening == "off"
+    with pytest.raises(InputError, match="opening"):
+        study_from_dict({**plan, "opening": "sometimes"})
+
+
+def test_keem_memory_emotions_shows_emotion_cause_since_status_and_the_quote(oracle_bot, store, monkeypatch, capsys):
+    from chatbot.cli.main import main
+
+    bot = oracle_bot(fixture_users()[0])
+    run_session(bot, "지수", "2026-12-03", ["다음 주 화요일에 면접이라 떨려"])
+    run_session(bot, "지수", "2026-12-17", ["면접 잘 봤어! 이제 좀 후련해"])
+    monkeypatch.setenv("KEEM_DB", str(store.path))
+    assert main(["memory", "emotions", "--user", "지수"]) == 0
+    out = capsys.readouterr().out
+    assert "떨림 | 면접 | since 2026-12-03 | resolved" in out and '"다음 주 화요일에 면접이라 떨려"' in out
+    assert 'ended 2026-12-17: "면접 잘 봤어! 이제 좀 후련해"' in out
+    assert main(["memory", "emotions", "--user", "지수", "--json"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)
+    assert (r["emotion"], r["cause"], r["since"], r["status"], r["quote"]) == (
+        "떨림",
+        "면접",
+        "2026-12-03",
+        "resolved",
+        "다음 주 화요일에 면접이라 떨려",
+    )
+
+
+def test_the_timeline_shows_each_emotion_newest_first_with_its_words():
+    from chatbot.web.emotions import EMPTY, render_timeline
+
+    records = [
+        record("면접", status="resolved", quote="면접이라 떨려", ended="잘 봤어", ended_at="2026-12-17"),
+        record(
+            "이사", emotion="불안", first_seen="2026-12-10", last_seen="2026-12-10", quote="집을 못 구해서 <b>불안</b>"
+        ),
+    ]
+    text = render_timeline(records)
+    assert text.index("불안") < text.index("떨림")  # newest first
+    assert "2026-12-03부터 · 해소" in text and "끝 (2026-12-17): “잘 봤어”" in text and "말: “면접이라 떨려”" in text
+    assert "<b>" not in text  # the user's words are escaped
+    assert render_timeline([]) == EMPTY
+
+
+def test_the_page_streams_the_opening_into_the_chat_after_login(oracle_bot, store):
+    from chatbot.web.chat import ChatUI
+    from chatbot.web.opening import Opening
+    from chatbot.worker import Worker
+
+    bot = oracle_bot(fixture_users()[0])
+    three_weeks_ago = (date.today() - timedelta(days=21)).isoformat()
+    run_session(bot, "지수", three_weeks_ago, ["다음 주 화요일에 면접이라 떨려"])  # the interview is 1-2 weeks past
+    ui = ChatUI(bot, Worker(bot))
+    opening = Opening(ui.ctx, ui.chat)
+    state = ui.entry.login("지수").state
+    chats = [f.chat for f in opening.open(state) if isinstance(f.chat, list)]
+    (shown,) = chats[-1]
+    assert shown["role"] == "assistant" and "면접" in shown["content"] and shown["content"].endswith("?")
+    assert [t["role"] for t in store.turns.of_session(state.session.session_id)] == ["assistant"]
+    assert [f.chat for f in opening.open(state)] == [PageView().chat]  # once per session: nothing more
+    sent = ui.chat.send("응 잘 봤어", state)
+    assert sent.chat[0] == shown  # the conversation goes on below it
