@@ -64,6 +64,13 @@ def follow(records: Iterable[EmotionRecord], sentences: Sequence[Any]) -> list[E
     return followed
 
 
+def link(records: Iterable[EmotionRecord], sentences: Sequence[Any]) -> list[EmotionRecord]:
+    """The records linked to the stored sentences (with ids) that hold their text, as Emotions.write links them: for
+    callers that keep versions in memory (the long-horizon benchmark), so the next update can `follow` them."""
+    ids = {s.text: s.id for s in sentences}
+    return [replace(r, sentence_id=ids.get(r.sentence)) for r in records]
+
+
 class Emotions:
     """The records of a version, written in the version's own transaction (Versions.commit)."""
 
