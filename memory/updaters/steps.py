@@ -264,21 +264,20 @@ class Steps:
         ongoing = [records[i] for i in shown_records(records)]
         linked = {r.sentence for r in ongoing}
         shown = [s.text for s in memory if s.provenance not in ("kept", "restored") or s.text in linked]
-        try:  # a failed call costs this session's records, never the memory update
-            answer = self.call(
-                "emotions",
-                render(
-                    "emotions",
-                    records=ongoing,
-                    memory=shown,
-                    dialogue=format_dialogue(dialogue),
-                    session_date=_iso(session_date),
-                ),
-                (len(ongoing) + NEW_RECORDS) * RECORD_TOKENS + SLACK_TOKENS,
-            )
-        except GenerationError as exc:
-            self.problems.append(f"emotions: {exc}")
-            answer = None
+        prompt = render(
+            "emotions",
+            records=ongoing,
+            memory=shown,
+            dialogue=format_dialogue(dialogue),
+            session_date=_iso(session_date),
+        )
+        answer = None
+        for attempt in range(2):  # a failed call is tried once more; then it costs this session's records only
+            try:
+                answer = self.call("emotions", prompt, (len(ongoing) + NEW_RECORDS) * RECORD_TOKENS + SLACK_TOKENS)
+                break
+            except GenerationError as exc:
+                self.problems.append(f"emotions: {exc}" + ("; tried again" if attempt == 0 else ""))
         records, report = merge(records, answer, shown, dialogue, session_date, session_id)
         if report.get("failed") and self.problems:
             report["note"] = self.why(str(report["note"]))
