@@ -8,6 +8,8 @@ deletion guard's consent, and no answer cut at its token budget becomes memory.
 
 from __future__ import annotations
 
+from typing import Any
+
 from memory.store import Sentence
 from memory.text import format_dialogue
 from memory.updaters.base import Progress, UpdateInput, UpdateResult, accumulate
@@ -53,7 +55,7 @@ class KeemUpdater:
             "attempts": [],
             "problems": steps.problems,
         }
-        base = dict(model_spec=self.model.spec, prompt_hash=steps.prompt_hash())
+        base: dict[str, Any] = dict(model_spec=self.model.spec, prompt_hash=steps.prompt_hash())
         if not generated_summary:
             progress("fallback")
             return UpdateResult(
