@@ -76,17 +76,16 @@ def one_question(pieces: Iterator[str]) -> Iterator[str]:
             lines = held.lstrip().split("\n")
             while len(lines) > 1 and _not_said(lines[0]):
                 lines.pop(0)
-            if len(lines) == 1 and len(lines[0]) < 60 and "?" not in lines[0]:
+            if len(lines) == 1 and len(lines[0]) < 60 and not {"?", "？"} & set(lines[0]):
                 held = lines[0]
                 continue  # too little yet to tell a preamble from the question
             held, started = "\n".join(lines).lstrip().lstrip(_QUOTES), True
-        mark = held.find("?", sent)
-        if mark >= 0 or len(held) >= MAX_CHARS:
-            end = mark + 1 if mark >= 0 else MAX_CHARS
+        marks = [m for m in (held.find("?", sent), held.find("？", sent)) if m >= 0]
+        if marks or len(held) >= MAX_CHARS:
+            end = min(marks) + 1 if marks else MAX_CHARS
             if end > sent:
                 yield held[sent:end]
             return
-        # keep a possible closing quote or a half-written line back until more comes
         if len(held) > sent:
             yield held[sent:]
             sent = len(held)

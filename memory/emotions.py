@@ -79,7 +79,10 @@ def parse_lines(answer: str, shown: int) -> list[Line]:
         emotion, cause = fields[1], fields[2]
         if not emotion or not cause:
             continue
-        status = STATUS_WORDS.get(_WORD.sub("", fields[3]).lower())
+        word = _WORD.sub("", fields[3]).lower()  # "진행 중", "해소됨", "지난 일", "resolved" ...
+        status = next(
+            (v for k, v in sorted(STATUS_WORDS.items(), key=lambda kv: -len(kv[0])) if word.startswith(k)), None
+        )
         number = re.sub(r"\D", "", fields[5])
         quote = "|".join(fields[6:]).strip().strip("\"'“”‘’「」『』").strip()
         lines.append(Line(ref, emotion, cause, status, fields[4], int(number) if number else None, quote))

@@ -38,7 +38,7 @@ def test_lines_survive_preambles_think_blocks_bullets_fences_and_a_cut_last_line
         "<think>먼저 감정을 찾아보자</think>\n네, 기록을 정리했습니다:\n```\n"
         "기록 | 감정 | 원인 | 상태 | 날짜 | 문장 | 근거\n"
         "1. 새 | 떨림 | 면접 | 진행 중 | 2026-12-08 | 2 | 다음 주 화요일에 면접이라 떨려\n"
-        "- R1 | 걱정 | 어머니 병환 | 해소 | - | - | 엄마 다 나으셨어\n"
+        "- R1 | 걱정 | 어머니 병환 | 해소됨 | - | - | 엄마 다 나으셨어\n"
         "R9 | 걱정 | 없는 기록 | 해소 | - | - | 아무 말\n"
         "새 | 기쁨 | 승진 | 진행\n```"
     )
@@ -387,3 +387,13 @@ def test_the_page_streams_the_opening_into_the_chat_after_login(oracle_bot, stor
     assert [f.chat for f in opening.open(state)] == [PageView().chat]  # once per session: nothing more
     sent = ui.chat.send("응 잘 봤어", state)
     assert sent.chat[0] == shown  # the conversation goes on below it
+
+
+def test_forgetting_the_user_leaves_no_emotion_record_or_opening(oracle_bot, store):
+    bot = oracle_bot(fixture_users()[0])
+    run_session(bot, "지수", "2026-12-03", ["다음 주 화요일에 면접이라 떨려"])
+    run_session(bot, "지수", "2026-12-17", ["면접 잘 봤어! 이제 좀 후련해"])
+    assert store.db.execute("select count(*) from session_openings").fetchone()[0] == 1
+    bot.forget(store.users.find("지수"))
+    for table in ("emotion_records", "session_openings"):
+        assert store.db.execute(f"select count(*) from {table}").fetchone()[0] == 0

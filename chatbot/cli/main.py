@@ -56,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
         "hold one chat session in the terminal, then update the memory",
         EPILOG_SESSION,
         description="Hold one session (interactive, or scripted with one message per line), end it, "
-        "run the memory update and print the new memory.",
+        "run the memory update and print the new memory. When something the user felt is due (an ongoing worry, "
+        "an interview whose date has passed), the bot first asks one short question about it (KEEM_OPENING=off: "
+        "it does not).",
         parents=[USER, STORE, MODELS, EMBEDDER, UPDATES],
         run=_session,
     )
