@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 OPENING_TOKENS = 96  # a greeting and one question
+# An opening answers no message: stored with reply_to 0 it reads first in its session (Turns.of_session orders by
+# the message a reply answers), even when the user typed something while it streamed and that was stored first
+OPENS = 0
 MAX_CHARS = 200
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _QUOTES = "\"'“”‘’「」"
@@ -131,6 +134,6 @@ def open_session(session: ChatSession) -> Iterator[str]:
         text = "".join(shown).replace("\ufffd", "").strip().strip(_QUOTES).strip()
         if text:
             with bot.store.write():
-                turn_id = bot.store.turns.add(session.session_id, session.user_id, "assistant", text)
+                turn_id = bot.store.turns.add(session.session_id, session.user_id, "assistant", text, reply_to=OPENS)
                 bot.store.versions.emotions.opened(session.user_id, session.session_id, record.key, turn_id)
             session.history.append({"role": "assistant", "content": text})

@@ -397,3 +397,18 @@ def test_forgetting_the_user_leaves_no_emotion_record_or_opening(oracle_bot, sto
     bot.forget(store.users.find("지수"))
     for table in ("emotion_records", "session_openings"):
         assert store.db.execute(f"select count(*) from {table}").fetchone()[0] == 0
+
+
+def test_a_message_typed_while_the_opening_streams_reads_after_it(oracle_bot, store):
+    bot = oracle_bot(fixture_users()[0])
+    run_session(bot, "지수", "2026-12-03", ["다음 주 화요일에 면접이라 떨려"])
+    session = bot.start("지수")
+    session.today = date(2026, 12, 17)
+    stream = open_session(session)
+    first = next(stream)
+    session.record("응 잘 봤어!", queued=True)  # stored now, while the opening streams
+    opening = first + "".join(stream)
+    assert [(t["role"], t["text"]) for t in store.turns.of_session(session.session_id)] == [
+        ("assistant", opening),
+        ("user", "응 잘 봤어!"),
+    ]
