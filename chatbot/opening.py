@@ -30,6 +30,7 @@ OPENING_TOKENS = 96  # a greeting and one question
 # An opening answers no message: stored with reply_to 0 it reads first in its session (Turns.of_session orders by
 # the message a reply answers), even when the user typed something while it streamed and that was stored first
 OPENS = 0
+START = "(대화 시작)"  # the user turn an opening answers in prompts: chat templates that want a user turn first
 MAX_CHARS = 200
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _QUOTES = "\"'“”‘’「」"
@@ -61,7 +62,7 @@ def messages(session: ChatSession, record: EmotionRecord) -> list[Message]:
         cause=record.cause,
         due=record.due,
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": "(대화 시작)"}]
+    return [{"role": "system", "content": system}, {"role": "user", "content": START}]
 
 
 def one_question(pieces: Iterator[str]) -> Iterator[str]:

@@ -412,3 +412,14 @@ def test_a_message_typed_while_the_opening_streams_reads_after_it(oracle_bot, st
         ("assistant", opening),
         ("user", "응 잘 봤어!"),
     ]
+
+
+def test_after_an_opening_the_chat_prompt_still_starts_with_a_user_turn(oracle_bot):
+    bot = oracle_bot(fixture_users()[0])
+    run_session(bot, "지수", "2026-12-03", ["다음 주 화요일에 면접이라 떨려"])
+    session = bot.start("지수")
+    session.today = date(2026, 12, 17)
+    opening = "".join(open_session(session))
+    "".join(session.send("응 잘 봤어!"))
+    roles = [(m["role"], m["content"]) for m in bot.chat_model.calls[-1]["messages"][1:]]
+    assert roles[:2] == [("user", "(대화 시작)"), ("assistant", opening)] and roles[2][0] == "user"
