@@ -291,6 +291,10 @@ def test_an_erased_sentence_takes_its_emotion_records(oracle_bot, store):
     assert [r.cause for r in store.versions.emotions.latest(user_id)] == ["제주도 여행"]
     rows = store.db.execute("select cause, quote from emotion_records").fetchall()
     assert rows and not any("이사" in cause or "이사" in quote for cause, quote in rows)
+    details = store.db.execute("select details from memory_versions").fetchone()[0]
+    report = json.loads(details)["emotions"]
+    assert report["new"] == ["설렘/제주도 여행: ongoing"]  # the records step's report forgets the erased one
+    assert "이사 갈 집" not in details
 
 
 def test_a_users_edit_carries_the_records(oracle_bot, store):
