@@ -29,6 +29,14 @@ does. Run `--model openai:<model>` or `--model hf:<id>` for that (the world then
 are not applied). `--embedder auto` is the app's default (multilingual-e5-small) and slower; `ngram` is the
 default here for speed (it only picks which sentences a scoped update rewrites).
 
+The fifth-session idea (issue 23): the exam, illness and new-job chains (the back problem in `--world unshared`)
+carry an emotion with its cause, and the world knows after each session which causes are due: ongoing and past
+their date (an exam is dated the day it is taken). Each update's emotion records (the shared extraction every
+strategy runs) choose the next session's opening as the app does (memory/followup.py `choose`, never the same
+twice in a row). Reported: the due events the opening asked about while due, the sessions with something due whose
+opening asked about it, openings about a resolved or not-yet-due event (goal 0), records whose status matches the
+world after each session (the newest record per cause), and records whose cause is one of the world's.
+
 Scores, on the memory after the last session: a stable fact is kept if memory holds its sentence, a sentence
 containing it, or one holding >= 60% of its Kiwi content words (fair to rewrites); a changed fact (one per
 chain) is current if its latest state is kept so (or its key word, e.g. the new city, is stored) and no earlier
@@ -50,6 +58,7 @@ import re
 import statistics
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from functools import partial
@@ -61,8 +70,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluation.metrics.conflict import conflicts
+from memory.followup import choose
 from memory.korean import content_words
-from memory.store import Sentence
+from memory.store import EmotionRecord, Sentence
+from memory.store.emotions import link
 from memory.updaters import STRATEGIES, UpdateInput, make_updater
 from models.base import ChatModel, ChatStream, Completion, GenerationOptions, Message
 from models.embedders import Embedder
@@ -73,6 +84,18 @@ from models.spec import load_chat_model, load_embedder
 WRAPPING = ("think", "preamble", "fences", "numbering", "bullets", "english", "repeat", "free_verdict")
 WORLDS = ("classic", "unshared")
 CONTAINMENT = 0.6
+EMOTION_COUNTS = (
+    "due_sessions",
+    "openings",
+    "asked_due",
+    "asked_not_due",
+    "due_events",
+    "due_events_asked",
+    "events",
+    "current",
+    "records",
+    "causes_ok",
+)
 
 
 # -- Korean particles ---------------------------------------------------------------------------------------
@@ -332,6 +355,16 @@ SMALL_TALK = (7, 14, 21, 27)
 
 
 @dataclass(frozen=True)
+class Feeling:
+    """The emotion a changing fact's state carries in the world: the record an ideal model keeps for it."""
+
+    emotion: str
+    cause: str  # one per chain: every state of the chain speaks of the same cause
+    status: str  # ongoing | resolved | past
+    due: date | None = None  # the cause's date (an exam's), when it has one
+
+
+@dataclass(frozen=True)
 class Fact:
     text: str  # what the oracle's summary writes
     felt: str | None  # the reflect stage's version: with an emotion and its cause
@@ -342,6 +375,7 @@ class Fact:
     state: int = 0
     key: str | None = None  # a word the latest state's rewrite must keep
     merged: str | None = None  # the ideal memory's line for this state, when it is not `felt` or `text`
+    feeling: Feeling | None = None  # the emotion record this state makes (the fifth-session idea, issue 23)
 
     def texts(self) -> list[str]:
         return [self.text] + [t for t in (self.felt, self.merged) if t]
@@ -573,6 +607,41 @@ def _chains(rng: random.Random, when: dict[str, list[date]]) -> dict[str, list[F
     }
 
 
+def _with_feelings(chains: dict[str, list[Fact]], when: dict[str, list[date]]) -> dict[str, list[Fact]]:
+    """The chains with the emotion each state carries: an exam (nervous before it, dated the day it is taken;
+    anxious for the result; resolved when passed), an illness (ongoing, then resolved when recovered), a new job's
+    first days (ongoing), a back problem (ongoing, then resolved)."""
+    out = dict(chains)
+
+    def cause(chain: str) -> str:
+        first = chains[chain][0].text
+        return {
+            "exam": re.sub(r"^사용자는 .*?에 (.+?)[을를] 볼 예정이다\.$", r"\1", first),
+            "illness": re.sub(r"^사용자는 (.+?)에 걸려서.*$", r"\1", first),
+            "back": "허리 디스크",
+        }.get(chain, chain)
+
+    plan: dict[str, list[tuple[str, str, bool]]] = {
+        "exam": [("긴장", "ongoing", True), ("초조", "ongoing", False), ("기쁨", "resolved", False)],
+        "illness": [("힘듦", "ongoing", False), ("안도", "resolved", False)],
+        "back": [("괴로움", "ongoing", False), ("홀가분함", "resolved", False)],
+    }
+    for chain, states in plan.items():
+        if chain not in chains:
+            continue
+        days = when.get(chain, [])
+        due = days[1] if len(days) > 1 else None
+        out[chain] = [
+            replace(f, feeling=Feeling(e, cause(chain), st, due if dated else None)) if i < len(states) else f
+            for i, (f, (e, st, dated)) in enumerate(zip(chains[chain], states))
+        ] + chains[chain][len(states) :]
+    if "job" in chains and len(chains["job"]) > 1:
+        first_day = chains["job"][1]
+        company = re.sub(r"^사용자는 .+?[을를] 그만두고 (.+?)에 .*$", r"\1", first_day.text)
+        out["job"] = [chains["job"][0], replace(first_day, feeling=Feeling("긴장", f"{company} 첫 출근", "ongoing"))]
+    return out
+
+
 def make_user(index: int, sessions: int, seed: int, world: str = "classic") -> User:
     """One simulated user: seeded values, stable facts introduced 1-2 per session, changes at set sessions."""
     rng = random.Random(seed * 7919 + index)
@@ -592,7 +661,10 @@ def make_user(index: int, sessions: int, seed: int, world: str = "classic") -> U
                 out.append(s)
         schedule[chain] = out
     make_chains = _unshared_chains if world == "unshared" else _chains
-    chains = make_chains(rng, {c: [dates[s - 1] for s in ss] for c, ss in schedule.items()})
+    chains = _with_feelings(
+        make_chains(rng, {c: [dates[s - 1] for s in ss] for c, ss in schedule.items()}),
+        {c: [dates[s - 1] for s in ss] for c, ss in schedule.items()},
+    )
     pool = [
         Fact(t.format(**forms(x)), f.format(**forms(x)) if f else None, u.format(**forms(x)), r, "stable")
         for values, t, u, r, f in STABLE
@@ -674,9 +746,31 @@ class Oracle:
                 ends = a is not None and b is not None and a.chain is not None and a.chain == b.chain
                 answers.append(f"{n}: {'예' if ends and b.state > a.state else '아니오'}")  # type: ignore[union-attr]
             return "\n".join(answers)
+        if stage == "emotions":
+            return self._records(prompt)
         if stage == "operations":
             return self._operation(section(prompt, "\n기억:", "새 문장:"), section(prompt, "\n새 문장:", "답:")[0])
         return ""
+
+    def _records(self, prompt: str) -> str:
+        """The emotion records step: each stated fact's feeling, on the record of its cause when one is shown."""
+        shown = [
+            line.split("|") for line in section(prompt, "\n지금까지의 기록:", "\n새 기억:") if line.startswith("R")
+        ]
+        refs = {fields[2].strip(): fields[0].strip() for fields in shown if len(fields) >= 5}
+        memory = [re.sub(r"^\d+\.\s*", "", line) for line in section(prompt, "\n새 기억:", "\n이번 대화:")]
+        lines = []
+        for f in self._stated(section(prompt, "\n이번 대화:", "답:")):
+            if f.feeling is None:
+                continue
+            e = f.feeling
+            number = next((str(i) for i, m in enumerate(memory, 1) if m in f.texts()), "-")
+            status = {"ongoing": "진행 중", "resolved": "해소", "past": "지난 일"}[e.status]
+            due = e.due.isoformat() if e.due else "-"
+            lines.append(
+                f"{refs.get(e.cause, '새')} | {e.emotion} | {e.cause} | {status} | {due} | {number} | {f.turn}"
+            )
+        return "\n".join(lines) or "없음"
 
     def contradiction(self, memory: list[str]) -> tuple[str, str] | None:
         """Two stored states of one changing fact (an earlier one still in its present-tense words), or None."""
@@ -776,19 +870,75 @@ def junk_kind(text: str, possible: set[str]) -> str | None:
     return "other"
 
 
+def world_status(user: User, said: int) -> dict[str, str]:
+    """Each emotion cause the first `said` sessions spoke of, with its status in the world after them."""
+    status: dict[str, str] = {}
+    for session in user.facts[:said]:
+        for f in session:
+            if f.feeling is not None:
+                status[f.feeling.cause] = f.feeling.status
+    return status
+
+
+def world_due(user: User, said: int, day: date) -> set[str]:
+    """The causes a friend should ask about at a session on `day` after `said` sessions: ongoing in the world and
+    past their date (the date an earlier state gave, if any)."""
+    dates: dict[str, date] = {}
+    for session in user.facts[:said]:
+        for f in session:
+            if f.feeling is not None and f.feeling.due is not None:
+                dates[f.feeling.cause] = f.feeling.due
+    return {
+        c
+        for c, status in world_status(user, said).items()
+        if status == "ongoing" and (c not in dates or dates[c] < day)
+    }
+
+
+def world_cause(record: EmotionRecord, user: User) -> str | None:
+    """The world's cause a record is about: the same words, one inside the other, or half its content words."""
+    causes = {f.feeling.cause for f in user.all_facts() if f.feeling is not None}
+    for cause in causes:
+        if cause in record.cause or record.cause in cause:
+            return cause
+    for cause in causes:
+        words = content_words(cause)
+        if words and len(words & content_words(record.cause)) / len(words) >= 0.5:
+            return cause
+    return None
+
+
 def run_user(
     strategy: str, user: User, model: Metered, embedder: Embedder | None, ceiling: int, vectors: dict[str, np.ndarray]
 ) -> dict[str, Any]:
     memory: list[Sentence] = []
     previous_date: date | None = None
     updates: list[dict[str, Any]] = []
-    for day, dialogue, stated in zip(user.dates, user.dialogues, user.facts):
+    records: list[EmotionRecord] = []
+    ids = iter(range(1, 10**9))  # sentence ids, as the store gives them: records follow sentences by them
+    emotions = Counter[str]()
+    last_asked: str | None = None
+    was_due: set[str] = set()
+    asked_while_due: set[str] = set()
+    for k, (day, dialogue, stated) in enumerate(zip(user.dates, user.dialogues, user.facts)):
+        if k:  # the opening of this session: what the records make due, against what the world makes due
+            due, chosen = world_due(user, k, day), choose(records, day, last_asked)
+            emotions["due_sessions"] += bool(due)
+            was_due |= due
+            if chosen is not None:
+                emotions["openings"] += 1
+                cause = world_cause(chosen, user)
+                emotions["asked_due" if cause in due else "asked_not_due"] += 1
+                if cause in due:
+                    asked_while_due.add(cause)  # type: ignore[arg-type]
+            last_asked = chosen.key if chosen else None
         updater = make_updater(strategy, model, embedder, ceiling)  # one per job, as the app's job runner makes
         previous_texts = [x.text for x in memory]
         first, started = len(model.calls), time.perf_counter()
         result, error = None, None
         try:
-            result = updater.update(UpdateInput(memory, dialogue, day, previous_date), lambda stage: None)
+            inp = UpdateInput(memory, dialogue, day, previous_date, records=records, session_id=k + 1)
+            result = updater.update(inp, lambda stage: None)
         except GenerationError as exc:  # the job fails; the app keeps the previous version
             error = str(exc)
         ms = (time.perf_counter() - started) * 1000
@@ -797,9 +947,14 @@ def run_user(
             if embedder is not None and todo:
                 vectors.update(zip(todo, embedder.embed(todo)))
             memory = [
-                replace(x, embedding=vectors.get(x.text), embedder=embedder.name if embedder else None)
+                replace(x, embedding=vectors.get(x.text), embedder=embedder.name if embedder else None, id=next(ids))
                 for x in result.sentences
             ]
+            records = link(result.records if result.records is not None else records, memory)
+        for cause, status in world_status(user, k + 1).items():  # is each record current after this session?
+            mine = [r for r in records if world_cause(r, user) == cause]
+            emotions["events"] += 1
+            emotions["current"] += bool(mine) and max(mine, key=lambda r: r.first_seen).status == status
         now = [x.text for x in memory]
         calls = model.calls[first:]
         details = result.details if result is not None else {}
@@ -859,6 +1014,13 @@ def run_user(
         "junk": {k: kinds.count(k) for k in ("wrapper", "cut", "quote", "other")},
         "junk_examples": [t for t, k in zip(texts, kinds) if k in ("wrapper", "cut")][:5],
         "dropped": len(getattr(model.inner, "dropped", [])),
+        "emotions": {
+            **emotions,
+            "records": len(records),
+            "due_events": len(was_due),
+            "due_events_asked": len(asked_while_due),
+            "causes_ok": sum(world_cause(r, user) is not None for r in records),
+        },
     }
 
 
@@ -895,7 +1057,12 @@ def summarize_runs(runs: list[dict[str, Any]], sessions: int) -> dict[str, Any]:
         "lost": [t for r in runs for t in r["lost"]],
         "missed": [t for r in runs for t in r["missed"]],
         "junk_examples": [t for r in runs for t in r["junk_examples"]],
+        "emotions": {k: sum(r["emotions"].get(k, 0) for r in runs) for k in EMOTION_COUNTS},
     }
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole}" if whole else "-"
 
 
 def main() -> None:
@@ -975,6 +1142,17 @@ def main() -> None:
         ("lines dropped by model", lambda r: f"{r['dropped_by_model']}"),
         ("sentences restored by guard", lambda r: f"{r['restored_by_guard']}"),
         ("update wall time, mean ms", lambda r: f"{r['update_ms']:.1f}"),
+        (
+            "due events the opening asked about",
+            lambda r: _share(r["emotions"]["due_events_asked"], r["emotions"]["due_events"]),
+        ),
+        (
+            "sessions with something due, asked",
+            lambda r: _share(r["emotions"]["asked_due"], r["emotions"]["due_sessions"]),
+        ),
+        ("openings about resolved/not due", lambda r: f"{r['emotions']['asked_not_due']}"),
+        ("emotion records current", lambda r: _share(r["emotions"]["current"], r["emotions"]["events"])),
+        ("emotion record causes correct", lambda r: _share(r["emotions"]["causes_ok"], r["emotions"]["records"])),
     ]
     print(f"{'':<34}" + "".join(f"{n:>12}" for n in names))
     for label, cell in rows:

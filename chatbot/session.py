@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
 
+from chatbot.opening import START
 from memory.engine import Hit
 from memory.prompts import chat_note, chat_system_prompt
 from models.base import GenerationOptions, Message
@@ -76,6 +77,7 @@ class ChatSession:
     notes: dict[int, list[str]] = field(default_factory=dict)  # history index of a user turn -> its memory note
     pinned: tuple[int | None, list[Hit]] | None = None  # (memory version, what the system prompt holds)
     today: date = field(default_factory=date.today)  # the session's date, fixed so its system prompt is too
+    opening: str | None = None  # how the session opens (chatbot/opening.py); None: the settings' KEEM_OPENING
 
     def system_prompt(self, hits: list[Hit]) -> str:
         return chat_system_prompt([h.text for h in hits], self.today, self.previous_date)
@@ -152,6 +154,8 @@ class ChatSession:
             {"role": m["role"], "content": chat_note(self.notes[i], m["content"])} if i in self.notes else m
             for i, m in enumerate(self.history)
         ]
+        if turns[0]["role"] == "assistant":  # the bot opened (chatbot/opening.py): strict templates want a user first
+            turns.insert(0, {"role": "user", "content": START})
         return [{"role": "system", "content": self.system_prompt(pinned)}, *turns]
 
     def prepare(self, text: str) -> list[Message]:

@@ -10,6 +10,8 @@ from typing import Any
 
 from models.errors import InputError
 
+OPENINGS = ("off", "follow-up")  # KEEM_OPENING (chatbot/opening.py)
+
 
 def default_db() -> str:
     from platformdirs import user_data_dir
@@ -39,6 +41,7 @@ class Settings:
     backup_dir: str = ""  # KEEM_BACKUP_DIR: snapshot the database into this folder (memory/backup.py)
     backup_every_min: float = 10.0  # KEEM_BACKUP_EVERY_MIN: how often, when something changed
     study: str = ""  # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/trials/study.py)
+    opening: str = "follow-up"  # KEEM_OPENING: off, follow-up (the bot asks first about what is due)
 
     @property
     def db_path(self) -> str:
@@ -62,6 +65,8 @@ class Settings:
                 continue
             values[f.name] = _convert(f.name, raw, type(getattr(cls(), f.name)))
         values.update({k: v for k, v in flags.items() if v is not None})
+        if values.get("opening", "follow-up") not in OPENINGS:
+            raise InputError(f"KEEM_OPENING={values['opening']!r}: choose one of {', '.join(OPENINGS)}")
         return replace(cls(), **values)
 
 

@@ -90,6 +90,8 @@ class JobRunner:
             dialogue=[{"role": t["role"], "text": t["text"]} for t in self.store.turns.of_session(job["session_id"])],
             session_date=to_date(session["started_at"]),  # type: ignore[arg-type]
             previous_date=to_date(before["started_at"]) if before else None,
+            records=list(previous.records) if previous else [],
+            session_id=job["session_id"],
         )
         return inp, previous.number if previous else None
 
@@ -145,6 +147,7 @@ class JobRunner:
                         note=result.note,
                         details={**details, "recomputed": attempt} if attempt else details,
                         job_id=job["id"],
+                        records=result.records,
                     )
                     break
                 except MemoryChangedError as exc:  # another update committed since `base`: compute on top of it

@@ -9,7 +9,7 @@ from memory.store import Sentence, Store
 from memory.updaters import make_updater
 from models.embedders import NgramEmbedder
 from models.errors import GenerationError
-from models.fake import ScriptedChatModel
+from models.fake import ScriptedChatModel, stage_of
 
 WEEKEND = "사용자는 남편이 지방으로 발령이 나서 주말부부로 지낸다"
 FLOWERS = "사용자는 동네에서 작은 꽃집을 운영한다"
@@ -149,7 +149,8 @@ def test_cues_are_off_unless_asked_for(store):
     _uid, job = _ended_session(store, "남편이 지방 발령 나서 이제 주말부부야")
     model = ScriptedChatModel(responder=_responder("1: KTX"))
     version = JobRunner(engine, lambda s: make_updater(s, model)).run(job)
-    assert len(model.calls) == 1 and "cues" not in version.details
+    asked = [stage_of(call[-1]["content"]) for call in model.calls]
+    assert asked == ["summarize", "emotions"] and "cues" not in version.details  # no cue call
 
 
 def test_a_database_from_before_cues_is_migrated(tmp_path):

@@ -84,19 +84,21 @@ def old_database(path: Path) -> Database:
 
 def snapshot(db: Database, like: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every row of every table, every index and every foreign key, as comparable values; with `like` (an earlier
-    snapshot) only the columns that one had (later migrations add columns of their own, e.g. m008's reply_to)."""
+    snapshot) only the columns and the indexed tables that one had (later migrations add columns of their own, e.g.
+    m008's reply_to)."""
     tables = [t for t in TABLES if db[t].exists()]
     info = {t: [tuple(r) for r in db.execute(f"PRAGMA table_info({t})").fetchall()] for t in tables}
     if like is not None:
         info = {t: [c for c in info[t] if c[1] in {old[1] for old in like["columns"][t]}] for t in tables}
     names = {t: ", ".join(c[1] for c in info[t]) for t in tables}
+    indexes = sorted(tuple(r) for r in db.execute("select name, tbl_name, sql from sqlite_master where type = 'index'"))
+    if like is not None:  # and only the tables that one had (later migrations add tables, e.g. m011's records)
+        indexes = [i for i in indexes if i[1] in {old[1] for old in like["indexes"]}]
     return {
         "rows": {
             t: [tuple(r) for r in db.execute(f"select {names[t]} from {t} order by id").fetchall()] for t in tables
         },
-        "indexes": sorted(
-            tuple(r) for r in db.execute("select name, tbl_name, sql from sqlite_master where type = 'index'")
-        ),
+        "indexes": indexes,
         "foreign_keys": {t: [tuple(r) for r in db.execute(f"PRAGMA foreign_key_list({t})").fetchall()] for t in tables},
         "columns": info,
     }

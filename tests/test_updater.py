@@ -32,6 +32,7 @@ class StageModel(ScriptedChatModel):
 
     def __init__(self, **answers):
         self.answers = {k: list(v) if isinstance(v, list) else [v] for k, v in answers.items()}
+        self.answers.setdefault("emotions", ["없음"])  # the records step, unless a test scripts it
         self.asked: list[str] = []
         super().__init__(responder=self._answer)
 
@@ -82,7 +83,7 @@ def test_success_runs_the_four_stages_deterministically_with_dates_in_the_prompt
     model = StageModel(**{k: list(v) for k, v in GOOD.answers.items()})
     result, stages = _run(model)
     assert stages == ["summarizing", "reflecting", "updating", "verifying"]
-    assert model.asked == ["summarize", "reflect", "update", "verify"]
+    assert model.asked == ["summarize", "reflect", "update", "verify", "emotions"]
     assert result.status == "ok" and result.prompt_hash and result.model_spec == "fake"
     assert result.sentences[0].text == "사용자는 서울에 살다가 2024년 5월에 부산으로 이사했다."
     assert result.sentences[0].provenance == "rewritten" and result.sentences[0].origin_id == 1

@@ -56,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
         "hold one chat session in the terminal, then update the memory",
         EPILOG_SESSION,
         description="Hold one session (interactive, or scripted with one message per line), end it, "
-        "run the memory update and print the new memory.",
+        "run the memory update and print the new memory. When something the user felt is due (an ongoing worry, "
+        "an interview whose date has passed), the bot first asks one short question about it (KEEM_OPENING=off: "
+        "it does not).",
         parents=[USER, STORE, MODELS, EMBEDDER, UPDATES],
         run=_session,
     )
@@ -91,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
         "keem memory history --user minsu",
         parents=[USER, STORE, JSON],
         run=cmd_history,
+    )
+    add_command(
+        msubs,
+        "emotions",
+        "list a user's emotions with their causes (latest version): since, status, how it ended, the user's words",
+        "keem memory emotions --user minsu --json",
+        parents=[USER, STORE, JSON],
+        run=cmd_emotions,
     )
     p = add_command(
         msubs,
@@ -434,6 +444,27 @@ def cmd_users(settings: Settings, args: argparse.Namespace) -> int:
             f"{plural(r['versions'], 'memory version')}"
             + (f"  trial strategy {r['strategy']}" if r["strategy"] else "")
         )
+    return 0
+
+
+def cmd_emotions(settings: Settings, args: argparse.Namespace) -> int:
+    """The latest version's emotion-and-cause records, newest first, as the memory tab's timeline shows them."""
+    from memory.emotions import newest_first
+
+    store = _store(settings)
+    user_id = store.users.require(args.user)
+    records = newest_first(store.versions.emotions.latest(user_id))
+    if args.json:
+        _print([r.as_json() for r in records])
+        return 0
+    if not records:
+        print(f"user '{args.user}' has no emotion records yet")
+    for r in records:
+        ended = f', ended {r.ended_at}: "{r.ended}"' if r.ended else ""
+        due = f", date {r.due}" if r.due else ""
+        print(f"{r.emotion} | {r.cause} | since {r.first_seen} | {r.status}{due}{ended}")
+        if r.quote:
+            print(f'    "{r.quote}"')
     return 0
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from chatbot.bot import Chatbot, load_bot
 from chatbot.cli.words import elapsed, plural
+from chatbot.opening import open_session
 from chatbot.session import ChatSession, check_user_name, clean_message
 from chatbot.settings import Settings
 from memory.backup import snapshot_if_configured
@@ -98,12 +99,25 @@ def _say(session: ChatSession, text: str) -> None:
     print()
 
 
+def _open(session: ChatSession) -> None:
+    """The bot's opening question, when one is due (chatbot/opening.py; KEEM_OPENING=off turns it off)."""
+    started = False
+    for piece in open_session(session):
+        if not started:
+            print("keem> ", end="", flush=True)
+            started = True
+        print(piece, end="", flush=True)
+    if started:
+        print()
+
+
 def run_session(settings: Settings, args: argparse.Namespace) -> int:
     name = check_user_name(args.user)
     script = read_script(args.script, settings.max_message_chars) if args.script else None
     bot = load_bot(settings)
     finish_leftover_jobs(bot, name, all_users=args.all_jobs)
     session = bot.start(name)
+    _open(session)
     if script is not None:
         for text in script:
             _say(session, text)

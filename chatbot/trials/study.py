@@ -5,6 +5,7 @@
     strategies = ["keem", "accumulate"]    # compared: any of keem, accumulate, operations (default: all three)
     sessions = 5                           # sessions per participant
     min_gap_hours = 20                     # from the last message of one session to the start of the next
+    opening = "follow-up"                  # optional: off | follow-up (default: the app's KEEM_OPENING)
     consent = \"\"\"연구 참여 동의서 ...\"\"\"
 
     [[questions]]                          # optional; without any, DEFAULT_QUESTIONS
@@ -31,7 +32,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from chatbot.settings import Settings
+from chatbot.settings import OPENINGS, Settings
 from chatbot.trials.records import records
 from memory.store import Store
 from memory.updaters import STRATEGIES
@@ -42,7 +43,7 @@ ALL_DONE = datetime.max.replace(tzinfo=timezone.utc)  # next_allowed: every sess
 LIKERT_LABELS = ("전혀 그렇지 않다", "그렇지 않다", "보통이다", "그렇다", "매우 그렇다")
 STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ITEM_ID = re.compile(r"[a-z][a-z0-9_]{0,31}")
-FIELDS = ("id", "title", "strategies", "sessions", "min_gap_hours", "consent", "questions")
+FIELDS = ("id", "title", "strategies", "sessions", "min_gap_hours", "consent", "questions", "opening")
 QUESTION_FIELDS = ("id", "text", "kind", "scale", "labels", "max_chars", "required")
 MAX_TEXT_CHARS = 5000
 
@@ -81,6 +82,7 @@ class Study:
     min_gap: timedelta
     consent: str
     questions: tuple[Question, ...] = DEFAULT_QUESTIONS
+    opening: str | None = None  # off | follow-up for every participant's sessions; None: KEEM_OPENING decides
     clock: Callable[[], datetime] = field(default=utc_now, compare=False, repr=False)  # tests move time on
 
     def admit(self, store: Store, user_id: int, session_id: int) -> None:
@@ -228,7 +230,14 @@ def study_from_dict(data: Mapping[str, Any], where: str = "study plan") -> Study
         raise InputError(f"{where}: field 'consent' is {len(consent):,} characters; keep it under 20,000")
     raw = data.get("questions")
     questions = DEFAULT_QUESTIONS if raw is None else _questions(raw, where)
-    return Study(study_id, title, tuple(strategies), sessions, timedelta(hours=gap), consent.strip(), questions)
+    opening = data.get("opening")
+    if opening is not None and opening not in OPENINGS:
+        raise InputError(
+            f"{where}: field 'opening' = {opening!r} must be one of {', '.join(OPENINGS)} (e.g. opening = \"off\")"
+        )
+    return Study(
+        study_id, title, tuple(strategies), sessions, timedelta(hours=gap), consent.strip(), questions, opening
+    )
 
 
 def _field(data: Mapping[str, Any], name: str, kind: type, where: str, example: str) -> Any:

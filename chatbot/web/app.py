@@ -15,6 +15,7 @@ from chatbot.web import identity as hf_login
 from chatbot.web.backend import Backend
 from chatbot.web.chat import ChatUI
 from chatbot.web.guard import refuse_routes
+from chatbot.web.opening import Opening, wire_openings
 from chatbot.web.state import Entrance
 from chatbot.web.view import PANEL, SIGNED_OUT, Page
 from chatbot.worker import Worker
@@ -75,6 +76,7 @@ def build_app(
         chained = wire(app, page, ui)
         # logging in; a trial's events come after the chat page's: they chain onto its end and logout
         opened = part.wire(page) if part is not None else [chat_events(page, ui)]
+        wire_openings(page, Opening(ui.ctx, ui.chat), [*opened, chained[1]])  # the bot asks first (issue 23)
         if ui.zero is not None:  # ZeroGPU: a user's memory updates run in their own events (chatbot/deploy/zerogpu.py)
             ui.zero.wire([*opened, *chained], page["state"], page["progress"], page["timer"], **page.options)
     return app
@@ -173,6 +175,8 @@ def memory_tab(page: Page) -> None:
                 elem_id="erase-sure",
             )
         )
+    with gr.Accordion("감정의 흐름", open=False):  # emotion-and-cause records, newest first
+        page.add(emotions=gr.Markdown(elem_id="emotions"))
     gr.Markdown("### 버전 기록")
     page.add(history=gr.Markdown(elem_id="history"))
     with gr.Accordion("나를 잊기 (모든 데이터 삭제)", open=False):

@@ -158,5 +158,6 @@ class AppContext:
         study = self.study
         if study is not None:
             session.gate = lambda s: study.admit(s.bot.store, s.user_id, s.session_id)
+            session.opening = study.opening  # the study's own opening rule, if it sets one
         self.worker.track(session)
         return session

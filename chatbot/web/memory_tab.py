@@ -8,6 +8,7 @@ import gradio as gr
 
 from chatbot.session import clean_message
 from chatbot.web.backend import AppContext
+from chatbot.web.emotions import render_timeline
 from chatbot.web.messages import korean_error
 from chatbot.web.render import choices, render_history, render_jobs, render_memory, stage_text
 from chatbot.web.state import UserState
@@ -30,6 +31,7 @@ def panel(ctx: AppContext, state: UserState) -> PageView:
         history=render_history(versions, show_strategy=not ctx.blind),
         pick=gr.update(choices=choices(latest), value=None),
         retry=gr.update(visible=any(store.queue.retryable(j) for j in waiting)),
+        emotions=render_timeline(list(latest.records) if latest else []),
     )
 
 

@@ -65,6 +65,7 @@ class PageView(View):
     history: Any = KEEP
     pick: Any = KEEP  # the sentence picker
     retry: Any = KEEP  # the retry-failed-updates button
+    emotions: Any = KEEP  # the emotion timeline (chatbot/web/emotions.py)
     edit_text: Any = KEEP
     confirm: Any = KEEP  # the forget box's name check
     erase_sure: Any = KEEP  # the confirmation of "이 내용을 완전히 지우기"
@@ -72,7 +73,9 @@ class PageView(View):
 
 def empty_panel() -> PageView:
     """The memory tab of nobody (logged out)."""
-    return PageView(memory="", history="", pick=gr.update(choices=[], value=None), retry=gr.update(visible=False))
+    return PageView(
+        memory="", history="", pick=gr.update(choices=[], value=None), retry=gr.update(visible=False), emotions=""
+    )
 
 
 def signed_out() -> PageView:
@@ -218,7 +221,7 @@ def _flat(target: Any) -> list[Any]:
     return list(target) if isinstance(target, list) else [target]
 
 
-PANEL = ("memory", "history", "pick", "retry")
+PANEL = ("memory", "history", "pick", "retry", "emotions")
 LOGGED_IN = ("state", "login_box", "main_box", "greeting", "chat", "hits", "message", "progress", "again", *PANEL)
 SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL)
 FORGOTTEN = (*SIGNED_OUT, "timer", "note")  # what `forgotten` sets

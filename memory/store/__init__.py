@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 
 from memory.store.connection import Connection, now_iso, storage_error
+from memory.store.emotions import EmotionRecord
 from memory.store.erasure import MARKER, Erased, Erasure
 from memory.store.migrations import schema
 from memory.store.queue import Queue
 from memory.store.users import Sessions, Turns, Users
 from memory.store.versions import Sentence, Version, Versions
 
-__all__ = ["MARKER", "Erased", "Sentence", "Store", "Version", "now_iso", "storage_error"]
+__all__ = ["MARKER", "EmotionRecord", "Erased", "Sentence", "Store", "Version", "now_iso", "storage_error"]
 
 
 class Store(Connection):

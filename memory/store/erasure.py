@@ -102,13 +102,21 @@ class Erasure:
                     "try again when it has finished (keem jobs list)",
                     code="erase_update_running",
                 )
+            # the emotion records of the fact: linked to an erased sentence, naming it, or quoting a redacted turn
+            said = [r["text"] for tid in turn_ids for r in self.conn.rows("select text from turns where id = ?", [tid])]
+            rows = self.conn.rows("select * from emotion_records where user_id = ?", [user_id])
+            erased_ids = {s["id"] for s in sentences}
+            gone = [r for r in rows if r["sentence_id"] in erased_ids or r["id"] in _records_saying(rows, texts, said)]
+            for r in gone:
+                db.execute("delete from emotion_records where id = ?", [r["id"]])
+            causes = {f"/{r['cause']}" for r in gone}
             for s in sentences:
                 db.execute("delete from memory_sentences where id = ? and user_id = ?", [s["id"], user_id])
             for row in self.conn.rows("select id, note, details from memory_versions where user_id = ?", [user_id]):
                 note = _scrub(row["note"] or "", texts)
                 if row["id"] in versions:
                     note = f"{note} · {MARKER} 사용자가 지운 문장" if note else f"{MARKER} 사용자가 지운 문장"
-                details = json.loads(row["details"]) if row["details"] else {}
+                details = _without_reports(json.loads(row["details"]) if row["details"] else {}, causes)
                 db.execute(
                     "update memory_versions set note = ?, details = ? where id = ?",
                     [note or None, json.dumps(_scrub(details, texts), ensure_ascii=False), row["id"]],
@@ -147,6 +155,36 @@ class Erasure:
                 "created_at": now_iso(),
             },
         )
+
+
+def _without_reports(details: dict[str, Any], causes: set[str]) -> dict[str, Any]:
+    """A version's details without the emotion records step's report lines ("emotion/cause: ...") about `causes`
+    ("/cause" each): the records are being erased, their report goes with them."""
+    report = details.get("emotions")
+    if not causes or not isinstance(report, dict):
+        return details
+    kept = {
+        k: [x for x in v if not any(c in str(x) for c in causes)] if isinstance(v, list) else v
+        for k, v in report.items()
+    }
+    return {**details, "emotions": kept}
+
+
+def _records_saying(rows: list[dict[str, Any]], texts: list[str], said: list[str]) -> list[int]:
+    """The emotion records (ids) whose cause or quotes hold one of `texts`, or quote one of the turns `said` (those
+    turns are being redacted)."""
+
+    def plain(text: str) -> str:
+        return "".join(ch for ch in text if ch.isalnum())
+
+    turns = [plain(t) for t in said]
+    out = []
+    for r in rows:
+        fields = [r["cause"], r["quote"] or "", r["ended"] or ""]
+        quotes = [plain(q) for q in fields[1:] if q]
+        if any(t in f for t in texts for f in fields) or any(q and q in t for q in quotes for t in turns):
+            out.append(r["id"])
+    return out
 
 
 def _continued(row: dict[str, Any], chosen: dict[int, dict[str, Any]]) -> bool:

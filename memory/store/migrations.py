@@ -173,3 +173,46 @@ def m009_erasure_audit(db: Database) -> None:
         pk="id",
         not_null={"kind", "rows", "created_at"},
     )
+
+
+@schema
+def m011_emotion_records(db: Database) -> None:
+    """Emotion-and-cause records stored with each memory version (memory/store/emotions.py): the emotion in the
+    user's word, its cause, the sentence it belongs to, when it was first and last seen, its status (ongoing,
+    resolved, past), the user's words behind that status and how it ended. A record keeps its `key` from version to
+    version. It goes with its version, its sentence (an erased sentence takes its records) and its user. And
+    `session_openings`: which record a session's opening question asked about (chatbot/opening.py), so the next
+    session does not ask the same thing again. Independent of m010."""
+    db.execute(
+        """create table emotion_records (
+        id integer primary key autoincrement,
+        version_id integer not null references memory_versions(id) on delete cascade,
+        user_id integer not null references users(id) on delete cascade,
+        position integer not null,
+        key text not null,
+        emotion text not null,
+        cause text not null,
+        status text not null check (status in ('ongoing', 'resolved', 'past')),
+        sentence_id integer references memory_sentences(id) on delete cascade,
+        quote text not null default '',
+        first_seen text not null,
+        last_seen text not null,
+        first_session integer,
+        last_session integer,
+        due text,
+        ended text,
+        ended_at text
+        )"""
+    )
+    db.execute("create index emotion_records_version on emotion_records (version_id, position)")
+    db.execute("create index emotion_records_user on emotion_records (user_id)")
+    db.execute(
+        """create table session_openings (
+        session_id integer primary key references sessions(id) on delete cascade,
+        user_id integer not null references users(id) on delete cascade,
+        record_key text not null,
+        turn_id integer references turns(id) on delete cascade,
+        created_at text not null
+        )"""
+    )
+    db.execute("create index session_openings_user on session_openings (user_id, session_id)")

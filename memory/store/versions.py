@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from memory.store.connection import Connection, now_iso
+from memory.store.emotions import EmotionRecord, Emotions, follow
 from memory.store.rebase import USER_AUTHORS, rebase_update, rebase_user_change
 from models.errors import InputError, MemoryChangedError, UpdateError
 
@@ -49,6 +50,7 @@ class Version:
     created_at: str
     sentences: tuple[Sentence, ...]
     details: dict[str, Any] = field(default_factory=dict, compare=False)
+    records: tuple[EmotionRecord, ...] = field(default=(), compare=False)  # emotion-and-cause records (m011)
 
     @property
     def texts(self) -> list[str]:
@@ -77,6 +79,7 @@ class Versions:
 
     def __init__(self, conn: Connection):
         self.conn = conn
+        self.emotions = Emotions(conn)
 
     def _version(self, row: dict[str, Any] | None) -> Version | None:
         if row is None:
@@ -111,6 +114,7 @@ class Versions:
             created_at=row["created_at"],
             sentences=sentences,
             details=details,
+            records=tuple(self.emotions.of_version(row["id"])),
         )
 
     def latest_id(self, user_id: int) -> int | None:
@@ -149,6 +153,7 @@ class Versions:
         note: str | None = None,
         details: dict[str, Any] | None = None,
         job_id: int | None = None,
+        records: list[EmotionRecord] | None = None,
     ) -> Version:
         """Write a new version with all its sentences in one transaction (and finish its job, if any).
 
@@ -157,6 +162,9 @@ class Versions:
         or refused with MemoryChangedError (memory/store/rebase.py has the rule), never written over what came
         since. The version's details record its base, and the rebase when there was one. Refuses an empty
         memory: a version is never empty.
+
+        `records`: the version's emotion-and-cause records (memory/emotions.py), each linked to its sentence by
+        text; None (a user's edit, an import) carries the latest version's records, following their sentences.
         """
         if not sentences or not all(s.text.strip() for s in sentences):
             raise UpdateError("refusing to commit an empty memory or an empty sentence; the previous version stays")
@@ -174,6 +182,8 @@ class Versions:
                         return existing
             last = self.conn.one("select max(number) as n from memory_versions where user_id = ?", [user_id])
             latest = (last or {}).get("n")
+            if records is None:
+                records = follow(self.emotions.latest(user_id), sentences)
             if latest != base:
                 sentences, details, note = self._rebase(user_id, base, author, sentences, details, note)
             number = int(latest or 0) + 1
@@ -208,6 +218,7 @@ class Versions:
                 }
                 for i, s in enumerate(sentences)
             )
+            self.emotions.write(user_id, version_id, records)
             if job_id is not None:
                 self.conn.db.execute(
                     "update update_jobs set status = 'done', stage = ?, version_id = ?, owner = null, "

@@ -26,13 +26,14 @@ class AccumulateUpdater:
         steps = self.new_steps()
         progress("summarizing")
         summary, generated = steps.summarize(inp.dialogue, inp.session_date)
-        return UpdateResult(
+        result = UpdateResult(
             accumulate(inp.previous, summary),
             "ok" if generated else "fallback",
             model_spec=self.model.spec,
-            prompt_hash=prompt_hash("update_system", "summarize"),
+            prompt_hash=prompt_hash("update_system", "summarize", "emotions"),
             note=None
             if generated
             else steps.why("the update model wrote no usable summary; kept the user's own words"),
             details={"summary": summary, "problems": steps.problems},
         )
+        return steps.with_records(inp, result)

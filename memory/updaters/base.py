@@ -8,6 +8,7 @@ from datetime import date
 from typing import Any, Protocol
 
 from memory.store import Sentence
+from memory.store.emotions import EmotionRecord
 
 Progress = Callable[[str], None]
 
@@ -20,6 +21,8 @@ class UpdateInput:
     dialogue: list[dict[str, str]]  # [{"role": "user"|"assistant", "text": ...}]
     session_date: date
     previous_date: date | None = None
+    records: list[EmotionRecord] = field(default_factory=list)  # the previous version's emotion records
+    session_id: int | None = None  # the session being remembered (records note where they were seen)
 
 
 @dataclass
@@ -30,6 +33,7 @@ class UpdateResult:
     prompt_hash: str | None = None
     note: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    records: list[EmotionRecord] | None = None  # emotion-and-cause records (Steps.with_records); None: carried
 
 
 class Updater(Protocol):

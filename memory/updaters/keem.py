@@ -8,6 +8,8 @@ deletion guard's consent, and no answer cut at its token budget becomes memory.
 
 from __future__ import annotations
 
+from typing import Any
+
 from memory.store import Sentence
 from memory.text import format_dialogue
 from memory.updaters.base import Progress, UpdateInput, UpdateResult, accumulate
@@ -38,7 +40,11 @@ class KeemUpdater:
         return Steps.for_model(self.model, self.embedder, ceiling=self.max_new_tokens)
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
+        """The new memory, with its emotion-and-cause records (the shared step every strategy calls)."""
         steps = self.new_steps()
+        return steps.with_records(inp, self.rewrite(steps, inp, progress))
+
+    def rewrite(self, steps: Steps, inp: UpdateInput, progress: Progress) -> UpdateResult:
         progress("summarizing")
         summary, generated_summary = steps.summarize(inp.dialogue, inp.session_date)
         progress("reflecting")
@@ -49,7 +55,7 @@ class KeemUpdater:
             "attempts": [],
             "problems": steps.problems,
         }
-        base = dict(model_spec=self.model.spec, prompt_hash=steps.prompt_hash())
+        base: dict[str, Any] = dict(model_spec=self.model.spec, prompt_hash=steps.prompt_hash())
         if not generated_summary:
             progress("fallback")
             return UpdateResult(

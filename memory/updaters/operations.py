@@ -97,13 +97,14 @@ class OperationsUpdater:
             memory = apply_operation(memory, sentence, op, index)
         if not memory:  # every sentence deleted: a version is never empty, keep the summary
             memory = [Sentence(t, "added") for t in summary]
-        return UpdateResult(
+        result = UpdateResult(
             memory,
             "ok" if generated else "fallback",
             model_spec=self.model.spec,
-            prompt_hash=prompt_hash("update_system", "summarize", "operations"),
+            prompt_hash=prompt_hash("update_system", "summarize", "operations", "emotions"),
             note=None
             if generated
             else steps.why("the update model wrote no usable summary; kept the user's own words"),
             details={"summary": summary, "operations": operations, "problems": steps.problems},
         )
+        return steps.with_records(inp, result)

@@ -27,9 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from memory.emotions import merge, shown_records
 from memory.korean import content_words
 from memory.prompts import prompt_hash, render
 from memory.store import Sentence
+from memory.store.emotions import EmotionRecord, follow
 from memory.text import (
     UNKNOWN,
     elapsed_text,
@@ -39,16 +41,16 @@ from memory.text import (
     parse_verdict,
     parse_yes_no_list,
 )
-from memory.updaters.base import carry_over
+from memory.updaters.base import UpdateInput, UpdateResult, carry_over
 from memory.updaters.guard import GuardDecision, decisions_json, guard, keep_summary
 from memory.updaters.relatedness import evidence, named
 from models.base import ChatModel, Completion, GenerationOptions, Message, estimate_tokens
 from models.embedders import Embedder
-from models.errors import ContextOverflowError
+from models.errors import ContextOverflowError, GenerationError
 
 Ask = Callable[[str, str, int], Completion]  # (stage, prompt, max_new_tokens) -> the model's answer
 Parse = Callable[[str, int], list[str]]
-PROMPTS = ("update_system", "summarize", "reflect", "update", "verify", "guard")
+PROMPTS = ("update_system", "summarize", "reflect", "update", "verify", "guard", "emotions")
 
 SUMMARY_SENTENCES = 10  # the summarize prompt asks for at most this many
 MAX_SUMMARY = 15  # parsed summary / reflected sentences kept
@@ -61,6 +63,8 @@ SLACK_TOKENS = 64  # and room for a line the model adds
 VERIFY_TOKENS = 256  # a verdict line
 JUDGE_TOKENS = 64  # room for a preamble before the "N: 예" / "N: 아니오" lines
 JUDGE_PAIR_TOKENS = 8  # and one such line per pair
+RECORD_TOKENS = 64  # one emotion record line (7 fields, the quote the longest)
+NEW_RECORDS = 8  # room for this many new records per session
 RETRIEVED_PER_QUERY = 2  # scoped rewrite: nearest previous sentences per user turn and summary sentence
 DEFAULT_CEILING = 512  # KEEM_UPDATE_MAX_TOKENS: past this, an update rewrites only what the session touches
 
@@ -243,6 +247,51 @@ class Steps:
             return [(None, "(no usable answer)")] * len(pairs)
         verdicts = parse_yes_no_list(answer, len(pairs))
         return [(v, {True: "예", False: "아니오", None: answer.strip()[:40]}[v]) for v in verdicts]
+
+    def emotions(
+        self,
+        previous: list[EmotionRecord],
+        memory: list[Sentence],
+        dialogue: list[dict[str, str]],
+        session_date: date,
+        session_id: int | None = None,
+    ) -> tuple[list[EmotionRecord], dict[str, Any]]:
+        """The emotion-and-cause records after this session (memory/emotions.py has the rules): the previous ones
+        following their sentences into `memory`, changed or added by one call; the previous ones, and a report that
+        says so, when there is no usable answer. The model sees the ongoing records, the sentences they belong to
+        and the sentences this update wrote (not the untouched rest, so its cost does not grow with the memory)."""
+        records = follow(previous, memory)
+        ongoing = [records[i] for i in shown_records(records)]
+        linked = {r.sentence for r in ongoing}
+        shown = [s.text for s in memory if s.provenance not in ("kept", "restored") or s.text in linked]
+        prompt = render(
+            "emotions",
+            records=ongoing,
+            memory=shown,
+            dialogue=format_dialogue(dialogue),
+            session_date=_iso(session_date),
+        )
+        answer = None
+        for attempt in range(2):  # a failed call is tried once more; then it costs this session's records only
+            try:
+                answer = self.call("emotions", prompt, (len(ongoing) + NEW_RECORDS) * RECORD_TOKENS + SLACK_TOKENS)
+                break
+            except GenerationError as exc:
+                self.problems.append(f"emotions: {exc}" + ("; tried again" if attempt == 0 else ""))
+        records, report = merge(records, answer, shown, dialogue, session_date, session_id)
+        if report.get("failed") and self.problems:
+            report["note"] = self.why(str(report["note"]))
+        return records, report
+
+    def with_records(self, inp: UpdateInput, result: UpdateResult) -> UpdateResult:
+        """`result` with this session's emotion records (`emotions`), its report in the details under "emotions",
+        and a failed extraction said in the note (the previous records kept). Part of the update's last stage."""
+        records, report = self.emotions(inp.records, result.sentences, inp.dialogue, inp.session_date, inp.session_id)
+        result.records, result.details = records, {**result.details, "emotions": report}
+        if report.get("failed"):
+            note = f"emotion records: {report['note']}"
+            result.note = f"{result.note}; {note}" if result.note else note
+        return result
 
     # -- the update: scope, rewrite, guard, verify ---------------------------------------------------
     def scope(self, previous: list[Sentence], reflected: list[str], user_turns: list[str]) -> list[int] | None:

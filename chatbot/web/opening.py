@@ -1,0 +1,70 @@
+"""The page's side of a friend who asks first (chatbot/opening.py): chained after a login and after "새 대화", it
+streams the session's follow-up question into the chat like a reply, then answers whatever the user typed
+meanwhile (Conversation.respond). Nothing due, openings off, or a session already under way: nothing shows."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from chatbot.opening import due_opening, open_session
+from chatbot.web.backend import AppContext
+from chatbot.web.chat import FRAME_S, Conversation, rows, waiting_note
+from chatbot.web.state import Answering, UserState
+from chatbot.web.view import Page, PageView
+from models.errors import UserForgottenError
+
+log = logging.getLogger(__name__)
+
+
+class Opening:
+    def __init__(self, ctx: AppContext, chat: Conversation):
+        self.ctx, self.chat = ctx, chat
+
+    def open(self, state: UserState | None) -> Iterator[PageView]:
+        """Stream the tab's opening question, if one is due (the event re-checks whose tab it is first)."""
+        if state is None:
+            yield PageView()
+            return
+        if (gone := self.ctx.gone(state)) is not None:
+            yield gone
+            return
+        with state.lock:
+            session = state.session
+            if state.answering or session.ended or session.history or due_opening(session) is None:
+                yield PageView()
+                return
+            state.answering = True  # a message sent meanwhile is stored and waits for `respond` below
+        try:
+            state.current = Answering(session, len(session.history) - 1, "")
+            shown_at = 0.0
+            for piece in open_session(session):
+                state.current.reply += piece
+                if time.monotonic() - shown_at >= FRAME_S:
+                    shown_at = time.monotonic()
+                    yield PageView(chat=rows(state), note=waiting_note(state))
+        except UserForgottenError:
+            raise
+        except Exception:  # the opening is a courtesy: the conversation goes on without it
+            log.exception("opening failed")
+        finally:
+            with state.lock:
+                state.answering, state.current = False, None
+        yield PageView(chat=rows(state), note=waiting_note(state))
+        yield from self.chat.respond(state)
+
+
+def wire_openings(page: Page, opening: Opening, events: list[Any]) -> None:
+    """The opening after each event that opens a session (a login, a study's admission, "새 대화")."""
+    for event in events:
+        page.on(
+            None,
+            opening.open,
+            [page["state"]],
+            ["chat", "hits", "note"],
+            after=event,
+            concurrency_limit=4,
+            show_progress="hidden",
+        )
