@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from chatbot.localtime import LocalTime, local_time
 from models.errors import InputError
 
 
@@ -39,10 +40,16 @@ class Settings:
     backup_dir: str = ""  # KEEM_BACKUP_DIR: snapshot the database into this folder (memory/backup.py)
     backup_every_min: float = 10.0  # KEEM_BACKUP_EVERY_MIN: how often, when something changed
     study: str = ""  # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/trials/study.py)
+    timezone: str = "Asia/Seoul"  # KEEM_TIMEZONE: the zone every shown or exported time is in (chatbot/localtime.py)
 
     @property
     def db_path(self) -> str:
         return self.db or default_db()
+
+    @property
+    def local_time(self) -> LocalTime:
+        """How times are shown (page, exports, CLI): in `timezone`, the zone named."""
+        return local_time(self.timezone)
 
     @property
     def update_model_spec(self) -> str:
@@ -62,7 +69,9 @@ class Settings:
                 continue
             values[f.name] = _convert(f.name, raw, type(getattr(cls(), f.name)))
         values.update({k: v for k, v in flags.items() if v is not None})
-        return replace(cls(), **values)
+        settings = replace(cls(), **values)
+        local_time(settings.timezone)  # checked where it enters: an unknown zone is one line naming KEEM_TIMEZONE
+        return settings
 
 
 def _convert(name: str, raw: str, kind: type) -> Any:

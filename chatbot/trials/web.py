@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import gradio as gr
@@ -25,7 +25,6 @@ from chatbot.trials.export import export, shown_name
 from chatbot.trials.records import records
 from chatbot.trials.study import (
     ALL_DONE,
-    KST,
     Question,
     Study,
     assign_strategy,
@@ -193,7 +192,7 @@ class StudyUI:
         assert person.user_id is not None
         when = next_allowed(self.store, person.user_id, self.study)
         person.admitted = when is None
-        note = "" if when is None else refusal_message(when)
+        note = "" if when is None else refusal_message(when, self.study.local)
         if when is not None and when < ALL_DONE:
             note += " 그때 다시 접속해 주세요."
         pending = pending_questionnaires(self.store, person.user_id, self.study)
@@ -293,10 +292,10 @@ class Organiser:
         """A zip of `keem trial export` (personal data scrubbed), served to the login that unlocked this view only
         (chatbot/web/guard.py PRIVATE: another login, or anyone after a restart, gets 404)."""
         login = self._check(granted, request)
-        stamp = datetime.now(KST).strftime("%Y%m%d-%H%M")
+        stamp = self.study.local.local(datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M")
         # in Gradio's cache already (no second copy), removed within minutes and on any forget: chatbot/exports.py
         name = PRIVATE.name(f"{self.study.id}-{stamp}")
-        archive, counts = self.exports.make(lambda folder: export(self.store, folder), name)
+        archive, counts = self.exports.make(lambda folder: export(self.store, folder, local=self.study.local), name)
         PRIVATE.grant(archive, login)
         replaced = sum(counts["pii"].values())
         gr.Info(
@@ -335,7 +334,7 @@ class Organiser:
             consented += 1
             done = trial_sessions(store, user["id"])
             when = next_allowed(store, user["id"], study, now)
-            nxt = "지금" if when is None else "끝" if when >= ALL_DONE else f"{when.astimezone(KST):%m-%d %H:%M}"
+            nxt = "지금" if when is None else "끝" if when >= ALL_DONE else study.local.stamp(when)
             jobs = store.queue.jobs(user["id"], ("pending", "running", "failed"))
             failed = [j for j in jobs if j["status"] == "failed"]
             failures += [(user["name"], j) for j in failed]

@@ -145,7 +145,7 @@ class AppContext:
         if self.study is not None:
             when = next_allowed(self.bot.store, state.user_id, self.study)
             if when is not None:
-                raise refusal(when)
+                raise refusal(when, self.study.local)
 
     def fresh_session(self, state: UserState) -> None:
         """The tab's next session: the same user and strategy as its last one."""
