@@ -105,5 +105,10 @@ class OperationsUpdater:
             note=None
             if generated
             else steps.why("the update model wrote no usable summary; kept the user's own words"),
-            details={"summary": summary, "operations": operations, "problems": steps.problems},
+            details={
+                "summary": summary,
+                "operations": operations,
+                "problems": steps.problems,
+                **({} if generated else {"fallback": "no_summary"}),
+            },
         )
