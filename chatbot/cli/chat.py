@@ -130,7 +130,7 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     from chatbot.bot import load_bot
     from chatbot.trials.study import study_from_settings
     from chatbot.trials.web import admin_password, trial_page
-    from chatbot.web.app import CSS, build_app, launch_options
+    from chatbot.web.app import build_app, launch_options
     from chatbot.web.backend import Backend
     from chatbot.worker import Worker
     from memory.backup import open_store
@@ -187,7 +187,6 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
             share=bool(getattr(args, "share", False)),
             auth=auth,
             show_error=False,
-            css=CSS,
             footer_links=[],
             run_history=False,
             quiet=False,

@@ -119,6 +119,9 @@ class StudyView(View):
 
     person: Any = KEEP  # the tab's Participant (server-side)
     consent: Any = KEEP  # the consent box
+    agreed: Any = KEEP  # the consent box's checkbox
+    agree: Any = KEEP  # the consent box's agree button (takes clicks once the checkbox is ticked)
+    start: Any = KEEP  # the chat page's start button (no clicks while the consent box is open)
     gate_note: Any = KEEP  # when the next session may start
     survey: Any = KEEP  # the questionnaire box
     survey_title: Any = KEEP
@@ -130,8 +133,18 @@ class StudyView(View):
     archive: Any = KEEP
 
 
-GATED = ("person", "consent", "gate_note", "survey", "survey_title", "answers")
+GATED = ("person", "consent", "agreed", "agree", "start", "gate_note", "survey", "survey_title", "answers")
 SURVEY = ("person", "survey", "survey_title", "answers")
+
+
+def consent_box(shown: bool) -> StudyView:
+    """The consent box open (its checkbox clear, agree waiting for it, the start button off meanwhile) or closed."""
+    return StudyView(
+        consent=gr.update(visible=shown),
+        agreed=False,
+        agree=gr.update(interactive=False),
+        start=gr.update(interactive=not shown),
+    )
 
 
 def trial_page(study: Study, password: str | None) -> Callable[[Entrance], StudyPage]:
@@ -166,27 +179,38 @@ class StudyUI:
         key = self.entry.bot.user_key(who.name, who.browser_key, who.hf_user)
         person = Participant(who.name, who.browser_key, who.hf_user, key, self.store.users.find(key))
         if person.user_id is None or not has_consented(self.store, person.user_id, self.study):
-            return StudyView(person=person, consent=gr.update(visible=True), gate_note="") | self.survey_view(None)
+            return StudyView(person=person, gate_note="") | consent_box(True) | self.survey_view(None)
         return self._admit(person)
 
-    def agree(self, person: Participant | None) -> StudyView:
-        """The agree button: the participant exists from now on, with their consent (time and text hash)."""
+    def agree(self, person: Participant | None, agreed: bool = False) -> StudyView:
+        """The agree button, once its checkbox is ticked (checked here too, not only by the disabled button): the
+        participant exists from now on, with their consent (time and text hash)."""
         if person is None:
             raise InputError("먼저 이름 또는 참가자 코드를 입력하고 '대화 시작'을 누르세요.")
+        if agreed is not True:
+            raise InputError("동의하시면 먼저 '위 내용을 읽었고 참여에 동의합니다'에 표시해 주세요.")
         person.user_id = self.store.users.get_or_create(person.key)
         give_consent(self.store, person.user_id, self.study)
         return self._admit(person)
 
     def decline(self, person: Participant | None) -> StudyView:
-        return StudyView(
-            person=None,
-            consent=gr.update(visible=False),
-            gate_note="동의하지 않으셨습니다. 아무것도 저장하지 않았습니다. 마음이 바뀌면 다시 '대화 시작'을 누르세요.",
-        ) | self.survey_view(None)
+        return (
+            StudyView(
+                person=None,
+                gate_note="동의하지 않으셨습니다. 아무것도 저장하지 않았습니다. 마음이 바뀌면 다시 '대화 시작'을 "
+                "누르세요.",
+            )
+            | consent_box(False)
+            | self.survey_view(None)
+        )
 
     def leave(self) -> StudyView:
         """The tab logged out: forget who was here (the next start asks again) and hide the study's boxes."""
-        return StudyView(person=None, consent=gr.update(visible=False), gate_note="") | self.survey_view(None)
+        return StudyView(person=None, gate_note="") | consent_box(False) | self.survey_view(None)
+
+    def tick(self, agreed: bool) -> StudyView:
+        """The consent checkbox: the agree button takes clicks only while it is ticked."""
+        return StudyView(agree=gr.update(interactive=agreed is True))
 
     def _admit(self, person: Participant) -> StudyView:
         assert person.user_id is not None
@@ -197,7 +221,7 @@ class StudyUI:
             note += " 그때 다시 접속해 주세요."
         pending = pending_questionnaires(self.store, person.user_id, self.study)
         person.survey = pending[0]["id"] if pending else None
-        return StudyView(person=person, consent=gr.update(visible=False), gate_note=note) | self.survey_view(person)
+        return StudyView(person=person, gate_note=note) | consent_box(False) | self.survey_view(person)
 
     def open_chat(
         self,
@@ -373,11 +397,13 @@ class StudyPage:
         """The consent text with agree / decline (hidden until a visitor who has not agreed presses start), and
         the questionnaire (hidden until a session ends)."""
         with gr.Column(visible=False, elem_id="consent") as consent:
-            gr.Markdown(f"### {md(self.ui.study.title)}\n\n{md(self.ui.study.consent)}", elem_id="consent-text")
+            # the organiser's own Markdown (the study file), paragraphs kept; Gradio sanitizes any HTML in it
+            gr.Markdown(f"### {md(self.ui.study.title)}\n\n{self.ui.study.consent}", elem_id="consent-text")
+            agreed = gr.Checkbox(label="위 내용을 읽었고 참여에 동의합니다", value=False, elem_id="consent-check")
             with gr.Row():
-                agree = gr.Button("동의하고 참여하기", variant="primary", elem_id="consent-agree")
+                agree = gr.Button("동의하고 대화 시작", variant="primary", interactive=False, elem_id="consent-agree")
                 decline = gr.Button("동의하지 않음", elem_id="consent-decline")
-        page.add(consent=consent, agree=agree, decline=decline, person=gr.State(None))
+        page.add(consent=consent, agreed=agreed, agree=agree, decline=decline, person=gr.State(None))
         with gr.Column(visible=False, elem_id="survey") as survey:
             title = gr.Markdown(elem_id="survey-title")
             answers: list[Any] = []
@@ -415,11 +441,12 @@ class StudyPage:
         opened = []
         for triggers, handler, inputs in (
             ([p["start"].click, p["name"].submit], ui.enter, [p["name"], *key]),
-            ([p["agree"].click], ui.agree, [person]),
+            ([p["agree"].click], ui.agree, [person, p["agreed"]]),
         ):
             admitted = p.on(triggers, handler, inputs, GATED, concurrency_limit=None)
             opened.append(p.on(None, ui.open_chat, [person, *key], p.logged_in(), after=admitted))
         p.on([p["decline"].click], ui.decline, [person], GATED)
+        p.on([p["agreed"].change], ui.tick, [p["agreed"]], ["agree"], show_progress="hidden")
         p.on([p["submit"].click], ui.submit, [person, *p["answers"]], SURVEY)
         p.on(None, ui.after_end, [p["state"], person], SURVEY, after=p.events["ended"])
         p.on(None, ui.leave, None, GATED, after=p.events["signed_out"])

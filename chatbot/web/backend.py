@@ -15,7 +15,7 @@ from chatbot.deploy import zerogpu
 from chatbot.session import BALANCED, ChatSession
 from chatbot.trials.study import Study, next_allowed, refusal
 from chatbot.web.messages import LOADING
-from chatbot.web.render import md, model_banner
+from chatbot.web.render import md, model_banner, without_addresses
 from chatbot.web.state import UserState
 from chatbot.web.view import PageView, forgotten
 from chatbot.worker import Worker
@@ -81,7 +81,7 @@ class Backend:
 
     def banner(self) -> str:
         if self.error is not None:
-            return f"**오류** 모델을 불러오지 못했습니다: {md(str(self.error))}"
+            return f"**오류** 모델을 불러오지 못했습니다: {md(without_addresses(str(self.error)))}"
         if not self.done.is_set() or self.bot is None:
             return LOADING
         return model_banner(self.bot)

@@ -38,6 +38,7 @@ CAUSE = re.compile(r"(서 |서,|때문|덕분|탓에|로 인해|바람에|면서
 # ":" too: marked (Gradio's Markdown) turns a bare http:// or ftp:// address into a link whose text is the raw
 # source, so the backslashes escaping its "." and "_" would show ("127\.0\.0\.1"); "http\://" is no link
 MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>:])")
+ADDRESS = re.compile(r"(\s+at)?\s*\b[a-z][a-z0-9+.-]*://[^\s;,)]*", re.I)  # a URL, and the " at " before it
 IMAGES = re.compile(r"!\[([^\]]*)\]\([^)]*\)|<\s*img\b[^>]*>?", re.I)
 
 
@@ -107,14 +108,21 @@ def render_hits(hits: list[Hit]) -> str:
     return "\n".join(f"- {md(h.text)} *(유사도 {h.score:.2f})*" for h in hits)
 
 
+def without_addresses(text: str) -> str:
+    """`text` with no server address in it ("korean at http://10.0.0.5:8000/v1" -> "korean"): visitors never see
+    where the model servers are (the operator has them in `keem chat`'s log and settings)."""
+    return " ".join(ADDRESS.sub("", text).split())
+
+
 def model_banner(bot: Chatbot) -> str:
-    """Which chat model, update model and embedder are loaded; the demo notice when the demo model runs."""
+    """Which chat model, update model and embedder are loaded (no server addresses); the demo notice when the demo
+    model runs."""
     from models.demo import DEMO_NOTICE
 
     chat, update = bot.chat_model, bot.update_model
     text = (
-        f"**채팅 모델** {md(chat.description or chat.spec)} · **기억 갱신 모델** "
-        f"{md(update.description or update.spec)} · **임베더** {md(bot.engine.embedder.name)}"
+        f"**채팅 모델** {md(without_addresses(chat.description or chat.spec))} · **기억 갱신 모델** "
+        f"{md(without_addresses(update.description or update.spec))} · **임베더** {md(bot.engine.embedder.name)}"
     )
     if "demo" in (chat.spec, update.spec):
         text += f"\n\n**안내** {md(DEMO_NOTICE)}"

@@ -51,6 +51,8 @@ class PageView(View):
     start: Any = KEEP  # the start button
     name: Any = KEEP  # the name box
     hf_note: Any = KEEP  # the Hugging Face sign-in hint
+    who: Any = KEEP  # the login box's line naming who a login (auth) signed in as
+    signout: Any = KEEP  # the login box's sign-out button (shown with a login)
     login_box: Any = KEEP
     main_box: Any = KEEP
     greeting: Any = KEEP
