@@ -17,7 +17,7 @@ from chatbot.web.backend import Backend
 from chatbot.web.chat import ChatUI
 from chatbot.web.guard import refuse_routes
 from chatbot.web.state import Entrance
-from chatbot.web.style import CSS
+from chatbot.web.style import CSS, HEAD
 from chatbot.web.view import PANEL, SIGNED_OUT, Page
 from chatbot.worker import Worker
 
@@ -49,6 +49,7 @@ def launch_options() -> dict[str, Any]:
         "max_file_size": MAX_FILE_SIZE,
         "app_kwargs": {"dependencies": [fastapi.Depends(refuse_routes)]},
         "css": CSS,
+        "head": HEAD,
         "auth_message": login.MESSAGE,
     }
 
@@ -92,8 +93,10 @@ def components(page: Page, ui: ChatUI, title: str, browser_identity: bool, part:
         f"# {title}\n한 사람을 오래 기억하는 한국어 대화 상대. 대화가 끝나면 기억을 통째로 다시 씁니다.",
         elem_id="title",
     )
-    with gr.Accordion("ⓘ 모델 정보", open=False, elem_id="model-info"):  # details on tap; no server addresses
+    # details on tap; no server addresses
+    with gr.Accordion(ui.backend.info_label(), open=False, elem_id="model-info") as model_info:
         page.add(banner=gr.Markdown(ui.backend.banner(), elem_classes=["keem-banner"], elem_id="model-banner"))
+    page.add(model_info=model_info)
     page.add(banner_timer=gr.Timer(2.0, active=not ui.backend.done.is_set()))
     with gr.Column(visible=True, elem_id="login") as login_box:
         page.add(
@@ -123,7 +126,7 @@ def components(page: Page, ui: ChatUI, title: str, browser_identity: bool, part:
                 chat_tab(page)
             with gr.Tab("기억", id="memory-tab"):
                 memory_tab(page)
-    page.add(timer=gr.Timer(1.0, active=False))
+    page.add(timer=gr.Timer(1.0, active=False), signed_as=gr.Textbox("", visible="hidden", elem_id="signed-as"))
     if browser_identity:  # only obfuscated in localStorage (Gradio sends the page its secret): it is the credential
         page.add(key=gr.BrowserState("", storage_key="keem-identity", secret="keem-identity"))
 
@@ -213,16 +216,17 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI) -> list[Any]:
         [app.load, p["banner_timer"].tick],
         ui.entry.banner,
         None,
-        ["banner", "banner_timer", "start"],
+        ["model_info", "banner", "banner_timer", "start"],
         show_progress="hidden",
         concurrency_limit=None,
     )
     if "hf_note" in p:  # a visitor signed in with Hugging Face sees that name, locked, in the name box
         p.on([app.load], hf_login.on_load, None, ["name", "hf_note"], show_progress="hidden")
-    p.on([app.load], login.on_load, None, ["name", "who", "signout"], show_progress="hidden")
+    p.on([app.load], login.on_load, None, ["name", "who", "signout", "signed_as"], show_progress="hidden")
     p.events["signed_out"] = p.on([p["logout"].click], ui.entry.logout, [state], SIGNED_OUT)
-    p.events["signed_out"].then(None, js=login.LOGOUT_JS, **p.options)  # a login signs this browser out
-    p["signout"].click(None, js=login.LOGOUT_JS, **p.options)
+    signed_as = [p["signed_as"]]  # a login signs this browser out (a shared lab PC)
+    p.events["signed_out"].then(None, signed_as, None, js=login.LOGOUT_JS, **p.options)
+    p["signout"].click(None, signed_as, None, js=login.LOGOUT_JS, **p.options)
     # sending only queues the message (never waiting behind other users' replies); `respond` then answers
     # everything queued. "multiple": a message sent while a reply streams must reach the server (Gradio's
     # default "once" would drop it); a respond started while another answers returns at once.
