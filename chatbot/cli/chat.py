@@ -12,8 +12,8 @@ import sys
 from typing import Any
 
 from chatbot.cli.options import EMBEDDER, MODELS, STORE, STUDY, UPDATES, add_command, settings_from
-from chatbot.cli.words import plural
 from chatbot.settings import Settings
+from memory.words import plural
 from models.errors import InputError
 
 EPILOG = """examples:
@@ -197,6 +197,9 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     finally:
         ended = backend.worker.stop() if backend.worker is not None else []
         if ended:
-            print(f"ended {len(ended)} open session(s); their memory updates run at the next start", file=sys.stderr)
+            print(
+                f"ended {plural(len(ended), 'open session')}; their memory updates run at the next start",
+                file=sys.stderr,
+            )
         app.close()
     return 0

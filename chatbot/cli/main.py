@@ -23,8 +23,8 @@ from chatbot.cli.options import (
     apply_settings,
     settings_from,
 )
-from chatbot.cli.words import plural
 from chatbot.settings import Settings
+from memory.words import plural
 from models.errors import InputError, KeemError
 
 EPILOG_SESSION = """examples:
