@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from chatbot.localtime import LocalTime, local_time
 from models.errors import InputError
 
 OPENINGS = ("off", "follow-up")  # KEEM_OPENING (chatbot/opening.py)
@@ -42,10 +43,16 @@ class Settings:
     backup_every_min: float = 10.0  # KEEM_BACKUP_EVERY_MIN: how often, when something changed
     study: str = ""  # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/trials/study.py)
     opening: str = "follow-up"  # KEEM_OPENING: off, follow-up (the bot asks first about what is due)
+    timezone: str = "Asia/Seoul"  # KEEM_TIMEZONE: the zone every shown or exported time is in (chatbot/localtime.py)
 
     @property
     def db_path(self) -> str:
         return self.db or default_db()
+
+    @property
+    def local_time(self) -> LocalTime:
+        """How times are shown (page, exports, CLI): in `timezone`, the zone named."""
+        return local_time(self.timezone)
 
     @property
     def update_model_spec(self) -> str:
@@ -67,7 +74,9 @@ class Settings:
         values.update({k: v for k, v in flags.items() if v is not None})
         if values.get("opening", "follow-up") not in OPENINGS:
             raise InputError(f"KEEM_OPENING={values['opening']!r}: choose one of {', '.join(OPENINGS)}")
-        return replace(cls(), **values)
+        settings = replace(cls(), **values)
+        local_time(settings.timezone)  # checked where it enters: an unknown zone is one line naming KEEM_TIMEZONE
+        return settings
 
 
 def _convert(name: str, raw: str, kind: type) -> Any:

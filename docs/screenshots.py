@@ -1,8 +1,10 @@
-"""Write the README's screenshots (docs/screenshot.png, docs/screenshot-memory.png): `make screenshots`.
+"""Write the README's screenshots (docs/screenshot.png, docs/screenshot-memory.png, docs/screenshot-phone.png):
+`make screenshots`.
 
 Starts `python app.py` on a fresh database in a temporary folder against a loopback OpenAI-compatible server
 (tests/fake_openai.py) that answers in Korean, then drives Debian's chromium (Playwright) through two sessions and a
-memory edit. Tests never write these files; run this when the page changes.
+memory edit at desktop size, and a third session on a phone (390x844). Tests never write these files; run this when
+the page changes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tests.e2e.pages import enter, last_bot_says, open_tab  # noqa: E402
 from tests.fake_openai import FakeOpenAIServer  # noqa: E402
 from tests.test_ui import answer  # noqa: E402
 
+PHONE = {"width": 390, "height": 844}
 CHAT = "우와, 부산으로 이사했군요! 바다가 보이는 집이라니 정말 멋져요. 새 동네는 어때요?"
 
 
@@ -66,8 +69,13 @@ def main(out: Path = ROOT / "docs") -> None:
             page.locator("#edit-button").click()
             page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=10_000)
             page.screenshot(path=str(out / "screenshot-memory.png"), full_page=True)
+
+            phone = browser.new_context(locale="ko-KR", viewport=PHONE, is_mobile=True, has_touch=True).new_page()
+            enter(phone, url, "민수")  # the same person on a phone: the first screen, as it is (not the full page)
+            say(phone, "바다 산책 다녀왔어")
+            phone.screenshot(path=str(out / "screenshot-phone.png"))
             browser.close()
-    print(f"wrote {out / 'screenshot.png'} and {out / 'screenshot-memory.png'}")
+    print(f"wrote {out / 'screenshot.png'}, {out / 'screenshot-memory.png'} and {out / 'screenshot-phone.png'}")
 
 
 if __name__ == "__main__":

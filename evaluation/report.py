@@ -16,6 +16,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from memory.words import plural
+
 PACKAGES = ("keem-chat", "torch", "transformers", "kiwipiepy", "numpy", "matplotlib", "openai")
 
 
@@ -202,7 +204,7 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
         "",
         f"Contradiction share among all memory sentence pairs, judged by "
         f"`{result['meta']['models'].get('nli') or result['meta']['models'].get('judge')}`"
-        f"; 'updated' = the {result['conflict']['updated_samples']} samples where an update occurred.",
+        f"; 'updated' = the {plural(result['conflict']['updated_samples'], 'sample')} where an update occurred.",
         "",
         md_table(
             [

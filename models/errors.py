@@ -26,7 +26,7 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "memory_changed",  # memory/store/rebase.py: a user's edit of a memory another writer changed meanwhile; number
     "memory_recompute",  # an update computed from an older version than another update's; base, latest
     "user_forgotten",  # memory/store/users.py: the user (and so the tab's session) was deleted meanwhile
-    "study_wait",  # chatbot/trials/study.py: a session too early after the last one; when (KST, to the minute)
+    "study_wait",  # chatbot/trials/study.py: a session too early after the last one; when (to the minute), zone
     "study_done",  # every session of the study is held
     "study_open_elsewhere",  # another tab's session of the participant counts and is still open
     "organiser_wait",  # chatbot/trials/web.py: a guess at the organiser password within a second of the last one

@@ -376,3 +376,12 @@ def test_review_puts_real_updates_first(tmp_path: Path) -> None:
         ["e2#2", "e2", "2", "1"],
         ["e3#3", "e3", "3", "0"],
     ]
+
+
+def test_a_dry_run_of_one_episode_counts_in_proper_english(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Counts outside the CLI package take memory/words.py's plural too: '1 episode', not '1 episodes'."""
+    assert (
+        keem(["build-dataset", str(FIXTURES / "msc.jsonl"), "--out", str(tmp_path), "--dry-run", "--limit", "1"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert ": 1 episode, " in out and "1 episodes" not in out and " session steps -> at most " in out, out

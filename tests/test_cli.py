@@ -382,7 +382,7 @@ def test_imports_and_scripts_past_their_size_are_refused_at_once_with_what_to_do
 
 
 def test_counts_in_cli_output_take_the_right_english_number(db, tmp_path, capsys):
-    from chatbot.cli.words import elapsed, plural
+    from memory.words import elapsed, plural
 
     assert (plural(1, "attempt"), plural(0, "session"), plural(2, "memory version")) == (
         "1 attempt",

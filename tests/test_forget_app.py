@@ -53,7 +53,7 @@ def lived(app: Any, bot: Any, worker: Any) -> tuple[Any, Any]:
     """A participant who agreed, said a phone number and a place, answered the questionnaire in free text, and
     deleted one memory sentence; a backup holds all of it."""
     sui, ui = app.keem_study.ui, app.keem_ui
-    person = sui.agree(enter(sui, NAME)[0]).person
+    person = sui.agree(enter(sui, NAME)[0], True).person
     state = chat_state(sui, person)
     for text in (TOLD, PLACE_TURN, "오늘은 좀 피곤하네"):
         say(ui, text, state)

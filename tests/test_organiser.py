@@ -127,7 +127,7 @@ def test_the_export_goes_to_the_login_that_unlocked_the_view_only(tmp_path: Path
     try:
         organiser, participant = cookies(url, "organiser", "pw-o"), cookies(url, "P001", "pw-1")
         sui = app.keem_study.ui
-        sui.agree(sui.enter("P001").person)  # a participant who agreed: something to export
+        sui.agree(sui.enter("P001").person, True)  # a participant who agreed: something to export
         tab = uuid.uuid4().hex
         assert unlock(url, app, tab, organiser, "organiser-pw")["success"] is True
         state = app.state_holder[tab]

@@ -52,35 +52,45 @@ def open_tab(sui: StudyUI, name: str) -> UserState | None:
     return state if isinstance(state, UserState) else None
 
 
-def talk_and_end(ui: ChatUI, state: UserState, text: str, start: threading.Barrier) -> None:
-    """Say one thing and end, as a tab does (outside a Gradio request gr.Warning is a Python warning)."""
+def talk_and_end(
+    ui: ChatUI, state: UserState, text: str, start: threading.Barrier, notes: list[str] | None = None
+) -> None:
+    """Say one thing and end, as a tab does (outside a Gradio request gr.Warning is a Python warning); a study's
+    refusal is said calmly under the message box, not warned: its note goes to `notes`."""
     start.wait()
-    ui.chat.send(text, state)
+    sent = ui.chat.send(text, state)
+    if isinstance(sent.note, str) and sent.note.startswith("⏳") and notes is not None:
+        notes.append(sent.note)
     drain(ui.chat.respond(state))
     ui.chat.end_session(state)
 
 
 def at_once(tabs: list[tuple[ChatUI, UserState]], text: str) -> list[str]:
-    """Every tab says one thing and ends, in threads started together; the warnings shown (Korean)."""
+    """Every tab says one thing and ends, in threads started together; the refusals shown (Korean): warnings and
+    calm notes."""
     start = threading.Barrier(len(tabs))
+    notes: list[str] = []
     with warnings.catch_warnings(record=True) as shown:  # one catcher for all threads (it is process-wide)
         warnings.simplefilter("always")
         threads = [
-            threading.Thread(target=talk_and_end, args=(*tab, f"{text} ({i})", start)) for i, tab in enumerate(tabs)
+            threading.Thread(target=talk_and_end, args=(*tab, f"{text} ({i})", start, notes))
+            for i, tab in enumerate(tabs)
         ]
         for t in threads:
             t.start()
         for t in threads:
             t.join(30)
     assert not any(t.is_alive() for t in threads)
-    return [str(w.message) for w in shown]
+    return [str(w.message) for w in shown] + notes
 
 
 def said(ui: ChatUI, state: UserState, text: str) -> list[str]:
+    """The warnings a tab saying one thing shows, and its calm notes (a study's refusal)."""
+    notes: list[str] = []
     with warnings.catch_warnings(record=True) as shown:
         warnings.simplefilter("always")
-        talk_and_end(ui, state, text, threading.Barrier(1))
-    return [str(w.message) for w in shown]
+        talk_and_end(ui, state, text, threading.Barrier(1), notes)
+    return [str(w.message) for w in shown] + notes
 
 
 def test_three_tabs_of_one_participant_in_two_processes_count_one_session_until_the_gap_passes(tmp_path: Path):
@@ -89,7 +99,7 @@ def test_three_tabs_of_one_participant_in_two_processes_count_one_session_until_
     db = tmp_path / "keem.db"
     (sui, ui, w1), (sui2, ui2, w2) = page(db, study), page(db, study)  # two processes: two connections to one file
     try:
-        person = sui.agree(sui.enter("P001").person).person
+        person = sui.agree(sui.enter("P001").person, True).person
         uid = person.user_id
         store = ui.bot.store
 
@@ -145,7 +155,7 @@ def test_a_tab_admitted_before_the_limit_was_reached_is_refused_at_its_first_mes
     study = replace(study_from_dict({**PLAN, "sessions": 1, "min_gap_hours": 0}), clock=clock)
     sui, ui, worker = page(tmp_path / "keem.db", study)
     try:
-        sui.agree(sui.enter("P001").person)
+        sui.agree(sui.enter("P001").person, True)
         first, second = open_tab(sui, "P001"), open_tab(sui, "P001")
         assert first is not None and second is not None
         assert said(ui, first, "하나") == []

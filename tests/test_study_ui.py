@@ -3,6 +3,7 @@ sessions, the questionnaire after each session (completable later, once), and th
 
 from __future__ import annotations
 
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ def chat_state(sui: StudyUI, person: Participant) -> UserState | None:
 
 def one_session(sui: StudyUI, ui: ChatUI, name: str, text: str) -> tuple[Participant, UserState]:
     """A participant who agreed, said `text` in their first session and ended it."""
-    person = sui.agree(enter(sui, name)[0]).person
+    person = sui.agree(enter(sui, name)[0], True).person
     state = chat_state(sui, person)
     assert state is not None
     say(ui, text, state)
@@ -64,6 +65,9 @@ def test_nothing_is_stored_before_consent_and_declining_stores_nothing(tmp_path:
     sui, _, bot, worker = make(tmp_path)
     person, out = enter(sui, "P001")
     assert person is not None and person.user_id is None and out.consent["visible"] is True  # the consent box
+    # its checkbox clear, agree waiting for it, and no start meanwhile
+    assert out.agreed is False and out.agree["interactive"] is False and out.start["interactive"] is False
+    assert sui.tick(True).agree["interactive"] is True and sui.tick(False).agree["interactive"] is False
     assert chat_state(sui, person) is None  # no chat before agreeing
     assert bot.store.users.all() == [] and bot.store.sessions.of_user(1) == []
     declined = sui.decline(person)
@@ -71,9 +75,13 @@ def test_nothing_is_stored_before_consent_and_declining_stores_nothing(tmp_path:
         declined.person is None and "아무것도 저장하지 않았습니다" in declined.gate_note and bot.store.users.all() == []
     )
 
+    assert declined.start["interactive"] is True
     person, _ = enter(sui, "P001")
-    agreed = sui.agree(person)
-    assert agreed.person.admitted and agreed.consent["visible"] is False
+    with pytest.raises(InputError, match="동의합니다"):  # a click that skipped the checkbox (a forged event)
+        sui.agree(person, False)
+    assert bot.store.users.all() == []
+    agreed = sui.agree(person, True)
+    assert agreed.person.admitted and agreed.consent["visible"] is False and agreed.start["interactive"] is True
     consent = records(bot.store).consent(agreed.person.user_id, "pilot-ui")
     assert consent is not None
     assert consent["study_id"] == "pilot-ui" and consent["text_hash"] == sui.study.consent_hash
@@ -122,8 +130,11 @@ def test_a_questionnaire_left_open_is_offered_at_the_next_visit_even_when_too_ea
     assert out.survey["visible"] is True and person.survey == state.session.session_id  # the questionnaire
     sui.submit(person, *GOOD)
     assert len(records(bot.store).answers()) == 5
-    with pytest.raises(InputError, match="다음 대화는"):  # '새 대화 시작' in the old tab is refused too
-        ui.chat.new_session(state)
+    # '새 대화 시작' in the old tab is refused too: calmly, under the message box, no warning toast
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        refused = ui.chat.new_session(state)
+    assert refused.note.startswith("⏳ 다음 대화는") and "(한국 시간) 이후에 할 수 있습니다" in refused.note
     assert len(bot.store.sessions.of_user(person.user_id)) == 1
     worker.stop()
 

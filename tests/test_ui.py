@@ -316,7 +316,7 @@ def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
     ui.memory.add_sentence("사용자는 수영을 배운다.", state)
     assert ui.bot.engine.current(state.user_id).texts == ["사용자는 부산에 산다.", "사용자는 수영을 배운다."]
     history = render_history(ui.bot.store.versions.of_user(state.user_id))
-    assert "사용자 직접 수정" in history and "**삭제**" in history and "**고쳐 씀**" in history
+    assert "직접 고쳤습니다" in history and "**삭제**" in history and "**고쳐 씀**" in history
     ui.memory.delete_sentence("4:1", state)
     with pytest.raises(InputError, match="마지막"):
         ui.memory.delete_sentence("5:0", state)
@@ -693,9 +693,9 @@ def test_a_trial_participant_never_sees_their_strategy(tmp_path: Path) -> None:
         state.user_id, [Sentence("사용자는 고양이를 키운다")], base=None, strategy="keem", status="ok", author="updater"
     )
     panel = ui.memory.panel(state)
-    assert "keem" not in panel.history and "keem" not in panel.memory and "완료" in panel.history
+    assert "keem" not in panel.history and "keem" not in panel.memory and "기억을 새로 썼습니다" in panel.history
     plain = make_bot(tmp_path / "k.db")  # an operator's app names it
-    assert "keem/ok" in ChatUI(plain, Worker(plain)).memory.panel(state).history
+    assert "keem 방식" in ChatUI(plain, Worker(plain)).memory.panel(state).history
 
 
 def test_with_browser_identity_a_typed_name_opens_only_that_browsers_memory(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.updaters.steps import DEFAULT_CEILING
+from memory.words import plural
 from models.errors import InputError
 from training.state import TrainConfig
 
@@ -250,8 +251,8 @@ def run_train(args: argparse.Namespace) -> int:
         else "no validation episodes: the last step's adapter was kept"
     )
     print(
-        f"{state['step']}/{state['total_steps']} steps{' (stopped early)' if state['stopped_early'] else ''} on "
-        f"{data['train_rows']} rows ({len(data['split']['train'])} episodes), {best}"
+        f"{state['step']}/{plural(state['total_steps'], 'step')}{' (stopped early)' if state['stopped_early'] else ''} "
+        f"on {plural(data['train_rows'], 'row')} ({plural(len(data['split']['train']), 'episode')}), {best}"
     )
     print(f"adapter: {config.out}  ->  --update-model {config.base}+lora:{config.out}")
     if merged:

@@ -23,6 +23,7 @@ from typing import Any
 
 from memory.text import lenient_date
 from memory.updaters.steps import DEFAULT_CEILING, Steps
+from memory.words import plural
 from models.base import ChatModel, Completion, Finish, GenerationOptions, Message
 from models.errors import InputError
 from models.hf import chat_prompt, token_ids, use_chat_template
@@ -216,7 +217,7 @@ def prepare(
         (val if row["episode_id"] in val_set else train).append(example)
     if not train:
         raise InputError(
-            f"no training rows: {len(rows)} rows, {len(good)} passing, {len(long_keys)} longer than "
+            f"no training rows: {plural(len(rows), 'row')}, {len(good)} passing, {len(long_keys)} longer than "
             f"{max_length} tokens; build more rows, or raise --max-length"
         )
     used = train + val

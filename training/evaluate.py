@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from memory.words import plural
 from models.errors import InputError
 
 HELP = "compare trained updaters' memories with the dataset's references on held-out episodes (report.md)"
@@ -367,8 +368,9 @@ def write_report(result: dict[str, Any], out: Path) -> Path:
     lines = [
         "# Updater evaluation",
         "",
-        f"{meta['rows']} updates of {len(meta['episodes'])} held-out episodes ({meta['held_out']}); "
-        f"each model runs the app's update ({meta['attempts']} attempts, output budget "
+        f"{plural(meta['rows'], 'update')} of {plural(len(meta['episodes']), 'held-out episode')} "
+        f"({meta['held_out']}); "
+        f"each model runs the app's update ({plural(meta['attempts'], 'attempt')}, output budget "
         f"{meta['update_max_tokens']} tokens) from the row's previous memory and reflected summary, and is "
         "compared with the row's reference memory.",
         "",

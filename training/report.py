@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from memory.words import plural
+
 
 def plot_losses(record: dict[str, Any], path: Path) -> None:
     from evaluation.report import _plt
@@ -122,12 +124,15 @@ def write_report(out: Path, record: dict[str, Any]) -> Path:
                 ],
                 ["rows per step (batch x accumulation)", f"{config['batch_size']} x {config['grad_accum']}"],
                 ["learning rate, warm-up", f"{config['lr']:g}, {config['warmup']:g} of the steps, then linear decay"],
-                ["validation every / patience", f"{record['eval_every']} steps / {config['patience']}"],
+                ["validation every / patience", f"{plural(record['eval_every'], 'step')} / {config['patience']}"],
                 [
                     "best validation loss (step)",
                     "–" if state["best_val"] is None else f"{state['best_val']:.4f} ({state['best_step']})",
                 ],
-                ["training time (steps only)", f"{state['train_seconds']:.1f} s for {state['rows_seen']} rows"],
+                [
+                    "training time (steps only)",
+                    f"{state['train_seconds']:.1f} s for {plural(state['rows_seen'], 'row')}",
+                ],
                 ["time per 1,000 rows (measured here)", f"{per_1k:.0f} s ({per_1k / 3600:.2f} h)"],
                 ["tokens per second", f"{state['tokens_seen'] / max(state['train_seconds'], 1e-9):,.0f}"],
                 ["model load", f"{model['load_seconds']:.1f} s"],

@@ -12,8 +12,8 @@ import sys
 from typing import Any
 
 from chatbot.cli.options import EMBEDDER, MODELS, STORE, STUDY, UPDATES, add_command, settings_from
-from chatbot.cli.words import plural
 from chatbot.settings import Settings
+from memory.words import plural
 from models.errors import InputError
 
 EPILOG = """examples:
@@ -130,7 +130,7 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     from chatbot.bot import load_bot
     from chatbot.trials.study import study_from_settings
     from chatbot.trials.web import admin_password, trial_page
-    from chatbot.web.app import CSS, build_app, launch_options
+    from chatbot.web.app import build_app, launch_options
     from chatbot.web.backend import Backend
     from chatbot.worker import Worker
     from memory.backup import open_store
@@ -187,7 +187,6 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
             share=bool(getattr(args, "share", False)),
             auth=auth,
             show_error=False,
-            css=CSS,
             footer_links=[],
             run_history=False,
             quiet=False,
@@ -198,6 +197,9 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     finally:
         ended = backend.worker.stop() if backend.worker is not None else []
         if ended:
-            print(f"ended {len(ended)} open session(s); their memory updates run at the next start", file=sys.stderr)
+            print(
+                f"ended {plural(len(ended), 'open session')}; their memory updates run at the next start",
+                file=sys.stderr,
+            )
         app.close()
     return 0

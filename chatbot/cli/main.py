@@ -23,8 +23,8 @@ from chatbot.cli.options import (
     apply_settings,
     settings_from,
 )
-from chatbot.cli.words import plural
 from chatbot.settings import Settings
+from memory.words import plural
 from models.errors import InputError, KeemError
 
 EPILOG_SESSION = """examples:
@@ -358,8 +358,13 @@ def cmd_jobs_list(settings: Settings, args: argparse.Namespace) -> int:
     user_id = store.users.require(args.user) if args.user else None
     names = {u["id"]: u["name"] for u in store.users.all()}
     statuses = tuple(args.status) if args.status else ("pending", "running", "done", "failed")
+    local = settings.local_time
     rows = [
-        {**{k: job.get(k) for k in JOB_FIELDS}, "user": names.get(job["user_id"])}
+        {
+            **{k: job.get(k) for k in JOB_FIELDS},
+            "user": names.get(job["user_id"]),
+            "updated_at": local.iso(job["updated_at"]),
+        }
         for job in store.queue.jobs(user_id, statuses)
     ]
     if args.json:
@@ -421,10 +426,14 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     version = store.versions.get(user_id, args.version) if args.version else store.versions.latest(user_id)
     if version is None:
         raise InputError(f"user '{args.user}' has no memory yet; end a session or run: keem memory import")
+    local = settings.local_time
     if args.json:
-        _print(version.as_json())
+        _print({**version.as_json(), "created_at": local.iso(version.created_at)})
     else:
-        print(f"# {args.user}: memory v{version.number} ({version.strategy}, {version.status}, {version.created_at})")
+        print(
+            f"# {args.user}: memory v{version.number} "
+            f"({version.strategy}, {version.status}, {local.stamp(version.created_at)})"
+        )
         from chatbot.cli.session import print_sentences
 
         print_sentences(version)
@@ -432,7 +441,11 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_users(settings: Settings, args: argparse.Namespace) -> int:
-    rows = _store(settings).users.overview()
+    local = settings.local_time
+    rows = [
+        {**r, "created_at": local.iso(r["created_at"]), "last_session": local.iso(r["last_session"])}
+        for r in _store(settings).users.overview()
+    ]
     if args.json:
         _print(rows)
         return 0
@@ -440,7 +453,7 @@ def cmd_users(settings: Settings, args: argparse.Namespace) -> int:
         print("no users yet")
     for r in rows:
         print(
-            f"{r['name']}  {plural(r['sessions'], 'session')} (last {r['last_session'] or '-'})  "
+            f"{r['name']}  {plural(r['sessions'], 'session')} (last {local.stamp(r['last_session'])})  "
             f"{plural(r['versions'], 'memory version')}"
             + (f"  trial strategy {r['strategy']}" if r["strategy"] else "")
         )
@@ -482,6 +495,7 @@ def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
                     k: v.as_json()[k]
                     for k in ("version", "created_at", "strategy", "status", "author", "session_id", "model", "note")
                 },
+                "created_at": settings.local_time.iso(v.created_at),
                 "size": len(v.sentences),
                 **version_diff(previous, v).as_json(),
             }
@@ -494,7 +508,8 @@ def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
         print(f"user '{args.user}' has no memory versions yet")
     for r in rows:
         print(
-            f"v{r['version']}  {r['created_at']}  {r['strategy']}/{r['status']}  by {r['author']}  "
+            f"v{r['version']}  {settings.local_time.stamp(r['created_at'])}  {r['strategy']}/{r['status']}  "
+            f"by {r['author']}  "
             f"{plural(r['size'], 'sentence')}: kept {len(r['kept'])}, added {len(r['added'])}, "
             f"removed {len(r['removed'])}, "
             f"rewritten {len(r['rewritten'])}"
@@ -665,7 +680,7 @@ def cmd_trial_export(settings: Settings, args: argparse.Namespace) -> int:
             "and home addresses as typed; keep it as safe as the database itself",
             file=sys.stderr,
         )
-    counts = export(_store(settings), args.out, args.pseudonymize, scrub=not args.no_scrub)
+    counts = export(_store(settings), args.out, args.pseudonymize, scrub=not args.no_scrub, local=settings.local_time)
     _print({"out": str(args.out), **counts}) if args.json else print(
         f"exported {plural(counts['participants'], 'participant')}, {plural(counts['sessions'], 'session')}, "
         f"{plural(counts['turns'], 'turn')}, "

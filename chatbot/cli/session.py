@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from chatbot.bot import Chatbot, load_bot
-from chatbot.cli.words import elapsed, plural
 from chatbot.opening import open_session
 from chatbot.session import ChatSession, check_user_name, clean_message
 from chatbot.settings import Settings
 from memory.backup import snapshot_if_configured
 from memory.store import Version
+from memory.words import elapsed, plural
 from models.errors import ContextOverflowError, InputError, KeemError
 
 END_COMMANDS = ("/end", "/quit", "/끝")

@@ -9,7 +9,9 @@ Writes into a new folder:
                          it kept, added, removed and rewrote since the participant's previous version (memory/diff.py)
   questionnaire.csv      one row per session and questionnaire item (chatbot/trials/study.py), with the session's
                          strategy
-  manifest.json          when, what, the counts, and how many pieces of personal data were replaced, per kind
+  manifest.json          when, what, the counts, the time zone, and how many pieces of personal data were replaced,
+                         per kind
+Every time is ISO 8601 with its offset, in the zone of KEEM_TIMEZONE (Korea Standard Time by default: +09:00).
 Every exported text (turns, memory sentences and cues, notes, free-text answers, names) goes through
 chatbot/trials/pii.py: phone numbers, e-mail addresses, resident registration, card and account numbers and street
 addresses become tags ([전화번호] ...). The database keeps what was typed. scrub=False (--no-scrub) exports raw text.
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from chatbot.localtime import LocalTime, local_time
 from chatbot.trials.pii import TAGS, Scrubber
 from chatbot.trials.records import records
 from memory.diff import version_diff
@@ -58,15 +61,19 @@ QUESTIONNAIRE_FIELDS = (
 T = TypeVar("T")
 
 
-def export(store: Store, out: Path, pseudonymize: bool = False, scrub: bool = True) -> dict[str, Any]:
+def export(
+    store: Store, out: Path, pseudonymize: bool = False, scrub: bool = True, local: LocalTime | None = None
+) -> dict[str, Any]:
     """Write the export files into `out` (which must not hold an earlier export), whole or not at all; returns
-    counts, with `pii`: the pieces of personal data replaced per kind (all 0 when scrub=False)."""
+    counts, with `pii`: the pieces of personal data replaced per kind (all 0 when scrub=False). Times are in
+    `local`'s zone (Korea's by default), with the offset."""
     _refuse_earlier(out)
-    return _whole_folder(out, lambda folder: _write(store, folder, pseudonymize, scrub))
+    return _whole_folder(out, lambda folder: _write(store, folder, pseudonymize, scrub, local or local_time()))
 
 
-def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool) -> dict[str, Any]:
+def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool, local: LocalTime) -> dict[str, Any]:
     """The export files, written into the (new, empty) folder `out`."""
+    iso = local.iso
     users = store.users.all()
     if not users:
         raise InputError("the database has no participants yet; check --db / KEEM_DB")
@@ -85,7 +92,7 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool) -> dict[str
             user_turns, number, numbers = 0, 0, {}
             for s in sessions:
                 turns = [
-                    {"role": t["role"], "text": clean(t["text"]), "at": t["created_at"]}
+                    {"role": t["role"], "text": clean(t["text"]), "at": iso(t["created_at"])}
                     for t in store.turns.of_session(s["id"])
                 ]
                 said = sum(t["role"] == "user" for t in turns)
@@ -101,8 +108,8 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool) -> dict[str
                             "number": numbers[s["id"]],
                             "strategy": s["strategy"],
                             "chat_model": s["chat_model"],
-                            "started_at": s["started_at"],
-                            "ended_at": s["ended_at"],
+                            "started_at": iso(s["started_at"]),
+                            "ended_at": iso(s["ended_at"]),
                             "end_reason": s["end_reason"],
                             "turns": turns,
                         },
@@ -114,6 +121,7 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool) -> dict[str
                 line = {
                     "participant": alias[user["id"]],
                     **_clean_version(v.as_json(), clean),
+                    "created_at": iso(v.created_at),
                     "changes": _clean_changes(version_diff(previous, v).as_json(), clean),
                 }
                 versions_file.write(json.dumps(line, ensure_ascii=False) + "\n")
@@ -129,7 +137,7 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool) -> dict[str
                     "kind": a["kind"],
                     "question": clean(a["question"] or ""),
                     "value": a["value"] if a["kind"] == "likert" else clean(str(a["value"])),
-                    "answered_at": a["created_at"],
+                    "answered_at": iso(a["created_at"]),
                 }
                 for a in records(store).answers(user_id=user["id"])
             ]
@@ -142,8 +150,8 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool) -> dict[str
                     "strategy": user["strategy"] or (sessions[-1]["strategy"] if sessions else ""),
                     "sessions": len(sessions),
                     "user_turns": user_turns,
-                    "first_session": sessions[0]["started_at"] if sessions else "",
-                    "last_session": sessions[-1]["started_at"] if sessions else "",
+                    "first_session": iso(sessions[0]["started_at"]) if sessions else "",
+                    "last_session": iso(sessions[-1]["started_at"]) if sessions else "",
                     "memory_versions": len(versions),
                     "questionnaires": len({a["session"] for a in mine}),
                 }
@@ -158,7 +166,8 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool) -> dict[str
     (out / "manifest.json").write_text(
         json.dumps(
             {
-                "created_at": now_iso(),
+                "created_at": iso(now_iso()),
+                "timezone": local.name,
                 "files": files,
                 "pseudonymized": pseudonymize,
                 "scrubbed": scrub,

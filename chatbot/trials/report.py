@@ -21,6 +21,7 @@ from chatbot.trials.stats import compare, mean_ci
 from evaluation.files import read_json, read_jsonl
 from evaluation.report import bar_chart, base_meta, fmt, md_table, provenance
 from memory.updaters import STRATEGIES
+from memory.words import plural
 from models.errors import InputError
 
 AGAIN = "export the trial again (keem trial export)"
@@ -205,7 +206,7 @@ def write_report(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
             [
                 "Strategy",
                 "participants",
-                f"completed ({result['planned_sessions']} sessions)",
+                f"completed ({plural(result['planned_sessions'], 'session')})",
                 "dropped out",
                 "sessions",
                 "with questionnaire",
@@ -315,7 +316,7 @@ def _ratings_md(
 ) -> list[str]:
     items, overall = ratings["items"], ratings["overall"]
     md = [
-        f"{ratings['answers']} ratings. Items:",
+        f"{plural(ratings['answers'], 'rating')}. Items:",
         "",
         md_table(["Item", "Question"], [[i, ratings["questions"][i]] for i in items]),
         "",

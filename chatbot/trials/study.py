@@ -27,18 +27,18 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from chatbot.localtime import LocalTime, local_time
 from chatbot.settings import OPENINGS, Settings
 from chatbot.trials.records import records
 from memory.store import Store
 from memory.updaters import STRATEGIES
 from models.errors import InputError
 
-KST = timezone(timedelta(hours=9), "KST")  # Korea has no daylight saving time
 ALL_DONE = datetime.max.replace(tzinfo=timezone.utc)  # next_allowed: every session of the study is done
 LIKERT_LABELS = ("전혀 그렇지 않다", "그렇지 않다", "보통이다", "그렇다", "매우 그렇다")
 STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -84,6 +84,7 @@ class Study:
     questions: tuple[Question, ...] = DEFAULT_QUESTIONS
     opening: str | None = None  # off | follow-up for every participant's sessions; None: KEEM_OPENING decides
     clock: Callable[[], datetime] = field(default=utc_now, compare=False, repr=False)  # tests move time on
+    local: LocalTime = field(default_factory=local_time, compare=False, repr=False)  # KEEM_TIMEZONE: refusals' zone
 
     def admit(self, store: Store, user_id: int, session_id: int) -> None:
         """The rule for a session's first user message, which makes it count: called inside the write transaction
@@ -98,7 +99,7 @@ class Study:
             )
         when = next_allowed(store, user_id, self)
         if when is not None:
-            raise refusal(when)
+            raise refusal(when, self.local)
 
     @property
     def consent_hash(self) -> str:
@@ -320,7 +321,7 @@ def _questions(raw: Any, where: str) -> tuple[Question, ...]:
 
 def study_from_settings(settings: Settings) -> Study | None:
     """The study the app runs (settings.study, KEEM_STUDY), checked at start; None without one."""
-    return load_study(settings.study) if settings.study else None
+    return replace(load_study(settings.study), local=settings.local_time) if settings.study else None
 
 
 # -- the rules during a trial ---------------------------------------------------------------------------
@@ -359,27 +360,23 @@ def next_allowed(store: Store, user_id: int, study: Study, now: datetime | None 
     return when if when > _utc(now or study.clock()) else None
 
 
-def refusal_message(when: datetime, tz: timezone = KST) -> str:
-    """What a participant refused by next_allowed reads (Korean; rounded up to the minute, in Korean time)."""
+def refusal_message(when: datetime, local: LocalTime | None = None) -> str:
+    """What a participant refused by next_allowed reads (Korean; rounded up to the minute, the zone named: Korea's
+    unless KEEM_TIMEZONE says otherwise)."""
     if when >= ALL_DONE:
         return "이 연구의 대화를 모두 마치셨습니다. 참여해 주셔서 감사합니다."
-    zone = " (한국 시간)" if tz is KST else ""
-    return f"다음 대화는 {_kst_minute(when, tz)}{zone} 이후에 할 수 있습니다."
+    local = local or local_time()
+    return f"다음 대화는 {local.minute(when, round_up=True)} ({local.korean}) 이후에 할 수 있습니다."
 
 
-def refusal(when: datetime) -> InputError:
+def refusal(when: datetime, local: LocalTime | None = None) -> InputError:
     """The error a session refused by next_allowed raises: refusal_message's text, with its code for the page."""
     if when >= ALL_DONE:
         return InputError(refusal_message(when), code="study_done")
-    return InputError(refusal_message(when), code="study_wait", when=_kst_minute(when))
-
-
-def _kst_minute(when: datetime, tz: timezone = KST) -> str:
-    """The time in Korea (or `tz`), rounded up to the minute: 2026-11-03 20:00."""
-    local = _utc(when).astimezone(tz)
-    if local.second or local.microsecond:
-        local = local.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    return f"{local:%Y-%m-%d %H:%M}"
+    local = local or local_time()
+    return InputError(
+        refusal_message(when, local), code="study_wait", when=local.minute(when, round_up=True), zone=local.korean
+    )
 
 
 def has_consented(store: Store, user_id: int, study: Study) -> bool:

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import gradio as gr
@@ -25,7 +25,6 @@ from chatbot.trials.export import export, shown_name
 from chatbot.trials.records import records
 from chatbot.trials.study import (
     ALL_DONE,
-    KST,
     Question,
     Study,
     assign_strategy,
@@ -120,6 +119,9 @@ class StudyView(View):
 
     person: Any = KEEP  # the tab's Participant (server-side)
     consent: Any = KEEP  # the consent box
+    agreed: Any = KEEP  # the consent box's checkbox
+    agree: Any = KEEP  # the consent box's agree button (takes clicks once the checkbox is ticked)
+    start: Any = KEEP  # the chat page's start button (no clicks while the consent box is open)
     gate_note: Any = KEEP  # when the next session may start
     survey: Any = KEEP  # the questionnaire box
     survey_title: Any = KEEP
@@ -131,8 +133,18 @@ class StudyView(View):
     archive: Any = KEEP
 
 
-GATED = ("person", "consent", "gate_note", "survey", "survey_title", "answers")
+GATED = ("person", "consent", "agreed", "agree", "start", "gate_note", "survey", "survey_title", "answers")
 SURVEY = ("person", "survey", "survey_title", "answers")
+
+
+def consent_box(shown: bool) -> StudyView:
+    """The consent box open (its checkbox clear, agree waiting for it, the start button off meanwhile) or closed."""
+    return StudyView(
+        consent=gr.update(visible=shown),
+        agreed=False,
+        agree=gr.update(interactive=False),
+        start=gr.update(interactive=not shown),
+    )
 
 
 def trial_page(study: Study, password: str | None) -> Callable[[Entrance], StudyPage]:
@@ -167,38 +179,49 @@ class StudyUI:
         key = self.entry.bot.user_key(who.name, who.browser_key, who.hf_user)
         person = Participant(who.name, who.browser_key, who.hf_user, key, self.store.users.find(key))
         if person.user_id is None or not has_consented(self.store, person.user_id, self.study):
-            return StudyView(person=person, consent=gr.update(visible=True), gate_note="") | self.survey_view(None)
+            return StudyView(person=person, gate_note="") | consent_box(True) | self.survey_view(None)
         return self._admit(person)
 
-    def agree(self, person: Participant | None) -> StudyView:
-        """The agree button: the participant exists from now on, with their consent (time and text hash)."""
+    def agree(self, person: Participant | None, agreed: bool = False) -> StudyView:
+        """The agree button, once its checkbox is ticked (checked here too, not only by the disabled button): the
+        participant exists from now on, with their consent (time and text hash)."""
         if person is None:
             raise InputError("먼저 이름 또는 참가자 코드를 입력하고 '대화 시작'을 누르세요.")
+        if agreed is not True:
+            raise InputError("동의하시면 먼저 '위 내용을 읽었고 참여에 동의합니다'에 표시해 주세요.")
         person.user_id = self.store.users.get_or_create(person.key)
         give_consent(self.store, person.user_id, self.study)
         return self._admit(person)
 
     def decline(self, person: Participant | None) -> StudyView:
-        return StudyView(
-            person=None,
-            consent=gr.update(visible=False),
-            gate_note="동의하지 않으셨습니다. 아무것도 저장하지 않았습니다. 마음이 바뀌면 다시 '대화 시작'을 누르세요.",
-        ) | self.survey_view(None)
+        return (
+            StudyView(
+                person=None,
+                gate_note="동의하지 않으셨습니다. 아무것도 저장하지 않았습니다. 마음이 바뀌면 다시 '대화 시작'을 "
+                "누르세요.",
+            )
+            | consent_box(False)
+            | self.survey_view(None)
+        )
 
     def leave(self) -> StudyView:
         """The tab logged out: forget who was here (the next start asks again) and hide the study's boxes."""
-        return StudyView(person=None, consent=gr.update(visible=False), gate_note="") | self.survey_view(None)
+        return StudyView(person=None, gate_note="") | consent_box(False) | self.survey_view(None)
+
+    def tick(self, agreed: bool) -> StudyView:
+        """The consent checkbox: the agree button takes clicks only while it is ticked."""
+        return StudyView(agree=gr.update(interactive=agreed is True))
 
     def _admit(self, person: Participant) -> StudyView:
         assert person.user_id is not None
         when = next_allowed(self.store, person.user_id, self.study)
         person.admitted = when is None
-        note = "" if when is None else refusal_message(when)
+        note = "" if when is None else refusal_message(when, self.study.local)
         if when is not None and when < ALL_DONE:
             note += " 그때 다시 접속해 주세요."
         pending = pending_questionnaires(self.store, person.user_id, self.study)
         person.survey = pending[0]["id"] if pending else None
-        return StudyView(person=person, consent=gr.update(visible=False), gate_note=note) | self.survey_view(person)
+        return StudyView(person=person, gate_note=note) | consent_box(False) | self.survey_view(person)
 
     def open_chat(
         self,
@@ -293,10 +316,10 @@ class Organiser:
         """A zip of `keem trial export` (personal data scrubbed), served to the login that unlocked this view only
         (chatbot/web/guard.py PRIVATE: another login, or anyone after a restart, gets 404)."""
         login = self._check(granted, request)
-        stamp = datetime.now(KST).strftime("%Y%m%d-%H%M")
+        stamp = self.study.local.local(datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M")
         # in Gradio's cache already (no second copy), removed within minutes and on any forget: chatbot/exports.py
         name = PRIVATE.name(f"{self.study.id}-{stamp}")
-        archive, counts = self.exports.make(lambda folder: export(self.store, folder), name)
+        archive, counts = self.exports.make(lambda folder: export(self.store, folder, local=self.study.local), name)
         PRIVATE.grant(archive, login)
         replaced = sum(counts["pii"].values())
         gr.Info(
@@ -335,7 +358,7 @@ class Organiser:
             consented += 1
             done = trial_sessions(store, user["id"])
             when = next_allowed(store, user["id"], study, now)
-            nxt = "지금" if when is None else "끝" if when >= ALL_DONE else f"{when.astimezone(KST):%m-%d %H:%M}"
+            nxt = "지금" if when is None else "끝" if when >= ALL_DONE else study.local.stamp(when)
             jobs = store.queue.jobs(user["id"], ("pending", "running", "failed"))
             failed = [j for j in jobs if j["status"] == "failed"]
             failures += [(user["name"], j) for j in failed]
@@ -374,11 +397,13 @@ class StudyPage:
         """The consent text with agree / decline (hidden until a visitor who has not agreed presses start), and
         the questionnaire (hidden until a session ends)."""
         with gr.Column(visible=False, elem_id="consent") as consent:
-            gr.Markdown(f"### {md(self.ui.study.title)}\n\n{md(self.ui.study.consent)}", elem_id="consent-text")
+            # the organiser's own Markdown (the study file), paragraphs kept; Gradio sanitizes any HTML in it
+            gr.Markdown(f"### {md(self.ui.study.title)}\n\n{self.ui.study.consent}", elem_id="consent-text")
+            agreed = gr.Checkbox(label="위 내용을 읽었고 참여에 동의합니다", value=False, elem_id="consent-check")
             with gr.Row():
-                agree = gr.Button("동의하고 참여하기", variant="primary", elem_id="consent-agree")
+                agree = gr.Button("동의하고 대화 시작", variant="primary", interactive=False, elem_id="consent-agree")
                 decline = gr.Button("동의하지 않음", elem_id="consent-decline")
-        page.add(consent=consent, agree=agree, decline=decline, person=gr.State(None))
+        page.add(consent=consent, agreed=agreed, agree=agree, decline=decline, person=gr.State(None))
         with gr.Column(visible=False, elem_id="survey") as survey:
             title = gr.Markdown(elem_id="survey-title")
             answers: list[Any] = []
@@ -416,11 +441,12 @@ class StudyPage:
         opened = []
         for triggers, handler, inputs in (
             ([p["start"].click, p["name"].submit], ui.enter, [p["name"], *key]),
-            ([p["agree"].click], ui.agree, [person]),
+            ([p["agree"].click], ui.agree, [person, p["agreed"]]),
         ):
             admitted = p.on(triggers, handler, inputs, GATED, concurrency_limit=None)
             opened.append(p.on(None, ui.open_chat, [person, *key], p.logged_in(), after=admitted))
         p.on([p["decline"].click], ui.decline, [person], GATED)
+        p.on([p["agreed"].change], ui.tick, [p["agreed"]], ["agree"], show_progress="hidden")
         p.on([p["submit"].click], ui.submit, [person, *p["answers"]], SURVEY)
         p.on(None, ui.after_end, [p["state"], person], SURVEY, after=p.events["ended"])
         p.on(None, ui.leave, None, GATED, after=p.events["signed_out"])

@@ -12,17 +12,16 @@ import gradio as gr
 from chatbot.bot import Chatbot
 from chatbot.trials.study import Study
 from chatbot.web import identity as hf_login
+from chatbot.web import login
 from chatbot.web.backend import Backend
 from chatbot.web.chat import ChatUI
 from chatbot.web.guard import refuse_routes
 from chatbot.web.opening import Opening, wire_openings
 from chatbot.web.state import Entrance
+from chatbot.web.style import CSS, HEAD
 from chatbot.web.view import PANEL, SIGNED_OUT, Page
 from chatbot.worker import Worker
 
-CSS = """
-.keem-banner {font-size: 0.9em; opacity: 0.9}
-"""
 MAX_FILE_SIZE = "1kb"  # the page has no upload control; this also caps Gradio's other multipart routes
 
 
@@ -41,12 +40,19 @@ class Trial(Protocol):
 
 
 def launch_options() -> dict[str, Any]:
-    """What every launch of the app passes to `Blocks.launch` besides host and port: no file uploads, no direct
-    API, private files to their login only (chatbot/web/guard.py).
+    """What every launch of the app passes to `Blocks.launch` besides host, port and logins: no file uploads, no
+    direct API, private files to their login only (chatbot/web/guard.py); the page's CSS (chatbot/web/style.py) and
+    the login page's Korean message (chatbot/web/login.py).
 
     A fresh dict each call (Gradio adds its own entries to `app_kwargs`).
     """
-    return {"max_file_size": MAX_FILE_SIZE, "app_kwargs": {"dependencies": [fastapi.Depends(refuse_routes)]}}
+    return {
+        "max_file_size": MAX_FILE_SIZE,
+        "app_kwargs": {"dependencies": [fastapi.Depends(refuse_routes)]},
+        "css": CSS,
+        "head": HEAD,
+        "auth_message": login.MESSAGE,
+    }
 
 
 def build_app(
@@ -85,11 +91,15 @@ def build_app(
 def components(page: Page, ui: ChatUI, title: str, browser_identity: bool, part: Trial | None) -> None:
     """Every component of the page, registered under the name views use for it (chatbot/web/view.py PageView)."""
     page.add(state=gr.State(None, delete_callback=ui.entry.on_state_deleted))
-    gr.Markdown(f"# {title}\n한 사람을 오래 기억하는 한국어 대화 상대. 대화가 끝나면 기억을 통째로 다시 씁니다.")
-    page.add(
-        banner=gr.Markdown(ui.backend.banner(), elem_classes=["keem-banner"], elem_id="model-banner"),
-        banner_timer=gr.Timer(2.0, active=not ui.backend.done.is_set()),
+    gr.Markdown(
+        f"# {title}\n한 사람을 오래 기억하는 한국어 대화 상대. 대화가 끝나면 기억을 통째로 다시 씁니다.",
+        elem_id="title",
     )
+    # details on tap; no server addresses
+    with gr.Accordion(ui.backend.info_label(), open=False, elem_id="model-info") as model_info:
+        page.add(banner=gr.Markdown(ui.backend.banner(), elem_classes=["keem-banner"], elem_id="model-banner"))
+    page.add(model_info=model_info)
+    page.add(banner_timer=gr.Timer(2.0, active=not ui.backend.done.is_set()))
     with gr.Column(visible=True, elem_id="login") as login_box:
         page.add(
             login_box=login_box,
@@ -97,6 +107,8 @@ def components(page: Page, ui: ChatUI, title: str, browser_identity: bool, part:
                 label="이름 또는 참가자 코드", placeholder="예: 지우, P017", max_lines=1, elem_id="name-input"
             ),
             start=gr.Button(**ui.backend.start_button(), variant="primary", elem_id="start-button"),
+            who=gr.Markdown(elem_id="login-who"),
+            signout=gr.Button("로그아웃", visible=False, size="sm", elem_id="login-signout"),
         )
         if hf_login.enabled():
             page.add(hf_note=hf_login.login_controls())
@@ -116,7 +128,7 @@ def components(page: Page, ui: ChatUI, title: str, browser_identity: bool, part:
                 chat_tab(page)
             with gr.Tab("기억", id="memory-tab"):
                 memory_tab(page)
-    page.add(timer=gr.Timer(1.0, active=False))
+    page.add(timer=gr.Timer(1.0, active=False), signed_as=gr.Textbox("", visible="hidden", elem_id="signed-as"))
     if browser_identity:  # only obfuscated in localStorage (Gradio sends the page its secret): it is the credential
         page.add(key=gr.BrowserState("", storage_key="keem-identity", secret="keem-identity"))
 
@@ -132,7 +144,7 @@ def chat_tab(page: Page) -> None:
             placeholder="메시지를 입력해 대화를 시작하세요.",
         )
     )
-    with gr.Row():
+    with gr.Row(elem_id="message-row"):
         page.add(
             message=gr.Textbox(
                 show_label=False, placeholder="메시지를 입력하고 Enter", scale=5, max_lines=6, elem_id="message-input"
@@ -142,7 +154,7 @@ def chat_tab(page: Page) -> None:
     page.add(note=gr.Markdown(elem_id="pending-note"))
     with gr.Accordion("이번 답변에 쓰인 기억", open=False, elem_id="hits-accordion"):
         page.add(hits=gr.Markdown(elem_id="hits"))
-    with gr.Row():
+    with gr.Row(elem_id="session-actions"):
         page.add(
             end=gr.Button("대화 끝내기 (기억 갱신)", variant="stop", elem_id="end-button"),
             again=gr.Button("새 대화 시작", visible=False, elem_id="new-session-button"),
@@ -208,13 +220,17 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI) -> list[Any]:
         [app.load, p["banner_timer"].tick],
         ui.entry.banner,
         None,
-        ["banner", "banner_timer", "start"],
+        ["model_info", "banner", "banner_timer", "start"],
         show_progress="hidden",
         concurrency_limit=None,
     )
     if "hf_note" in p:  # a visitor signed in with Hugging Face sees that name, locked, in the name box
         p.on([app.load], hf_login.on_load, None, ["name", "hf_note"], show_progress="hidden")
+    p.on([app.load], login.on_load, None, ["name", "who", "signout", "signed_as"], show_progress="hidden")
     p.events["signed_out"] = p.on([p["logout"].click], ui.entry.logout, [state], SIGNED_OUT)
+    signed_as = [p["signed_as"]]  # a login signs this browser out (a shared lab PC)
+    p.events["signed_out"].then(None, signed_as, None, js=login.LOGOUT_JS, **p.options)
+    p["signout"].click(None, signed_as, None, js=login.LOGOUT_JS, **p.options)
     # sending only queues the message (never waiting behind other users' replies); `respond` then answers
     # everything queued. "multiple": a message sent while a reply streams must reach the server (Gradio's
     # default "once" would drop it); a respond started while another answers returns at once.

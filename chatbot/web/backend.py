@@ -15,7 +15,7 @@ from chatbot.deploy import zerogpu
 from chatbot.session import BALANCED, ChatSession
 from chatbot.trials.study import Study, next_allowed, refusal
 from chatbot.web.messages import LOADING
-from chatbot.web.render import md, model_banner
+from chatbot.web.render import md, model_banner, without_addresses
 from chatbot.web.state import UserState
 from chatbot.web.view import PageView, forgotten
 from chatbot.worker import Worker
@@ -81,7 +81,7 @@ class Backend:
 
     def banner(self) -> str:
         if self.error is not None:
-            return f"**오류** 모델을 불러오지 못했습니다: {md(str(self.error))}"
+            return f"**오류** 모델을 불러오지 못했습니다: {md(without_addresses(str(self.error)))}"
         if not self.done.is_set() or self.bot is None:
             return LOADING
         return model_banner(self.bot)
@@ -94,10 +94,17 @@ class Backend:
             return {"value": "모델을 불러오는 중 …", "interactive": False}
         return {"value": "대화 시작", "interactive": True}
 
+    def info_label(self) -> str:
+        """The label of the ⓘ that holds the banner: it says so when the demo model runs (the details on tap)."""
+        bot = self.bot if self.done.is_set() and self.error is None else None
+        demo = bot is not None and "demo" in (bot.chat_model.spec, bot.update_model.spec)
+        return "ⓘ 모델 정보 · 데모 모델로 시험 중 (한국어가 서툴 수 있어요)" if demo else "ⓘ 모델 정보"
+
     def banner_view(self) -> PageView:
-        """The banner, its timer (it ticks only while the models load) and the start button, which says it is
-        loading and takes no click until the models are ready."""
+        """The banner, its ⓘ's label, its timer (it ticks only while the models load) and the start button, which
+        says it is loading and takes no click until the models are ready."""
         return PageView(
+            model_info=gr.update(label=self.info_label()),
             banner=self.banner(),
             banner_timer=gr.Timer(active=not self.done.is_set()),
             start=gr.update(**self.start_button()),
@@ -145,7 +152,7 @@ class AppContext:
         if self.study is not None:
             when = next_allowed(self.bot.store, state.user_id, self.study)
             if when is not None:
-                raise refusal(when)
+                raise refusal(when, self.study.local)
 
     def fresh_session(self, state: UserState) -> None:
         """The tab's next session: the same user and strategy as its last one."""

@@ -17,6 +17,7 @@ from chatbot.session import ChatSession, check_user_name, clean_message
 from chatbot.trials.study import Study
 from chatbot.web import identity as hf_login
 from chatbot.web.backend import AppContext, Backend
+from chatbot.web.calm import calm_notice
 from chatbot.web.memory_tab import MemoryTab, panel
 from chatbot.web.messages import korean_error
 from chatbot.web.render import md, render_hits, shown
@@ -147,6 +148,8 @@ class Conversation:
             except UserForgottenError:  # forgotten between the check and the insert: the wiring shows the notice
                 raise
             except KeemError as exc:
+                if (notice := calm_notice(exc)) is not None:  # a study's "not now": said inline, calmly
+                    return PageView(note=notice)
                 gr.Warning(refused(exc))
                 return PageView()
             state.awaiting = state.awaiting or not busy
@@ -249,7 +252,12 @@ class Conversation:
             return gone
         if not state.session.ended:
             self.ctx.worker.end(state.session, "user")
-        self.ctx.fresh_session(state)
+        try:
+            self.ctx.fresh_session(state)
+        except InputError as exc:  # a study's "not now": said inline, calmly
+            if (notice := calm_notice(exc)) is None:
+                raise
+            return PageView(state=state, note=notice)
         return PageView(
             state=state,
             chat=[],

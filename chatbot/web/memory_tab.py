@@ -25,10 +25,11 @@ def panel(ctx: AppContext, state: UserState) -> PageView:
     versions = store.versions.of_user(state.user_id)
     latest = versions[-1] if versions else None
     waiting = store.queue.jobs(state.user_id, ("pending", "running", "failed"))
-    jobs = render_jobs(waiting)
+    local = ctx.bot.settings.local_time  # KEEM_TIMEZONE: every time shown, the zone named
+    jobs, memory = render_jobs(waiting, local), render_memory(latest, local)
     return PageView(
-        memory=f"{jobs}\n\n---\n\n{render_memory(latest)}" if jobs else render_memory(latest),
-        history=render_history(versions, show_strategy=not ctx.blind),
+        memory=f"{jobs}\n\n---\n\n{memory}" if jobs else memory,
+        history=render_history(versions, show_strategy=not ctx.blind, local=local),
         pick=gr.update(choices=choices(latest), value=None),
         retry=gr.update(visible=any(store.queue.retryable(j) for j in waiting)),
         emotions=render_timeline(list(latest.records) if latest else []),

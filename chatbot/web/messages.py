@@ -41,7 +41,7 @@ MESSAGES = {
         "이 사용자의 데이터가 삭제되었습니다 (다른 탭이나 관리 명령에서 '나를 잊기'). 이 탭의 대화는 저장되지 "
         "않았습니다. 처음 화면으로 돌아갑니다: 다시 대화하려면 이름을 입력해 새로 시작하세요."
     ),
-    "study_wait": "다음 대화는 {when} (한국 시간) 이후에 할 수 있습니다.",
+    "study_wait": "다음 대화는 {when} ({zone}) 이후에 할 수 있습니다.",
     "study_done": "이 연구의 대화를 모두 마치셨습니다. 참여해 주셔서 감사합니다.",
     "study_open_elsewhere": "다른 창에서 하고 있는 대화가 있습니다. 그 대화를 끝낸 뒤 여기서 이야기해 주세요.",
     "organiser_wait": "비밀번호는 1초에 한 번만 확인합니다. 잠시 뒤 다시 입력해 주세요.",
@@ -77,3 +77,22 @@ def korean_error(exc: BaseException) -> str:
     template = MESSAGES.get(exc.code or exc.kind, MESSAGES[exc.kind])
     params = {k: ", ".join(map(str, v)) if isinstance(v, list | tuple) else v for k, v in exc.params.items()}
     return template.format(**params, message=str(exc))
+
+
+# The version history's labels (chatbot/web/history.py): what made each memory version, and why a safe-mode one
+# is so, in plain Korean; no strategy name here (a blind trial's participant must not learn theirs).
+LABELS = {
+    "updater": "대화를 마친 뒤 기억을 새로 썼습니다",
+    "updater_fallback": "안전 모드로 저장했습니다",
+    "user": "직접 고쳤습니다",
+    "import": "파일에서 가져왔습니다",
+    "no_summary": (
+        "기억 갱신 모델이 대화를 요약하지 못해(답이 잘렸거나 쓸 수 없는 답) 이전 기억에 이번 대화에서 하신 말을 "
+        "그대로 덧붙였습니다"
+    ),
+    "not_verified": "새로 쓴 기억이 검증을 통과하지 못해 이전 기억에 이번 대화의 요약을 덧붙였습니다",
+    "rebased": "그 사이 바뀐 기억 위에 다시 맞췄습니다 (직접 고친 내용은 그대로 둡니다)",
+    "erased": "완전히 지운 내용이 있어 그 부분을 [삭제됨]으로 바꿨습니다",
+    "strategy": "{name} 방식",
+    "zone": "시각은 {zone} 기준입니다.",
+}

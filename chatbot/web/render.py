@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from chatbot.bot import Chatbot
+from chatbot.localtime import LocalTime, local_time
+from chatbot.web.history import version_label, version_reasons
 from memory.diff import version_diff
 from memory.engine import Hit
 from memory.store import Version
@@ -22,7 +24,7 @@ STAGES = {
     "cues": "검색 단서 쓰는 중",
     "recompute": "그 사이 바뀐 기억 위에서 다시 계산하는 중",
     "ok": "완료",
-    "fallback": "완료 (안전 모드: 검증에 실패해 이전 기억에 요약을 덧붙였습니다)",
+    "fallback": "완료 (안전 모드: 이전 기억은 그대로 두고 이번 대화를 덧붙였습니다. 이유는 기억 탭의 버전 기록에)",
     "skipped": "나눈 말이 없어 기억은 그대로입니다",
     "failed": "실패",
 }
@@ -36,6 +38,7 @@ CAUSE = re.compile(r"(서 |서,|때문|덕분|탓에|로 인해|바람에|면서
 # ":" too: marked (Gradio's Markdown) turns a bare http:// or ftp:// address into a link whose text is the raw
 # source, so the backslashes escaping its "." and "_" would show ("127\.0\.0\.1"); "http\://" is no link
 MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>:])")
+ADDRESS = re.compile(r"(\s+at)?\s*\b[a-z][a-z0-9+.-]*://[^\s;,)]*", re.I)  # a URL, and the " at " before it
 IMAGES = re.compile(r"!\[([^\]]*)\]\([^)]*\)|<\s*img\b[^>]*>?", re.I)
 
 
@@ -61,11 +64,12 @@ def is_emotion(text: str) -> bool:
     return bool(EMOTION.search(text)) and bool(CAUSE.search(text))
 
 
-def render_memory(version: Version | None) -> str:
+def render_memory(version: Version | None, local: LocalTime | None = None) -> str:
+    """The current memory, its time in `local`'s zone (Korea's by default) with the zone named."""
     if version is None:
         return "아직 기억이 없습니다. 대화를 나누고 **대화 끝내기**를 누르면 첫 기억이 만들어집니다."
     lines = [
-        f"**현재 기억 v{version.number}** · {version.created_at[:16].replace('T', ' ')} · "
+        f"**현재 기억 v{version.number}** · {(local or local_time()).stamp(version.created_at)} · "
         f"{AUTHORS.get(version.author, version.author)} · {len(version.sentences)}문장",
         "",
     ]
@@ -76,26 +80,24 @@ def render_memory(version: Version | None) -> str:
     return "\n\n".join(lines)
 
 
-def render_history(versions: list[Version], show_strategy: bool = True) -> str:
-    """Every version with what it kept, added, removed and rewrote (memory/diff.py); the strategy is hidden in a blind
-    user trial."""
+def render_history(versions: list[Version], show_strategy: bool = True, local: LocalTime | None = None) -> str:
+    """Every version with what made it (plain Korean, chatbot/web/history.py), when (in `local`'s zone, named), and
+    what it kept, added, removed and rewrote (memory/diff.py); the strategy is hidden in a blind user trial."""
     if not versions:
         return "버전 기록이 없습니다."
+    local = local or local_time()
     blocks, previous = [], None
     for v in versions:
         d = version_diff(previous, v)
-        how = f"{v.strategy}/{v.status}" if show_strategy else STAGES.get(v.status, v.status)
         head = (
-            f"#### v{v.number} · {v.created_at[:16].replace('T', ' ')} · {how} · "
-            f"{AUTHORS.get(v.author, v.author)}\n유지 {len(d.kept)} · 추가 {len(d.added)} · "
-            f"삭제 {len(d.removed)} · 고쳐 씀 {len(d.rewritten)}"
+            f"#### v{v.number} · {local.stamp(v.created_at)} · {version_label(v, show_strategy)}\n"
+            f"유지 {len(d.kept)} · 추가 {len(d.added)} · 삭제 {len(d.removed)} · 고쳐 씀 {len(d.rewritten)}"
         )
         body = [f"- **추가** {md(t)}" for t in d.added]
         body += [f"- **고쳐 씀** {md(a)} → {md(b)}" for a, b in d.rewritten]
         body += [f"- **삭제** ~~{md(t)}~~" for t in d.removed]
-        blocks.append(
-            head + ("\n\n" + "\n".join(body) if body else "") + (f"\n\n*메모: {md(v.note)}*" if v.note else "")
-        )
+        why = "  \n".join(f"*{md(r)}*" for r in version_reasons(v))
+        blocks.append(head + ("\n\n" + "\n".join(body) if body else "") + (f"\n\n{why}" if why else ""))
         previous = v
     return "\n\n".join(reversed(blocks))
 
@@ -106,14 +108,21 @@ def render_hits(hits: list[Hit]) -> str:
     return "\n".join(f"- {md(h.text)} *(유사도 {h.score:.2f})*" for h in hits)
 
 
+def without_addresses(text: str) -> str:
+    """`text` with no server address in it ("korean at http://10.0.0.5:8000/v1" -> "korean"): visitors never see
+    where the model servers are (the operator has them in `keem chat`'s log and settings)."""
+    return " ".join(ADDRESS.sub("", text).split())
+
+
 def model_banner(bot: Chatbot) -> str:
-    """Which chat model, update model and embedder are loaded; the demo notice when the demo model runs."""
+    """Which chat model, update model and embedder are loaded (no server addresses); the demo notice when the demo
+    model runs."""
     from models.demo import DEMO_NOTICE
 
     chat, update = bot.chat_model, bot.update_model
     text = (
-        f"**채팅 모델** {md(chat.description or chat.spec)} · **기억 갱신 모델** "
-        f"{md(update.description or update.spec)} · **임베더** {md(bot.engine.embedder.name)}"
+        f"**채팅 모델** {md(without_addresses(chat.description or chat.spec))} · **기억 갱신 모델** "
+        f"{md(without_addresses(update.description or update.spec))} · **임베더** {md(bot.engine.embedder.name)}"
     )
     if "demo" in (chat.spec, update.spec):
         text += f"\n\n**안내** {md(DEMO_NOTICE)}"
@@ -132,13 +141,13 @@ def stage_text(job: dict[str, Any]) -> tuple[str, bool]:
     return f"기억 갱신: {STAGES.get(stage, stage)} …", False
 
 
-def render_jobs(jobs: list[dict[str, Any]]) -> str:
+def render_jobs(jobs: list[dict[str, Any]], local: LocalTime | None = None) -> str:
     """This user's updates that have not become memory yet (waiting, running, or failed with their error), so a
     failure from an earlier session stays visible; empty when every update is done. No strategy names: in a blind
     trial a participant must not learn theirs."""
     lines = []
     for job in jobs:
-        when = (job.get("created_at") or "")[:16].replace("T", " ")
+        when = (local or local_time()).stamp(job.get("created_at"))
         if job["status"] == "failed":
             reason = md((job.get("last_error") or "알 수 없는 오류")[:300])
             lines.append(

@@ -46,11 +46,15 @@ class PageView(View):
 
     state: Any = KEEP  # the tab's UserState (server-side)
     key: Any = KEEP  # the browser's identity key (localStorage), with browser identity only
+    model_info: Any = KEEP  # the ⓘ (an accordion) that holds the banner
     banner: Any = KEEP
     banner_timer: Any = KEEP
     start: Any = KEEP  # the start button
     name: Any = KEEP  # the name box
     hf_note: Any = KEEP  # the Hugging Face sign-in hint
+    who: Any = KEEP  # the login box's line naming who a login (auth) signed in as
+    signout: Any = KEEP  # the login box's sign-out button (shown with a login)
+    signed_as: Any = KEEP  # the login's name in a hidden box, for the page's sign-out script ("" without one)
     login_box: Any = KEEP
     main_box: Any = KEEP
     greeting: Any = KEEP

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from evaluation.corpora.episodes import FORMATS
+from memory.words import plural
 from models.errors import InputError
 
 EXAMPLE = """examples:
@@ -94,7 +95,8 @@ def run_build(args: argparse.Namespace) -> int:
             print(json.dumps(data, ensure_ascii=False, indent=2))
         else:
             print(
-                f"{fmt}: {est.episodes} episodes, {est.steps} session steps -> at most {est.calls} calls, "
+                f"{fmt}: {plural(est.episodes, 'episode')}, {plural(est.steps, 'session step')} -> at most "
+                f"{plural(est.calls, 'call')}, "
                 f"~{est.prompt_tokens:,} prompt + ~{est.completion_tokens:,} completion tokens, "
                 f"~${data['estimated_cost']:.2f} at ${args.price_per_1k_tokens}/1k tokens (no model was called)"
             )
@@ -131,8 +133,10 @@ def run_build(args: argparse.Namespace) -> int:
         )
     else:
         print(
-            f"{stats.rows} new rows -> {args.out / 'dataset.jsonl'}, {stats.rejects} new rejects -> "
-            f"{args.out / 'rejects.jsonl'}, {stats.already_done} steps already done; {stats.calls} calls "
+            f"{plural(stats.rows, 'new row')} -> {args.out / 'dataset.jsonl'}, "
+            f"{plural(stats.rejects, 'new reject')} -> "
+            f"{args.out / 'rejects.jsonl'}, {plural(stats.already_done, 'step')} already done; "
+            f"{plural(stats.calls, 'call')} "
             f"({stats.cached_calls} from cache), {stats.new_tokens:,} new tokens (estimated), "
             f"${stats.cost:.2f}, {stats.seconds:.1f}s"
         )

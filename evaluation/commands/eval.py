@@ -19,6 +19,7 @@ from evaluation.commands import retrieval as retrieval_command
 from evaluation.corpora.episodes import FORMATS
 from evaluation.files import file_sha256, read_json
 from evaluation.metrics.conflict import MAX_PAIRS
+from memory.words import plural
 from models.errors import InputError, NotSupportedError
 
 LoadModel = Callable[[str], Any]
@@ -238,10 +239,10 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
         print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
     else:
         print(f"report: {files['report']}\nresult: {files['json']}\nmemories: {args.out / 'memories.json'}")
-        print(f"episodes: {', '.join(meta['episode_ids'])}; {len(samples)} samples")
+        print(f"episodes: {', '.join(meta['episode_ids'])}; {plural(len(samples), 'sample')}")
         if meta["samples_left_out"]["samples"]:
             print(
-                f"note: {meta['samples_left_out']['samples']} samples left out for every strategy: "
+                f"note: {plural(meta['samples_left_out']['samples'], 'sample')} left out for every strategy: "
                 f"{meta['samples_left_out']['reason']}"
             )
         for s in strategies:

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from evaluation.corpora.locomo import CATEGORY_NAMES, DEFAULT_CATEGORIES, Result, evaluate, load_locomo
+from memory.words import plural
 
 DESCRIPTION = """\
 Retrieval hit@k on a LoCoMo-format file, measured through the product's own retrieval path (a temporary
@@ -70,8 +71,9 @@ def render(result: Result, path: str, with_misses: bool = False) -> str:
     lines = [
         f"LoCoMo retrieval: {path}",
         f"embedder {result.embedder}, k={k}: hit@{k} = {fmt(data['hit_at_k'])} "
-        f"({data['hits']}/{data['queries']} questions; {len(result.per_conversation)} conversations, "
-        f"{data['observations']} observations, {data['seconds']:.1f} s)",
+        f"({data['hits']}/{plural(data['queries'], 'question')}; "
+        f"{plural(len(result.per_conversation), 'conversation')}, "
+        f"{plural(data['observations'], 'observation')}, {data['seconds']:.1f} s)",
         "",
         f"{'category':<16}{'questions':>10}{'hits':>7}{f'hit@{k}':>9}{f'mrr@{k}':>9}{'reachable':>11}"
         f"{f'hit@{k} of reachable':>22}",

@@ -62,13 +62,15 @@ class KeemUpdater:
                 accumulate(inp.previous, reflected),
                 "fallback",
                 note=steps.why("the update model wrote no usable summary; kept the user's own words"),
-                details=details,
+                details={**details, "fallback": "no_summary"},
                 **base,
             )
         if not inp.previous:
             progress("verifying")
             problem = steps.verify([], format_dialogue(inp.dialogue), reflected, inp.session_date)
             details["attempts"] = [{"memory": reflected, "problem": problem}]
+            if problem is not None:
+                details["fallback"] = "not_verified"
             return UpdateResult(
                 [Sentence(t, "added") for t in reflected],
                 "ok" if problem is None else "fallback",
@@ -93,7 +95,7 @@ class KeemUpdater:
         return UpdateResult(
             accumulate(inp.previous, reflected),
             "fallback",
-            details=details,
+            details={**details, "fallback": "not_verified"},
             note=steps.why(
                 f"verification failed {self.attempts} times, kept previous memory + reflected summary: {problem}"
             ),

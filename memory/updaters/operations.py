@@ -105,6 +105,11 @@ class OperationsUpdater:
             note=None
             if generated
             else steps.why("the update model wrote no usable summary; kept the user's own words"),
-            details={"summary": summary, "operations": operations, "problems": steps.problems},
+            details={
+                "summary": summary,
+                "operations": operations,
+                "problems": steps.problems,
+                **({} if generated else {"fallback": "no_summary"}),
+            },
         )
         return steps.with_records(inp, result)

@@ -145,7 +145,7 @@ def test_signed_in_with_hugging_face_the_memory_follows_the_account_and_a_visito
             visitor.get_by_test_id("bot").last.get_by_text("잘 들었어요").wait_for(timeout=20_000)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(30) == 0
-        assert "ended 1 open session(s)" in (tmp_path / "app.log").read_text()
+        assert "ended 1 open session;" in (tmp_path / "app.log").read_text()
         store = Store(db)
         try:
             names = [u["name"] for u in store.users.all()]

@@ -118,7 +118,7 @@ def test_chat_end_session_restart_and_isolation(new_page: Any, tmp_path: Path) -
         page.locator("#edit-text textarea").fill("사용자는 매일 저녁 바다 산책을 한다.")
         page.locator("#edit-button").click()
         page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=10_000)
-        assert "사용자 직접 수정" in page.locator("#history").inner_text()
+        assert "직접 고쳤습니다" in page.locator("#history").inner_text()
         edited = page.locator("#memory").inner_text()
         assert "매일 저녁" in edited and "부산" in edited
         assert [line for line in edited.splitlines() if "산책" in line] != walk  # replaced, not added beside
@@ -230,9 +230,11 @@ def test_a_message_sent_while_a_reply_is_coming_is_answered_and_a_draft_survives
                 "첫 번째: 오늘 면접을 봤어",
                 "두 번째: 결과는 다음 주에 나와",
             ]
-            # the banner names the server's address as written, not "127\.0\.0\.1"
+            # the banner (behind its ⓘ) names the model, never the server's address, and shows no escapes
+            page.locator("#model-info").get_by_text("ⓘ 모델 정보").click()
             banner = page.locator("#model-banner").inner_text()
-            assert f"fake-slow at {server.url}" in banner and "\\" not in banner, banner
+            assert "fake-slow" in banner and server.url not in banner and "127" not in banner, banner
+            assert "\\" not in banner, banner
         finally:
             app.close()
             worker.stop()

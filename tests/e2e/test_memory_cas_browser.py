@@ -86,7 +86,7 @@ def test_a_sentence_deleted_while_the_update_runs_stays_deleted_in_the_page_and_
         page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=30_000)
         memory = page.locator("#memory").inner_text()
         assert "제주도" in memory and "고양이" not in memory
-        assert "다시 맞춤" in page.locator("#history").inner_text()
+        assert "다시 맞췄습니다" in page.locator("#history").inner_text()
         latest = bot.engine.current(bot.store.users.require("민수"))
         assert NEWS in latest.texts and CAT not in latest.texts
 

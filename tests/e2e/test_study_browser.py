@@ -78,6 +78,7 @@ def hold_session(page: Any, text: str, ratings: tuple[int, ...], comment: str, f
     page.locator("#start-button").click()
     if first:
         page.locator("#consent").get_by_text("연구 참여 동의서").wait_for(timeout=10_000)
+        page.locator("#consent-check input").check()
         page.locator("#consent-agree").click()
     box = page.locator("#message-input textarea")
     box.wait_for(state="visible", timeout=15_000)

@@ -47,6 +47,7 @@ def test_three_tabs_of_one_participant_count_one_session(browser: Any, tmp_path:
                 page.wait_for_function("() => !document.querySelector('#start-button').disabled", timeout=15_000)
                 page.locator("#start-button").click()
                 if n == 0:
+                    page.locator("#consent-check input").check()
                     page.locator("#consent-agree").click()
                 page.locator("#message-input textarea").wait_for(state="visible", timeout=15_000)
             for n, page in enumerate(tabs):  # then each says one thing, one right after the other

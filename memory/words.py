@@ -1,4 +1,6 @@
-"""English words for counts in the CLI's output: '1 session', '2 sessions'; and elapsed times."""
+"""English words for counts in every command's output and report ('1 session', '2 sessions') and elapsed times:
+the CLI, the trial report, training and evaluation all use these (the lowest layer that needs them is evaluation;
+here, below it, any layer may)."""
 
 from __future__ import annotations
 

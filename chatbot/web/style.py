@@ -1,0 +1,39 @@
+"""The page's CSS, all of it (chatbot/web/app.py launch_options passes it to every launch). Gradio scopes it under
+its own container's content (`.contain`): CSS for what lies outside it (toasts, the page's margins) is HEAD, a
+<style> in the page's head.
+
+On a phone (up to 640 px wide, e.g. 390x844) the title shrinks and its line of explanation goes, the model details
+stay behind their ⓘ, the chat is shorter so that the message box with 보내기 on its row and the session's actions
+(대화 끝내기, the update's progress) fit on the first screen, and toasts sit over the chat (a third of the way
+down), not over the buttons at the top (나가기) or the message row.
+"""
+
+CSS = """
+.keem-banner {font-size: 0.9em; opacity: 0.9}
+#model-info > button {padding-top: 2px; padding-bottom: 2px}
+#message-row {flex-wrap: nowrap; align-items: stretch}
+#message-row > #message-input {min-width: 0}
+#message-row > #send-button {min-width: 72px; flex: 0 0 auto}
+
+@media (max-width: 640px) {
+  .column {gap: 8px !important}
+  #title h1 {font-size: 1.25rem; margin: 0}
+  #title p {display: none}
+  #greeting p {margin: 0; font-size: 0.9em}
+  #logout-button {flex: 0 0 auto; min-width: 64px}
+  #chat {height: calc(100dvh - 470px) !important; min-height: 160px; max-height: 420px}
+  #session-actions {flex-wrap: nowrap; gap: 8px}
+  #session-actions > button {min-width: 0; flex: 1 1 0; padding: 8px 6px; font-size: 0.9rem; white-space: nowrap}
+  #message-row > #message-input {flex: 1 1 auto !important}
+  #message-row > #send-button {flex: 0 0 84px !important}
+}
+"""
+# What lies outside the part Gradio scopes `css` to (its toasts, the page's margins): a <style> in the page's head
+HEAD = """<style>
+@media (max-width: 640px) {
+  .gradio-container .main.app {padding-left: 8px !important; padding-right: 8px !important}
+  .gradio-container .toast-wrap {top: 30vh !important; bottom: auto !important; left: 8px !important;
+    right: 8px !important; width: auto !important; max-width: none !important; pointer-events: none}
+  .gradio-container .toast-wrap > * {pointer-events: auto}
+}
+</style>"""

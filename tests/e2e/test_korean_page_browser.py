@@ -1,0 +1,150 @@
+"""The page a Korean user meets (issue 24): on a phone (390x844) a trial participant logs in on a Korean login page,
+agrees to the consent (start waits for the checkbox), chats with 보내기 on the message box's row and 대화 끝내기 on
+the first screen, sees Korean times on the memory tab and in the organiser's export, and 나가기 signs the browser out.
+At desktop size, a visitor sees the model behind its ⓘ without the server's address; on a phone, ending a conversation
+shows its progress and 새 대화 시작 on the first screen."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from chatbot.localtime import local_time
+from chatbot.trials.study import study_from_dict
+from chatbot.web.messages import LABELS
+from models.openai_backend import OpenAIChatModel
+from tests.e2e.conftest import needs_chromium
+from tests.e2e.pages import enter, open_tab
+from tests.fake_openai import FakeOpenAIServer
+from tests.test_ui import answer, serve
+
+pytestmark = needs_chromium
+PHONE = {"width": 390, "height": 844}
+PLAN = {
+    "id": "phone-trial",
+    "title": "기억하는 챗봇 사용자 연구",
+    "strategies": ["keem"],
+    "sessions": 2,
+    "min_gap_hours": 20,
+    "consent": "연구 참여 동의서\n\n대화 내용은 연구에만 쓰입니다.\n\n언제든 그만둘 수 있습니다.",
+}
+
+
+def reply(body: dict) -> str:
+    messages = body["messages"]
+    return "그랬군요. 부산 생활은 어때요?" if "당신은 사용자와" in messages[0]["content"] else answer(messages)
+
+
+def in_view(page: Any, selector: str) -> dict[str, float]:
+    """The element's box, asserted to lie within the first screen (no scrolling)."""
+    box = page.locator(selector).bounding_box()
+    assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= PHONE["height"], (selector, box)
+    return box
+
+
+def test_a_participant_on_a_phone_logs_in_in_korean_chats_sees_korean_times_and_signs_out(
+    new_page: Any, tmp_path: Path
+) -> None:
+    study = study_from_dict(PLAN)
+    with FakeOpenAIServer(reply) as server:
+        model = OpenAIChatModel("fake-loopback", base_url=server.url, api_key="")
+        url, app, bot, worker = serve(
+            tmp_path / "k.db", auth=[("P001", "pw-1")], model=model, study=study, admin_password="org-pw"
+        )  # type: ignore[arg-type]
+        try:
+            page = new_page(viewport=PHONE)
+            page.goto(url)
+            page.get_by_text("KEEM 채팅에 오신 것을 환영합니다").wait_for(timeout=15_000)  # Gradio's login, in Korean
+            page.get_by_label("사용자 이름").fill("P001")
+            page.get_by_label("비밀번호").fill("pw-1")
+            page.get_by_role("button", name="로그인").click()
+            page.locator("#login-who").get_by_text("P001").wait_for(timeout=15_000)  # the login says who: no name box
+            assert not page.locator("#name-input").is_visible()
+            start = page.locator("#start-button")
+            page.wait_for_function("() => !document.querySelector('#start-button').disabled", timeout=15_000)
+            start.click()
+            consent = page.locator("#consent-text")
+            consent.get_by_text("언제든 그만둘 수 있습니다").wait_for(timeout=10_000)
+            assert consent.locator("p").count() >= 3  # the organiser's paragraphs, kept
+            agree = page.locator("#consent-agree")
+            assert start.is_disabled() and agree.is_disabled()  # nothing starts before the checkbox
+            page.locator("#consent-check input").check()
+            page.wait_for_function("() => !document.querySelector('#consent-agree').disabled", timeout=5_000)
+            agree.click()
+
+            box = page.locator("#message-input textarea")
+            box.wait_for(state="visible", timeout=15_000)
+            field, send = in_view(page, "#message-input"), in_view(page, "#send-button")
+            assert send["x"] > field["x"] and abs(send["y"] - field["y"]) < field["height"]  # one row
+            in_view(page, "#end-button")
+            box.fill("나 지난주에 부산으로 이사했어")
+            box.press("Enter")
+            page.get_by_text("부산 생활은 어때요?").wait_for(timeout=20_000)
+            page.locator("#end-button").click()
+            page.locator("#progress").get_by_text("완료").wait_for(timeout=30_000)
+            page.locator("#survey").get_by_text("번째 대화에 대한 설문").wait_for(timeout=10_000)
+
+            [version] = bot.store.versions.of_user(bot.store.users.find("P001"))
+            korean = local_time().stamp(version.created_at)  # e.g. 2026-12-02 03:45 KST, stored as UTC
+            open_tab(page, "기억")
+            page.locator("#memory").get_by_text(korean).wait_for(timeout=10_000)
+            history = page.locator("#history").inner_text()
+            assert korean in history and LABELS["updater"] in history and "keem" not in history
+
+            page.get_by_text("연구자 화면").click()  # the organiser's export: ISO times with Korea's offset
+            page.locator("#admin-password input").fill("org-pw")
+            page.locator("#admin-open").click()
+            page.locator("#admin-export").click()
+            link = page.locator("#admin-file a").first
+            link.wait_for(timeout=30_000)
+            archive = page.context.request.get(link.get_attribute("href"))
+            with zipfile.ZipFile(io.BytesIO(archive.body())) as z:
+                name = next(n for n in z.namelist() if n.endswith("sessions.jsonl"))
+                session = json.loads(z.read(name).decode("utf-8").splitlines()[0])
+            assert session["started_at"].endswith("+09:00") and session["turns"][0]["at"].endswith("+09:00")
+
+            open_tab(page, "대화")
+            page.locator("#logout-button").click()  # 나가기 signs this browser out: the login page again
+            page.get_by_text("KEEM 채팅에 오신 것을 환영합니다").wait_for(timeout=15_000)
+            page.goto(url)
+            page.get_by_text("KEEM 채팅에 오신 것을 환영합니다").wait_for(timeout=15_000)
+            assert not page.locator("#start-button").is_visible()
+        finally:
+            app.close()
+            worker.stop()
+
+
+def test_the_model_is_behind_its_info_without_the_server_address_and_a_phone_sees_the_update_progress(
+    new_page: Any, tmp_path: Path
+) -> None:
+    with FakeOpenAIServer(reply) as server:
+        model = OpenAIChatModel("fake-loopback", base_url=server.url, api_key="")
+        url, app, _, worker = serve(tmp_path / "k.db", model=model)  # type: ignore[arg-type]
+        try:
+            page = new_page(viewport={"width": 1200, "height": 900})
+            enter(page, url, "민수")
+            banner = page.locator("#model-banner")
+            assert not banner.is_visible()  # behind the ⓘ
+            page.locator("#model-info").get_by_text("ⓘ 모델 정보").click()
+            banner.get_by_text("fake-loopback").wait_for(timeout=5_000)
+            assert server.url not in banner.inner_text() and "http" not in banner.inner_text()
+            field, send = page.locator("#message-input").bounding_box(), page.locator("#send-button").bounding_box()
+            assert field and send and abs(send["y"] - field["y"]) < field["height"]
+            page.set_viewport_size(PHONE)  # the same tab on a phone: ending and its progress on the first screen
+            page.evaluate("window.scrollTo(0, 0)")
+            box = page.locator("#message-input textarea")
+            box.fill("오늘은 바다 산책을 했어")
+            box.press("Enter")
+            page.get_by_text("부산 생활은 어때요?").wait_for(timeout=20_000)
+            in_view(page, "#end-button")
+            page.locator("#end-button").click()
+            page.locator("#progress").get_by_text("완료").wait_for(timeout=30_000)
+            page.evaluate("window.scrollTo(0, 0)")
+            in_view(page, "#progress")
+            in_view(page, "#new-session-button")
+        finally:
+            app.close()
+            worker.stop()

@@ -1,0 +1,100 @@
+"""Stored times are UTC; the page, the trial export and the CLI show them in one zone (Korea's unless
+KEEM_TIMEZONE says otherwise), always with the zone named (chatbot/localtime.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from chatbot.bot import Chatbot
+from chatbot.cli.main import main
+from chatbot.localtime import local_time
+from chatbot.settings import Settings
+from chatbot.trials.export import export
+from chatbot.trials.study import refusal, refusal_message
+from chatbot.web.messages import korean_error
+from chatbot.web.render import render_history, render_jobs, render_memory
+from memory.store import Sentence
+from models.embedders import NgramEmbedder
+from models.errors import InputError
+from models.fake import ScriptedChatModel
+
+UTC_NOON = "2026-11-03T11:00:00+00:00"  # 20:00 in Seoul, 12:00 in Berlin (winter), 08:00 in São Paulo
+
+
+def test_a_stored_utc_time_is_shown_in_korea_with_the_zone_named():
+    seoul = local_time()
+    assert seoul.minute(UTC_NOON) == "2026-11-03 20:00" and seoul.stamp(UTC_NOON) == "2026-11-03 20:00 KST"
+    assert seoul.iso(UTC_NOON) == "2026-11-03T20:00:00+09:00" and seoul.korean == "한국 시간"
+    assert seoul.minute("2026-11-03T11:00:01+00:00", round_up=True) == "2026-11-03 20:01"
+    assert seoul.stamp(None) == "-" and seoul.iso(None) is None and seoul.iso("") == ""
+    assert seoul.minute("2026-11-03T11:00:00") == "2026-11-03 20:00"  # a time without a zone is UTC
+    berlin, brazil = local_time("Europe/Berlin"), local_time("America/Sao_Paulo")
+    assert berlin.stamp(UTC_NOON) == "2026-11-03 12:00 CET" and berlin.korean in ("CET", "CEST")
+    assert berlin.stamp("2026-07-03T11:00:00+00:00") == "2026-07-03 13:00 CEST"
+    assert brazil.stamp(UTC_NOON) == "2026-11-03 08:00 UTC-03:00"  # a zone whose abbreviation is only an offset
+
+
+def test_keem_timezone_chooses_the_zone_and_a_wrong_one_is_one_line():
+    assert Settings.load({}).local_time.name == "Asia/Seoul"
+    assert Settings.load({"KEEM_TIMEZONE": "UTC"}).local_time.stamp(UTC_NOON) == "2026-11-03 11:00 UTC"
+    with pytest.raises(InputError, match="KEEM_TIMEZONE='Mars/Base' is not a time zone; give an IANA name"):
+        Settings.load({"KEEM_TIMEZONE": "Mars/Base"})
+
+
+def test_a_trial_refusal_names_the_zone_it_is_written_in():
+    when = datetime(2026, 11, 3, 11, 0, 30, tzinfo=timezone.utc)
+    assert refusal_message(when) == "다음 대화는 2026-11-03 20:01 (한국 시간) 이후에 할 수 있습니다."
+    assert korean_error(refusal(when)) == refusal_message(when)
+    utc = local_time("UTC")
+    assert korean_error(refusal(when, utc)) == "다음 대화는 2026-11-03 11:01 (UTC) 이후에 할 수 있습니다."
+
+
+def _bot(db: Path, **settings: str) -> Chatbot:
+    return Chatbot(
+        Settings(db=str(db), **settings),
+        chat_model=ScriptedChatModel(responder=lambda m: "응"),
+        embedder=NgramEmbedder(),
+    )
+
+
+def test_the_memory_tab_the_export_and_the_cli_show_the_same_korean_time(tmp_path, monkeypatch, capsys):
+    db = tmp_path / "t.db"
+    bot = _bot(db)
+    session = bot.start("민수")
+    session.record("안녕")
+    list(session.reply())
+    version = bot.engine.commit(
+        session.user_id, [Sentence("사용자는 부산에 산다.")], base=None, strategy="keem", status="ok", author="updater"
+    )
+    stored = datetime.fromisoformat(version.created_at)
+    assert stored.utcoffset().total_seconds() == 0  # the database keeps UTC
+    korean = local_time().stamp(version.created_at)
+    assert korean.endswith(" KST") and korean[:16] != version.created_at[:16].replace("T", " ")
+    versions = bot.store.versions.of_user(session.user_id)
+    assert korean in render_memory(version) and korean in render_history(versions)
+    jobs = [{"status": "pending", "created_at": version.created_at, "attempts": 0, "stage": "queued"}]
+    assert korean in render_jobs(jobs)
+    export(bot.store, tmp_path / "out", scrub=False)
+    line = json.loads((tmp_path / "out" / "sessions.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    times = [line["started_at"], *(t["at"] for t in line["turns"])]
+    assert all(t.endswith("+09:00") for t in times), times
+    exported = json.loads((tmp_path / "out" / "memory_versions.jsonl").read_text(encoding="utf-8"))
+    assert exported["created_at"] == local_time().iso(version.created_at)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["timezone"] == "Asia/Seoul" and manifest["created_at"].endswith("+09:00")
+    monkeypatch.setenv("KEEM_DB", str(db))
+    assert main(["memory", "history", "--user", "민수"]) == 0
+    assert f"v1  {korean}" in capsys.readouterr().out
+    assert main(["memory", "show", "--user", "민수", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["created_at"] == local_time().iso(version.created_at)
+    monkeypatch.setenv("KEEM_TIMEZONE", "UTC")
+    assert main(["memory", "users"]) == 0
+    assert f"(last {local_time('UTC').stamp(session_start(bot, session.user_id))})" in capsys.readouterr().out
+
+
+def session_start(bot: Chatbot, user_id: int) -> str:
+    return str(bot.store.sessions.of_user(user_id)[-1]["started_at"])
