@@ -173,3 +173,13 @@ def m009_erasure_audit(db: Database) -> None:
         pk="id",
         not_null={"kind", "rows", "created_at"},
     )
+
+
+@schema
+def m010_provenance(db: Database) -> None:
+    """Where each memory sentence came from (memory/provenance.py), as JSON of ids and scores, never texts: the
+    sentences of the previous version it continues, the session and its user turns that support what is new in it
+    (with their scores), the step it came through. Carried with the sentence while its text is unchanged. The
+    older column `provenance` keeps its one word (kept, added, rewritten, ...): what the commit did, not the
+    sources. Ids only, so erasing a sentence or redacting a turn leaves no copy of its text here."""
+    db.table("memory_sentences").add_column("sources", str)
