@@ -134,6 +134,8 @@ def changelog(store: Store, previous: Version | None, version: Version, *, blind
     if version.status == "fallback":
         why_not = "검증을 통과한 새 기억을 만들지 못해, 이전 기억을 모두 두고 이번 대화 요약을 덧붙였어요."
         entries.append(Entry("fallback", "", why_not))
+    # the user's words behind each sentence of this version, and the turns themselves: what a guard's pair quotes
+    said = {w.text: w.quotes for w in why} | {q.text: [q] for w in why for q in w.quotes}
     origins = continuations(previous.sentences if previous else (), version.sentences)  # what diff.py matches by
     continued = {o for o in origins if o is not None}
     old_text = {s.id: s.text for s in previous.sentences} if previous else {}
@@ -152,7 +154,8 @@ def changelog(store: Store, previous: Version | None, version: Version, *, blind
             )
             entries.append(Entry("rewritten", s.text, reason, old, changed_parts(old, s.text), w.quotes))
         elif s.provenance == "restored" and s.text in decided:
-            entries.append(Entry("restored", s.text, _guard_reason(decided[s.text], dropped=False)))
+            pair = decided[s.text].get("pair") or ""
+            entries.append(Entry("restored", s.text, _guard_reason(decided[s.text], False), quotes=said.get(pair, [])))
         elif not person and d.get("scope") and s.text not in decided and not operations:
             entries.append(Entry("carried", s.text, "이번 대화와 관련이 없어 모델에 보내지 않고 그대로 옮겼어요."))
         else:
@@ -163,16 +166,18 @@ def changelog(store: Store, previous: Version | None, version: Version, *, blind
             continue
         removed.remove(old_s.text)
         text = old_s.text
+        quotes: list[Quote] = []
         if person:
             reason = f"버전 {d['revert_to']}으로 되돌리면서 빠졌어요." if d.get("revert_to") else "사용자가 지웠어요."
         elif text in decided and decided[text].get("action") == "dropped":
             reason = _guard_reason(decided[text], dropped=True)
+            quotes = said.get(decided[text].get("pair") or "", [])
         elif text in by_target:
             o = by_target[text]
             reason = _op(OPERATION_REASONS[o["operation"]], o["operation"], blind) + f": '{_quote(o['sentence'])}'"
         else:
             reason = "새 기억에 없어요."
-        entries.append(Entry("dropped", text, reason, sentence_id=old_s.id))
+        entries.append(Entry("dropped", text, reason, quotes=quotes, sentence_id=old_s.id))
     for o in operations:
         if o["operation"] == "PASS":
             entries.append(Entry("passed", o["sentence"], _op(OPERATION_REASONS["PASS"], "PASS", blind)))

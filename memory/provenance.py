@@ -12,7 +12,9 @@ with it, unchanged, while its text is unchanged (memory/updaters/base.py carry_o
              guard's counterparts, memory/updaters/guard.py)
   turns      [turn id, score]: the session's user turns that support what is new in it, best first (at most
              TOP_TURNS): the share of its new Korean content words (Kiwi, memory/korean.py: words the sentences it
-             continues did not have) the turn holds, plus the embedder's cosine, weighted LEXICAL : 1 - LEXICAL
+             continues did not have) the turn holds, plus the embedder's cosine, weighted LEXICAL : 1 - LEXICAL;
+             turns that share no such word, or score under CLOSE of the best, are left out (the embedder's best
+             alone stands in when no turn shares a word)
   line       the index of the summary line (details "reflected", else "summary") it came through
   at         when a person wrote it (user, import, restore, revert)
 Only ids and numbers, never texts: erasing a sentence or redacting a turn (memory/redact.py) leaves no copy here,
@@ -38,6 +40,7 @@ from memory.store import MARKER, Sentence, Store, Version, now_iso
 from models.embedders import Embedder
 
 TOP_TURNS = 3
+CLOSE = 0.6  # a supporting turn scores at least this share of the best one (a shared verb alone is not support)
 LEXICAL = 0.7  # weight of the content-word share; the rest is the embedder's cosine (which alone pairs anything)
 STEPS = {"updater": "rewrite", "user": "user", "import": "import"}
 
@@ -73,7 +76,8 @@ def support(
             score = LEXICAL * lexical + (1 - LEXICAL) * max(float(cos[i, j]), 0.0)
             scored.append((lexical > 0, score, t["id"]))
         scored.sort(key=lambda x: (-x[0], -x[1]))
-        chosen = [s for s in scored if s[0]][:TOP_TURNS] or [s for s in scored[:1] if s[1] > 0]
+        best = scored[0][1] if scored else 0.0
+        chosen = [s for s in scored if s[0] and s[1] >= CLOSE * best][:TOP_TURNS] or [s for s in scored[:1] if s[1] > 0]
         out.append([[turn, round(score, 3)] for _, score, turn in chosen])
     return out
 

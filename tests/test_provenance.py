@@ -108,7 +108,7 @@ def test_every_sentence_of_version_2_names_its_sources(engine, store, minsu):
     assert piano.step == "rewrite" and piano.kind == "added" and piano.sessions == [dates[second]]
     assert piano.quotes[0].text == SESSION2[2] and piano.quotes[0].at.startswith(dates[second])
     assert all(0 < q.score <= 1 for q in piano.quotes)
-    assert why[QUIT].quotes[0].text == SESSION2[1]
+    assert [q.text for q in why[QUIT].quotes] == [SESSION2[1]]  # "시작" alone is no support
     # rewritten: names the old sentence it continues, and the turn behind what is new in it (부산, 이사)
     moved = why[MOVED]
     assert moved.kind == "rewritten" and moved.continues == [SEOUL] and moved.quotes[0].text == SESSION2[0]
@@ -136,6 +136,7 @@ def test_the_changelog_lists_a_justified_drop_and_a_guard_restore_with_their_rea
     assert [p for p, changed in rewritten.changed if changed] == ["살다가 부산으로 이사했다."]
     (dropped,) = log.of("dropped")
     assert dropped.text == SMOKE and "금연" in dropped.reason and "더 이상 사실이 아니라고" in dropped.reason
+    assert dropped.quotes[0].text == SESSION2[1]  # the user's own words behind the judge's pair
     assert dropped.sentence_id == store.versions.get(minsu, 1).sentences[2].id
     (restored,) = log.of("restored")
     assert restored.text == PEANUT and "바꿀 만한 말이 없어" in restored.reason
@@ -269,3 +270,46 @@ def export_lines(tmp_path: Path, store: Store) -> list[dict[str, Any]]:
 
     export(store, tmp_path / "out")
     return [json.loads(line) for line in (tmp_path / "out" / "memory_versions.jsonl").read_text().splitlines()]
+
+
+def test_exports_carry_provenance_and_changelog_scrubbed(engine, store, minsu, tmp_path):
+    from chatbot.trials.pii import TAGS
+
+    lines = export_lines(tmp_path, store)
+    text = json.dumps(lines, ensure_ascii=False)
+    assert PHONE not in text and "2741" not in text and TAGS["phone"] in text
+    v2 = lines[1]
+    why = {w["text"]: w for w in v2["provenance"]}
+    assert why[PIANO]["quotes"][0]["text"] == f"요즘 피아노를 배우기 시작했어. 학원 번호는 {TAGS['phone']}이야."
+    assert why[MOVED]["continues"] == [SEOUL]
+    assert v2["changelog"]["counts"] == {"added": 2, "rewritten": 1, "dropped": 1, "restored": 1, "kept": 1}
+    (dropped,) = [e for e in v2["changelog"]["entries"] if e["kind"] == "dropped"]
+    assert dropped["text"] == SMOKE and "금연" in dropped["reason"]
+
+
+def test_the_cli_prints_why_changes_and_undoes(engine, store, minsu, capsys, monkeypatch):
+    from chatbot.cli.main import main
+
+    monkeypatch.setenv("KEEM_DB", str(store.path))
+    monkeypatch.setenv("KEEM_EMBEDDER", "ngram")
+
+    def run(*argv: str) -> tuple[int, str]:
+        code = main(["memory", *argv, "--user", "민수"])
+        return code, capsys.readouterr().out
+
+    code, out = run("why", "4")
+    assert code == 0 and PIANO in out and f'said: "{SESSION2[2]}"' in out
+    code, out = run("why", "1", "--json")
+    assert json.loads(out)["continues"] == [SEOUL]
+    code, out = run("changes")
+    assert "dropped (1): " + SMOKE in out and "restored: " + PEANUT in out and "[살다가 부산으로 이사했다.]" in out
+    code, out = run("show", "--json")
+    shown = json.loads(out)
+    assert shown["sentences"][3]["why"]["quotes"][0]["text"] == SESSION2[2]
+    assert shown["changes"]["counts"]["dropped"] == 1
+    assert run("restore", "--sentence", "1")[0] == 0
+    assert store.versions.latest(minsu).texts[-1] == SMOKE
+    assert run("revert", "--to", "1")[0] == 0
+    assert store.versions.latest(minsu).texts == store.versions.get(minsu, 1).texts
+    assert main(["memory", "restore", "--user", "민수", "--sentence", "9"]) == 2
+    assert "the latest update dropped 1 sentence" in capsys.readouterr().err

@@ -12,6 +12,7 @@ from chatbot.web.messages import korean_error
 from chatbot.web.render import choices, render_history, render_jobs, render_memory, stage_text
 from chatbot.web.state import UserState
 from chatbot.web.view import PageView, signed_out
+from chatbot.web.why import why_panel
 from memory.store import Sentence, Version
 from memory.updaters.base import carry_over
 from models.errors import InputError, MemoryChangedError
@@ -30,7 +31,7 @@ def panel(ctx: AppContext, state: UserState) -> PageView:
         history=render_history(versions, show_strategy=not ctx.blind),
         pick=gr.update(choices=choices(latest), value=None),
         retry=gr.update(visible=any(store.queue.retryable(j) for j in waiting)),
-    )
+    ) | why_panel(ctx, state, versions)
 
 
 class MemoryTab:

@@ -68,11 +68,27 @@ class PageView(View):
     edit_text: Any = KEEP
     confirm: Any = KEEP  # the forget box's name check
     erase_sure: Any = KEEP  # the confirmation of "이 내용을 완전히 지우기"
+    # "왜 기억해요?" and the changelog with its undo buttons (chatbot/web/why.py)
+    why: Any = KEEP
+    changelog: Any = KEEP
+    why_slots: Any = KEEP  # server-side: the version the changelog showed and its dropped sentences' ids
+    restore: Any = KEEP  # a list: one "되살리기" button per dropped sentence slot
+    revert: Any = KEEP  # "이번 갱신 되돌리기"
 
 
 def empty_panel() -> PageView:
     """The memory tab of nobody (logged out)."""
-    return PageView(memory="", history="", pick=gr.update(choices=[], value=None), retry=gr.update(visible=False))
+    return PageView(
+        memory="",
+        history="",
+        pick=gr.update(choices=[], value=None),
+        retry=gr.update(visible=False),
+        why="",
+        changelog="",
+        why_slots={},
+        restore=[gr.update(visible=False)] * RESTORE_SLOTS,
+        revert=gr.update(visible=False),
+    )
 
 
 def signed_out() -> PageView:
@@ -218,7 +234,8 @@ def _flat(target: Any) -> list[Any]:
     return list(target) if isinstance(target, list) else [target]
 
 
-PANEL = ("memory", "history", "pick", "retry")
+RESTORE_SLOTS = 4  # "되살리기" buttons for the latest version's dropped sentences (chatbot/web/why.py)
+PANEL = ("memory", "history", "pick", "retry", "why", "changelog", "why_slots", "restore", "revert")
 LOGGED_IN = ("state", "login_box", "main_box", "greeting", "chat", "hits", "message", "progress", "again", *PANEL)
 SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL)
 FORGOTTEN = (*SIGNED_OUT, "timer", "note")  # what `forgotten` sets
