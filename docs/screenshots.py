@@ -1,4 +1,5 @@
-"""Write the README's screenshots (docs/screenshot.png, docs/screenshot-memory.png): `make screenshots`.
+"""Write the README's screenshots (docs/screenshot.png, docs/screenshot-memory.png, docs/screenshot-why.png,
+docs/screenshot-changelog.png): `make screenshots`.
 
 Starts `python app.py` on a fresh database in a temporary folder against a loopback OpenAI-compatible server
 (tests/fake_openai.py) that answers in Korean, then drives Debian's chromium (Playwright) through two sessions and a
@@ -59,6 +60,7 @@ def main(out: Path = ROOT / "docs") -> None:
             end_session(page)
             open_tab(page, "기억")
             page.locator("#memory").get_by_text("현재 기억 v2").wait_for(timeout=10_000)
+            why_shots(page, out)
             page.get_by_text("문장 고치기 · 지우기 · 추가").click()
             page.locator("#pick input").click()
             page.get_by_role("option").filter(has_text="산책").click()
@@ -67,7 +69,22 @@ def main(out: Path = ROOT / "docs") -> None:
             page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=10_000)
             page.screenshot(path=str(out / "screenshot-memory.png"), full_page=True)
             browser.close()
-    print(f"wrote {out / 'screenshot.png'} and {out / 'screenshot-memory.png'}")
+    print(f"wrote {', '.join(str(out / name) for name in SHOTS)}")
+
+
+SHOTS = ("screenshot.png", "screenshot-memory.png", "screenshot-why.png", "screenshot-changelog.png")
+
+
+def why_shots(page: Any, out: Path) -> None:
+    """The update's changelog (docs/screenshot-changelog.png) and "왜 기억해요?" with a sentence opened
+    (docs/screenshot-why.png)."""
+    page.locator("#changelog").get_by_text("이번 변경").wait_for(timeout=10_000)
+    page.locator("#changelog").screenshot(path=str(out / "screenshot-changelog.png"))
+    page.locator("#why-accordion").get_by_text("왜 기억해요?").click()
+    page.locator("#why summary").first.click()
+    page.locator("#why details[open]").first.wait_for(timeout=10_000)
+    page.locator("#why-accordion").screenshot(path=str(out / "screenshot-why.png"))
+    page.locator("#why-accordion").get_by_text("왜 기억해요?").click()  # closed again for the memory shot
 
 
 if __name__ == "__main__":

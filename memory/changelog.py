@@ -15,6 +15,7 @@ kept. With `blind` (a user trial) nothing names a strategy or an operation: the 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -132,8 +133,7 @@ def changelog(store: Store, previous: Version | None, version: Version, *, blind
     person = version.author in ("user", "import")
     entries: list[Entry] = []
     if version.status == "fallback":
-        why_not = "검증을 통과한 새 기억을 만들지 못해, 이전 기억을 모두 두고 이번 대화 요약을 덧붙였어요."
-        entries.append(Entry("fallback", "", why_not))
+        entries.append(Entry("fallback", "", fallback_reason(d)))
     # the user's words behind each sentence of this version, and the turns themselves: what a guard's pair quotes
     said = {w.text: w.quotes for w in why} | {q.text: [q] for w in why for q in w.quotes}
     origins = continuations(previous.sentences if previous else (), version.sentences)  # what diff.py matches by
@@ -184,6 +184,24 @@ def changelog(store: Store, previous: Version | None, version: Version, *, blind
     order = {k: i for i, k in enumerate(KINDS)}
     entries.sort(key=lambda e: order[e.kind])
     return Changelog(version.number, d.get("base"), version.author, version.status, entries)
+
+
+HANGUL = re.compile(r"[가-힣]")
+
+
+def fallback_reason(details: Mapping[str, Any]) -> str:
+    """Why an update fell back (previous memory + this session's summary), in words: the verifier's own objection
+    when it wrote one in Korean, else what failed."""
+    attempts = [a for a in details.get("attempts") or [] if isinstance(a, dict)]
+    problem = str(attempts[-1].get("problem") or "") if attempts else ""
+    if problem and HANGUL.search(problem):
+        return (
+            f"새로 쓴 기억이 검토를 통과하지 못했어요 (검토 의견: {_quote(problem, 120)}). 그래서 이전 기억을 모두 "
+            "두고 이번 대화 요약을 덧붙였어요."
+        )
+    if attempts:
+        return "모델의 답을 기억으로 쓸 수 없었어요. 그래서 이전 기억을 모두 두고 이번 대화 요약을 덧붙였어요."
+    return "모델이 쓸 만한 요약을 쓰지 못했어요. 그래서 이전 기억을 모두 두고 사용자가 한 말을 그대로 덧붙였어요."
 
 
 def _added_reason(text: str, w: Why, version: Version, operations: Mapping[str, Mapping[str, Any]], blind: bool) -> str:

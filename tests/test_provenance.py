@@ -313,3 +313,46 @@ def test_the_cli_prints_why_changes_and_undoes(engine, store, minsu, capsys, mon
     assert store.versions.latest(minsu).texts == store.versions.get(minsu, 1).texts
     assert main(["memory", "restore", "--user", "민수", "--sentence", "9"]) == 2
     assert "the latest update dropped 1 sentence" in capsys.readouterr().err
+
+
+HOBBIES = [f"사용자는 {w}을 좋아한다." for w in "등산 낚시 요리 독서 수영 바둑 볼링 사진 자전거 캠핑".split()]
+
+
+def test_a_scoped_rewrite_carries_the_untouched_part_and_a_fallback_says_why(engine, store):
+    def scoped(messages: list[dict[str, str]]) -> str:
+        prompt = messages[-1]["content"]
+        stage = stage_of(prompt)
+        if stage in ("summarize", "reflect"):
+            return QUIT if "금연" in prompt else "\n".join(HOBBIES + [SMOKE])
+        if stage == "update":
+            previous = _section(prompt, "\n이전 기억:", "이번 요약:")
+            return "\n".join([t for t in previous if t != SMOKE] + [QUIT])
+        if stage == "guard":
+            return "1: 예"
+        return "통과"
+
+    uid = store.users.get_or_create("보라")
+    model = ScriptedChatModel(responder=scoped)
+    runner = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder, max_new_tokens=160))
+    runner.run(session(store, uid, ["취미가 많아. 그리고 담배를 피워."]))
+    runner.run(session(store, uid, ["나 금연 시작했어."]))
+    v1, v2 = store.versions.of_user(uid)
+    assert v2.details["scope"]["carried"] >= 5, v2.details.get("scope")
+    log = changelog(store, v1, v2)
+    assert len(log.of("carried")) == v2.details["scope"]["carried"]
+    assert all("모델에 보내지 않고 그대로 옮겼어요" in e.reason for e in log.of("carried"))
+    assert [e.text for e in log.of("dropped")] == [SMOKE] and [e.text for e in log.of("added")] == [QUIT]
+
+    def objects(messages: list[dict[str, str]]) -> str:  # the verifier objects to every rewrite
+        stage = stage_of(messages[-1]["content"])
+        return "실패: 흡연 이야기가 빠졌습니다." if stage == "verify" else scoped(messages)
+
+    uid = store.users.get_or_create("초롱")
+    runner = JobRunner(engine, lambda s: make_updater(s, ScriptedChatModel(responder=objects), engine.embedder))
+    runner.run(session(store, uid, ["취미가 많아. 그리고 담배를 피워."]))
+    runner.run(session(store, uid, ["나 금연 시작했어."]))
+    v1, v2 = store.versions.of_user(uid)
+    assert v1.status == v2.status == "fallback"
+    (fallback,) = changelog(store, v1, v2).of("fallback")
+    assert "흡연 이야기가 빠졌습니다" in fallback.reason and "이전 기억을 모두 두고" in fallback.reason
+    assert explain(store, v2, len(v2.sentences)).step == "fallback"

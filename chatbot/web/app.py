@@ -191,7 +191,7 @@ def why_parts(page: Page) -> None:
     with gr.Accordion("왜 기억해요? (문장을 누르면 출처가 보입니다)", open=False, elem_id="why-accordion"):
         page.add(why=gr.Markdown(elem_id="why"))
     gr.Markdown("### 바뀐 것과 그 이유")
-    page.add(changelog=gr.Markdown(elem_id="changelog"), why_slots=gr.State({}))
+    page.add(changelog=gr.Markdown(elem_id="changelog"))
     with gr.Row():
         page.add(
             restore=[gr.Button(visible=False, size="sm", elem_id=f"restore-{i}") for i in range(RESTORE_SLOTS)],
@@ -204,14 +204,14 @@ def wire_why(page: Page, ui: ChatUI) -> None:
     why, state = WhyTab(ui.memory.ctx), page["state"]
 
     def restorer(slot: int) -> Any:
-        def restore_dropped(slots: Any, state: Any) -> Any:
-            return why.restore(slot, slots, state)
+        def restore_dropped(state: Any) -> Any:
+            return why.restore(slot, state)
 
         return restore_dropped
 
     for slot, button in enumerate(page["restore"]):
-        page.on([button.click], restorer(slot), [page["why_slots"], state], PANEL)
-    page.on([page["revert"].click], why.revert, [page["why_slots"], state], PANEL)
+        page.on([button.click], restorer(slot), [state], PANEL)
+    page.on([page["revert"].click], why.revert, [state], PANEL)
 
 
 def chat_events(page: Page, ui: ChatUI) -> Any:

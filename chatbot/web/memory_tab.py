@@ -12,7 +12,7 @@ from chatbot.web.messages import korean_error
 from chatbot.web.render import choices, render_history, render_jobs, render_memory, stage_text
 from chatbot.web.state import UserState
 from chatbot.web.view import PageView, signed_out
-from chatbot.web.why import why_panel
+from chatbot.web.why import changes_hint, why_panel
 from memory.store import Sentence, Version
 from memory.updaters.base import carry_over
 from models.errors import InputError, MemoryChangedError
@@ -61,7 +61,7 @@ class MemoryTab:
         if not finished:
             return PageView(progress=text, timer=gr.Timer(active=True))
         state.job_id = None
-        return PageView(progress=text, timer=gr.Timer(active=False)) | self.panel(state)
+        return PageView(progress=text + changes_hint(job), timer=gr.Timer(active=False)) | self.panel(state)
 
     def retry_failed(self, state: UserState | None) -> PageView:
         """Run this user's failed updates now (failed for good or waiting in a backoff); the progress line then follows

@@ -71,7 +71,6 @@ class PageView(View):
     # "왜 기억해요?" and the changelog with its undo buttons (chatbot/web/why.py)
     why: Any = KEEP
     changelog: Any = KEEP
-    why_slots: Any = KEEP  # server-side: the version the changelog showed and its dropped sentences' ids
     restore: Any = KEEP  # a list: one "되살리기" button per dropped sentence slot
     revert: Any = KEEP  # "이번 갱신 되돌리기"
 
@@ -85,7 +84,6 @@ def empty_panel() -> PageView:
         retry=gr.update(visible=False),
         why="",
         changelog="",
-        why_slots={},
         restore=[gr.update(visible=False)] * RESTORE_SLOTS,
         revert=gr.update(visible=False),
     )
@@ -235,7 +233,7 @@ def _flat(target: Any) -> list[Any]:
 
 
 RESTORE_SLOTS = 4  # "되살리기" buttons for the latest version's dropped sentences (chatbot/web/why.py)
-PANEL = ("memory", "history", "pick", "retry", "why", "changelog", "why_slots", "restore", "revert")
+PANEL = ("memory", "history", "pick", "retry", "why", "changelog", "restore", "revert")
 LOGGED_IN = ("state", "login_box", "main_box", "greeting", "chat", "hits", "message", "progress", "again", *PANEL)
 SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL)
 FORGOTTEN = (*SIGNED_OUT, "timer", "note")  # what `forgotten` sets

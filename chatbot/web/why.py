@@ -103,19 +103,25 @@ def render_changelog(log: Changelog, title: str) -> str:
     return f"#### {title}\n{counts}\n\n" + "\n".join(lines)
 
 
+def changes_hint(job: dict[str, Any]) -> str:
+    """After the progress line of an update that made a version: where to read what it changed."""
+    return " · 바뀐 것과 그 이유는 기억 탭에서 볼 수 있습니다." if job.get("version_id") else ""
+
+
 def _title(v: Version) -> str:
     who = {"updater": "대화 뒤 갱신", "user": "사용자 직접 수정", "import": "가져오기"}.get(v.author, v.author)
     return f"v{v.number} · {_when(v.created_at)} · {who}"
 
 
 def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) -> PageView:
-    """The why blocks of the latest version, its changelog with the undo buttons, earlier changelogs folded."""
+    """The why blocks of the latest version, its changelog with the undo buttons, earlier changelogs folded; what
+    the buttons act on is kept in the tab's server-side state."""
     store = ctx.bot.store
     if not versions:
+        state.shown_changes = {}
         return PageView(
             why="",
             changelog="",
-            why_slots={},
             restore=[gr.update(visible=False)] * RESTORE_SLOTS,
             revert=gr.update(visible=False),
         )
@@ -126,21 +132,20 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
     if older:
         text += "\n\n<details><summary>지난 변경 기록</summary>\n\n" + "\n\n".join(reversed(older)) + "\n\n</details>"
     drops = logs[-1].of("dropped")[:RESTORE_SLOTS]
-    slots = {"version": latest.number, "drops": [e.sentence_id for e in drops]}
+    state.shown_changes = {"version": latest.number, "drops": [e.sentence_id for e in drops]}
     buttons = [gr.update(visible=True, value=f"되살리기: {e.text[:40]}") for e in drops]
     buttons += [gr.update(visible=False)] * (RESTORE_SLOTS - len(drops))
     to = update_base(latest)
     return PageView(
         why=render_why(explain_all(store, latest), ctx.blind),
         changelog=text,
-        why_slots=slots,
         restore=buttons,
         revert=gr.update(visible=to is not None, value=f"이번 갱신 되돌리기 (v{to} 기억으로)" if to else ""),
     )
 
 
 class WhyTab:
-    """The undo events of the memory tab; each takes the tab's UserState and the slots its panel stored."""
+    """The undo events of the memory tab; each takes the tab's UserState, where its panel kept what it showed."""
 
     def __init__(self, ctx: AppContext):
         self.ctx = ctx
@@ -150,13 +155,13 @@ class WhyTab:
 
         return panel(self.ctx, state)
 
-    def restore(self, slot: int, slots: dict[str, Any] | None, state: UserState | None) -> PageView:
+    def restore(self, slot: int, state: UserState | None) -> PageView:
         """Bring back the dropped sentence the slot showed: a new version by the user on the latest memory."""
         if state is None:
             raise InputError("먼저 대화를 시작하세요.")
         if (gone := self.ctx.gone(state)) is not None:
             return gone
-        drops = (slots or {}).get("drops") or []
+        drops = state.shown_changes.get("drops") or []
         if not 0 <= slot < len(drops):
             raise InputError("그 사이 기억이 바뀌었습니다. 목록에서 다시 고르세요.")
         engine = self.ctx.bot.engine
@@ -169,13 +174,13 @@ class WhyTab:
         gr.Info(f"문장을 되살려 새 기억 버전 v{version.number}을 저장했습니다.")
         return self._panel(state)
 
-    def revert(self, slots: dict[str, Any] | None, state: UserState | None) -> PageView:
+    def revert(self, state: UserState | None) -> PageView:
         """ "이번 갱신 되돌리기": a new version equal to the one before the update the tab showed."""
         if state is None:
             raise InputError("먼저 대화를 시작하세요.")
         if (gone := self.ctx.gone(state)) is not None:
             return gone
-        shown = (slots or {}).get("version")
+        shown = state.shown_changes.get("version")
         if not isinstance(shown, int):
             raise InputError("되돌릴 갱신이 없습니다.")
         update = self.ctx.bot.store.versions.get(state.user_id, shown)
