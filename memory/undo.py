@@ -22,7 +22,10 @@ def dropped_sentence(engine: MemoryEngine, user_id: int, sentence_id: int) -> Se
         [sentence_id, user_id],
     )
     if row is None:
-        raise InputError(f"no memory sentence {sentence_id} of this user; see: keem memory changes")
+        raise InputError(
+            f"no memory version of this user held sentence {sentence_id}; see: keem memory changes",
+            code="restore_unknown_sentence",
+        )
     version = engine.store.versions.get(user_id, row["number"])
     return next(s for s in version.sentences if s.id == sentence_id)
 
@@ -33,7 +36,7 @@ def restore(engine: MemoryEngine, user_id: int, sentence: Sentence) -> Version:
     additions do), so its base is the latest now."""
     latest = engine.current(user_id)
     if latest is not None and sentence.text in latest.texts:
-        raise InputError("that sentence is in the current memory already")
+        raise InputError("that sentence is in the current memory already", code="restore_present")
     sources = {**(sentence.sources or {}), "step": "restore", "at": now_iso()}
     back = replace(sentence, provenance="user", origin_id=sentence.id, id=None, sources=sources)
     return engine.commit(
@@ -51,10 +54,14 @@ def restore(engine: MemoryEngine, user_id: int, sentence: Sentence) -> Version:
 def revert(engine: MemoryEngine, user_id: int, to: int, base: int) -> Version:
     """A new version by the user equal to version `to` (its texts, order, sources and cue words), made on `base`,
     the version the person saw. Sentences the latest version still holds continue there, the rest come back."""
+    if not 1 <= to < base:
+        raise InputError(
+            f"--to {to}: give an earlier version than the latest ({base}); see: keem memory history",
+            code="revert_nothing",
+            latest=base,
+        )
     target = engine.store.versions.get(user_id, to)
     shown = engine.store.versions.get(user_id, base)
-    if to >= base:
-        raise InputError(f"--to {to}: give an earlier version than the latest ({base}); see: keem memory history")
     unclaimed: dict[str, Sentence] = {}
     for s in reversed(shown.sentences):
         unclaimed[s.text] = s

@@ -356,3 +356,39 @@ def test_a_scoped_rewrite_carries_the_untouched_part_and_a_fallback_says_why(eng
     (fallback,) = changelog(store, v1, v2).of("fallback")
     assert "흡연 이야기가 빠졌습니다" in fallback.reason and "이전 기억을 모두 두고" in fallback.reason
     assert explain(store, v2, len(v2.sentences)).step == "fallback"
+
+
+def test_the_memory_tab_undoes_for_its_own_user_only(tmp_path):
+    from chatbot.bot import Chatbot
+    from chatbot.settings import Settings
+    from chatbot.web.app import build_app
+    from chatbot.web.why import WhyTab
+
+    model = ScriptedChatModel(responder=world)
+    bot = Chatbot(Settings(db=str(tmp_path / "k.db")), chat_model=model, embedder=NgramEmbedder())
+    minsu = two_sessions(bot.engine)
+    other = two_sessions(bot.engine, "지우")
+    ui = build_app(bot).keem_ui  # type: ignore[attr-defined]
+    tab = ui.entry.login("민수").state
+    view = ui.memory.panel(tab)
+    assert "~~사용자는 담배를 피운다\\.~~" in view.changelog and "되살리기: " + SMOKE == view.restore[0]["value"]
+    assert view.revert["visible"] and tab.shown_changes == {"version": 2, "drops": [dropped_id(bot.store, minsu)]}
+    why = WhyTab(ui.memory.ctx)
+    theirs = ui.entry.login("지우").state
+    ui.memory.panel(theirs)
+    theirs.shown_changes["drops"] = [dropped_id(bot.store, minsu)]  # another user's sentence id: refused
+    with pytest.warns(UserWarning, match="지난 기억에 없는 문장"):
+        why.restore(0, theirs)
+    assert bot.store.versions.latest(other).number == 2 and bot.store.versions.latest(minsu).number == 2
+    why.revert(tab)  # "이번 갱신 되돌리기": v3 = v1, made on the v2 the tab showed
+    assert bot.store.versions.latest(minsu).texts == bot.store.versions.get(minsu, 1).texts
+    assert tab.shown_changes["version"] == 3 and not ui.memory.panel(tab).revert["visible"]
+    tab.shown_changes["drops"] = [dropped_id(bot.store, minsu)]  # a stale page: SMOKE came back with v1 already
+    with pytest.warns(UserWarning, match="이미 지금 기억에 있는 문장"):
+        why.restore(0, tab)
+    assert bot.store.versions.latest(minsu).number == 3
+
+
+def dropped_id(store: Store, uid: int) -> int:
+    """The id of SMOKE in the user's first version (what the update dropped)."""
+    return next(s.id for s in store.versions.get(uid, 1).sentences if s.text == SMOKE)  # type: ignore[return-value]

@@ -163,14 +163,14 @@ class WhyTab:
             return gone
         drops = state.shown_changes.get("drops") or []
         if not 0 <= slot < len(drops):
-            raise InputError("그 사이 기억이 바뀌었습니다. 목록에서 다시 고르세요.")
+            raise InputError("no such dropped sentence on the page", code="restore_unknown_sentence")
         engine = self.ctx.bot.engine
-        sentence = dropped_sentence(engine, state.user_id, drops[slot])  # refused unless it is this user's
-        latest = engine.current(state.user_id)
-        if latest is not None and sentence.text in latest.texts:
-            gr.Info("이미 지금 기억에 있는 문장입니다.")
+        try:
+            sentence = dropped_sentence(engine, state.user_id, drops[slot])  # refused unless it is this user's
+            version = restore(engine, state.user_id, sentence)
+        except InputError as exc:  # another tab brought it back meanwhile: show what is there now
+            gr.Warning(korean_error(exc))
             return self._panel(state)
-        version = restore(engine, state.user_id, sentence)
         gr.Info(f"문장을 되살려 새 기억 버전 v{version.number}을 저장했습니다.")
         return self._panel(state)
 
@@ -182,11 +182,10 @@ class WhyTab:
             return gone
         shown = state.shown_changes.get("version")
         if not isinstance(shown, int):
-            raise InputError("되돌릴 갱신이 없습니다.")
-        update = self.ctx.bot.store.versions.get(state.user_id, shown)
-        to = update_base(update)
+            raise InputError("nothing to revert", code="revert_nothing", latest=0)
+        to = update_base(self.ctx.bot.store.versions.get(state.user_id, shown))
         if to is None:
-            raise InputError("되돌릴 갱신이 없습니다.")
+            raise InputError("nothing to revert", code="revert_nothing", latest=shown)
         try:
             version = revert(self.ctx.bot.engine, state.user_id, to, base=shown)
         except MemoryChangedError as exc:
