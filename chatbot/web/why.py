@@ -28,6 +28,7 @@ from memory.store import Version
 from memory.undo import dropped_sentence, restore, revert, update_base
 from models.errors import InputError, MemoryChangedError
 
+OLDER_SHOWN = 10  # earlier versions' changelogs folded under the latest one; older ones: the history below
 STEPS = {
     "rewrite": "대화가 끝난 뒤 기억을 통합해 다시 쓰면서 적은 문장",
     "summary": "대화 요약(감정과 원인 정리)에서 그대로 온 문장",
@@ -126,11 +127,16 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
             revert=gr.update(visible=False),
         )
     latest = versions[-1]
-    logs = [changelog(store, p, v, blind=ctx.blind) for p, v in zip([None, *versions], versions, strict=False)]
+    recent = max(len(versions) - OLDER_SHOWN - 1, 0)  # the latest and the OLDER_SHOWN before it
+    pairs = list(zip([None, *versions], versions, strict=False))[recent:]
+    logs = [changelog(store, p, v, blind=ctx.blind) for p, v in pairs]
     text = render_changelog(logs[-1], f"이번 변경 ({_title(latest)})")
-    older = [render_changelog(log, _title(v)) for log, v in zip(logs[:-1], versions[:-1], strict=True)]
+    older = [render_changelog(log, _title(v)) for log, (_, v) in zip(logs[:-1], pairs[:-1], strict=True)]
     if older:
-        text += "\n\n<details><summary>지난 변경 기록</summary>\n\n" + "\n\n".join(reversed(older)) + "\n\n</details>"
+        shown = list(reversed(older))
+        if recent:
+            shown.append(f"*그 전 {recent}개 버전은 아래 버전 기록에 있습니다.*")
+        text += "\n\n<details><summary>지난 변경 기록</summary>\n\n" + "\n\n".join(shown) + "\n\n</details>"
     drops = logs[-1].of("dropped")[:RESTORE_SLOTS]
     state.shown_changes = {"version": latest.number, "drops": [e.sentence_id for e in drops]}
     buttons = [gr.update(visible=True, value=f"되살리기: {e.text[:40]}") for e in drops]
