@@ -13,8 +13,9 @@ with it, unchanged, while its text is unchanged (memory/updaters/base.py carry_o
   turns      [turn id, score]: the session's user turns that support what is new in it, best first (at most
              TOP_TURNS): the share of its new Korean content words (Kiwi, memory/korean.py: words the sentences it
              continues did not have) the turn holds, plus the embedder's cosine, weighted LEXICAL : 1 - LEXICAL;
-             turns that share no such word, or score under CLOSE of the best, are left out (the embedder's best
-             alone stands in when no turn shares a word)
+             turns that share no such word, or score under CLOSE of the best, are left out: the embedder's cosine
+             orders turns, never makes one a source (it is high for unrelated Korean sentences too), so a sentence
+             no turn shares a word with quotes nothing rather than a wrong turn
   line       the index of the summary line (details "reflected", else "summary") it came through
   at         when a person wrote it (user, import, restore, revert)
 Only ids and numbers, never texts: erasing a sentence or redacting a turn (memory/redact.py) leaves no copy here,
@@ -76,8 +77,8 @@ def support(
             score = LEXICAL * lexical + (1 - LEXICAL) * max(float(cos[i, j]), 0.0)
             scored.append((lexical > 0, score, t["id"]))
         scored.sort(key=lambda x: (-x[0], -x[1]))
-        best = scored[0][1] if scored else 0.0
-        chosen = [s for s in scored if s[0] and s[1] >= CLOSE * best][:TOP_TURNS] or [s for s in scored[:1] if s[1] > 0]
+        best = scored[0][1] if scored and scored[0][0] else 0.0
+        chosen = [s for s in scored if s[0] and s[1] >= CLOSE * best][:TOP_TURNS]
         out.append([[turn, round(score, 3)] for _, score, turn in chosen])
     return out
 
