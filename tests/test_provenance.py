@@ -387,6 +387,23 @@ def test_the_memory_tab_undoes_for_its_own_user_only(tmp_path):
     with pytest.warns(UserWarning, match="이미 지금 기억에 있는 문장"):
         why.restore(0, tab)
     assert bot.store.versions.latest(minsu).number == 3
+    for n in range(4, 16):  # a long history: the panel folds the 10 versions before the latest, no more
+        latest = bot.engine.current(minsu)
+        mine = [Sentence(s.text, "kept", s.id, sources=s.sources) for s in latest.sentences]
+        bot.engine.commit(minsu, [*mine, Sentence(f"사용자는 {n}번째 메모를 남겼다.", "user")], base=n - 1, **BY_USER)
+    text = ui.memory.panel(tab).changelog
+    assert "v15 · " in text and "v5 · " in text and "v4 · " not in text and "그 전 4개 버전은" in text
+
+
+BY_USER = {"strategy": "user", "status": "ok", "author": "user"}
+
+
+def test_a_turn_that_shares_no_word_is_never_a_source():
+    from memory.provenance import support
+
+    turns = [{"id": 7, "role": "user", "text": SESSION2[1]}, {"id": 8, "role": "assistant", "text": PIANO}]
+    assert support([PIANO], [[]], turns, NgramEmbedder()) == [[]]  # the cosine alone is not support
+    assert [t for t, _ in support([QUIT], [[]], turns, NgramEmbedder())[0]] == [7]  # replies never are
 
 
 def dropped_id(store: Store, uid: int) -> int:
