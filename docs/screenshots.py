@@ -1,5 +1,5 @@
-"""Write the README's screenshots (docs/screenshot.png, docs/screenshot-memory.png, docs/screenshot-phone.png):
-`make screenshots`.
+"""Write the README's screenshots (docs/screenshot.png, docs/screenshot-memory.png, docs/screenshot-phone.png,
+docs/screenshot-why.png, docs/screenshot-changelog.png): `make screenshots`.
 
 Starts `python app.py` on a fresh database in a temporary folder against a loopback OpenAI-compatible server
 (tests/fake_openai.py) that answers in Korean, then drives Debian's chromium (Playwright) through two sessions and a
@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 from tests.e2e.conftest import ARGS, CHROMIUM, app_process  # noqa: E402
 from tests.e2e.pages import enter, last_bot_says, open_tab  # noqa: E402
 from tests.fake_openai import FakeOpenAIServer  # noqa: E402
+from tests.test_provenance import SESSION1, SESSION2, SUMMARIES, world  # noqa: E402
 from tests.test_ui import answer  # noqa: E402
 
 PHONE = {"width": 390, "height": 844}
@@ -28,7 +29,12 @@ CHAT = "우와, 부산으로 이사했군요! 바다가 보이는 집이라니 �
 
 def reply(body: dict[str, Any]) -> str:
     messages = body["messages"]
-    return CHAT if "당신은 사용자와" in messages[0]["content"] else answer(messages)
+    if "당신은 사용자와" in messages[0]["content"]:
+        return CHAT
+    said = [*SESSION1, *SESSION2, *(line for lines in SUMMARIES.values() for line in lines)]
+    if any(line in messages[-1]["content"] for line in said):  # 지우's sessions and memory (why_shots)
+        return world(messages)
+    return answer(messages)
 
 
 def say(page: Any, text: str) -> None:
@@ -74,8 +80,44 @@ def main(out: Path = ROOT / "docs") -> None:
             enter(phone, url, "민수")  # the same person on a phone: the first screen, as it is (not the full page)
             say(phone, "바다 산책 다녀왔어")
             phone.screenshot(path=str(out / "screenshot-phone.png"))
+            why_shots(browser.new_context(locale="ko-KR", viewport={"width": 1200, "height": 900}).new_page(), url, out)
             browser.close()
-    print(f"wrote {out / 'screenshot.png'}, {out / 'screenshot-memory.png'} and {out / 'screenshot-phone.png'}")
+    print(f"wrote {', '.join(str(out / name) for name in SHOTS)}")
+
+
+SHOTS = (
+    "screenshot.png",
+    "screenshot-memory.png",
+    "screenshot-phone.png",
+    "screenshot-why.png",
+    "screenshot-changelog.png",
+)
+
+
+def why_shots(page: Any, url: str, out: Path) -> None:
+    """Two sessions of another user, the second of which moves house, quits smoking and starts the piano: its
+    changelog (docs/screenshot-changelog.png: a drop the model justified, one the guard restored) and "왜 기억해요?"
+    with a rewritten sentence opened (docs/screenshot-why.png)."""
+    enter(page, url, "지우")
+    for session in (SESSION1, SESSION2):
+        if session is SESSION2:
+            page.locator("#new-session-button").click()
+            page.wait_for_function("() => !document.querySelectorAll('[data-testid=bot]').length")
+        for text in session:  # each reply before the next message (every reply here ends the same way)
+            replies = page.locator("[data-testid=bot]").count()
+            say(page, text)
+            page.wait_for_function(
+                "n => document.querySelectorAll('[data-testid=bot]').length > n", arg=replies, timeout=30_000
+            )
+            last_bot_says(page, "어때요?")
+        end_session(page)
+    open_tab(page, "기억")
+    page.locator("#changelog").get_by_text("더 이상 기억하지 않음").first.wait_for(timeout=10_000)
+    page.locator("#changelog").screenshot(path=str(out / "screenshot-changelog.png"))
+    page.locator("#why-accordion").get_by_text("왜 기억해요?").click()
+    page.locator("#why summary").first.click()
+    page.locator("#why details[open]").first.wait_for(timeout=10_000)
+    page.locator("#why-accordion").screenshot(path=str(out / "screenshot-why.png"))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from memory.index import IndexCache
+from memory.provenance import by_person
 from memory.redact import forget_sentence
 from memory.store import Erased, Sentence, Store, Version
 from models.base import estimate_tokens
@@ -59,6 +60,8 @@ class MemoryEngine:
         memory/cues.py) adds or replaces cue words, which are embedded as the sentence's second search view.
         """
         previous = self.current(user_id)
+        if meta.get("author") in ("user", "import"):  # a person's sentences: when written, what each continues
+            sentences = by_person(sentences, meta["author"], previous)
         mine = [s for s in (previous.sentences if previous else ()) if s.embedder == self.embedder.name]
         known = {s.text: s.embedding for s in mine if s.embedding is not None}
         known_cues = {s.text: s.cues for s in previous.sentences if s.cues} if previous else {}

@@ -9,6 +9,7 @@ from typing import Any
 
 from memory.cues import CUES_PROMPT_HASH, CueWriter
 from memory.engine import MemoryEngine
+from memory.provenance import attach
 from memory.store import Sentence, Version
 from memory.text import to_date
 from memory.updaters import UpdateInput, Updater, UpdateResult
@@ -132,10 +133,19 @@ class JobRunner:
                     return None
                 done = (compute or self.compute)(job["strategy"], inp, stage)
                 result, cues, details = done.result, done.cues, done.details
+                sentences = attach(  # where each sentence came from (memory/provenance.py), stored with it
+                    inp.previous,
+                    result.sentences,
+                    details=details,
+                    status=result.status,
+                    turns=self.store.turns.of_session(job["session_id"]),
+                    session_id=job["session_id"],
+                    embedder=self.engine.embedder,
+                )
                 try:
                     version = self.engine.commit(
                         job["user_id"],
-                        result.sentences,
+                        sentences,
                         cues,
                         base=base,
                         strategy=job["strategy"],

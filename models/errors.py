@@ -33,6 +33,9 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "erase_unknown_sentence",  # memory/engine.py forget_sentence: the sentence is not in the user's memory
     "erase_last_sentence",  # the sentence is all the current memory holds
     "erase_update_running",  # memory/store/erasure.py: an update of the user runs now
+    "restore_unknown_sentence",  # memory/undo.py: no earlier version of the user held that sentence
+    "restore_present",  # the sentence to bring back is in the current memory already
+    "revert_nothing",  # no earlier version to revert to; latest (the number of the latest version)
 )
 
 

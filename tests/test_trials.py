@@ -169,7 +169,8 @@ def test_an_export_carries_no_personal_data_only_tags_and_the_database_keeps_it(
     out = tmp_path / "x"
     assert main(["trial", "export", "--out", str(out)]) == 0
     printed = capsys.readouterr().out  # typed, echoed, in the memory and its cues, answered
-    assert re.search(r"\[전화번호\] [5-9]", printed) and re.search(r"\[주소\] [2-9]", printed)
+    # (memory_versions.jsonl quotes the user's words again, in each sentence's provenance and the changelog)
+    assert re.search(r"\[전화번호\] ([5-9]|\d\d)", printed) and re.search(r"\[주소\] ([2-9]|\d\d)", printed)
     files = {p.name: p.read_text(encoding="utf-8") for p in out.iterdir()}
     assert set(files) == {
         "participants.csv",

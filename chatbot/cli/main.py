@@ -37,6 +37,7 @@ EPILOG_SESSION = """examples:
 def build_parser() -> argparse.ArgumentParser:
     """Every `keem` command: argparse subcommands, the shared options from chatbot/cli/options.py, a `run` each."""
     from chatbot.cli.chat import add_chat_parser
+    from chatbot.cli.why import add_why_commands
     from evaluation.commands import build as build_command
     from evaluation.commands.eval import EVAL_COMMANDS
     from training.command import add_train_parser
@@ -148,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="erase one sentence of the current memory (its text, or its number in `keem memory show`, from 1) "
         "from every memory version, with its earlier and later forms; the turns that said it read [삭제됨]",
     )
+    add_why_commands(msubs)  # why, changes, restore, revert (chatbot/cli/why.py)
 
     jsubs = add_group(
         subs,
@@ -428,7 +430,13 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
         raise InputError(f"user '{args.user}' has no memory yet; end a session or run: keem memory import")
     local = settings.local_time
     if args.json:
-        _print({**version.as_json(), "created_at": local.iso(version.created_at)})
+        from chatbot.cli.why import version_log
+        from memory.provenance import explain_all
+
+        shown = version.as_json()
+        for sentence, why in zip(shown["sentences"], explain_all(store, version), strict=True):
+            sentence["why"] = why.as_json()
+        _print({**shown, "created_at": local.iso(version.created_at), "changes": version_log(store, version).as_json()})
     else:
         print(
             f"# {args.user}: memory v{version.number} "

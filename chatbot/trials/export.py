@@ -6,7 +6,10 @@ Writes into a new folder:
   sessions.jsonl         one line per session with its number (1, 2, ... among the sessions the participant spoke
                          in), its turns (role, text, time) and how it ended
   memory_versions.jsonl  one line per memory version with its sentences (provenance, cue words) and `changes`: what
-                         it kept, added, removed and rewrote since the participant's previous version (memory/diff.py)
+                         it kept, added, removed and rewrote since the participant's previous version (memory/diff.py);
+                         `provenance`: where each sentence came from (memory/provenance.py: sessions, the user's
+                         words with scores, what it continues); `changelog`: what changed and why
+                         (memory/changelog.py)
   questionnaire.csv      one row per session and questionnaire item (chatbot/trials/study.py), with the session's
                          strategy
   manifest.json          when, what, the counts, the time zone, and how many pieces of personal data were replaced,
@@ -39,7 +42,9 @@ from typing import Any, TypeVar
 from chatbot.localtime import LocalTime, local_time
 from chatbot.trials.pii import TAGS, Scrubber
 from chatbot.trials.records import records
+from memory.changelog import changed_parts, changelog
 from memory.diff import version_diff
+from memory.provenance import explain_all
 from memory.store import Store, now_iso
 from models.errors import InputError, StorageError
 
@@ -123,6 +128,8 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool, local: Loca
                     **_clean_version(v.as_json(), clean),
                     "created_at": iso(v.created_at),
                     "changes": _clean_changes(version_diff(previous, v).as_json(), clean),
+                    "provenance": _clean_json([w.as_json() for w in explain_all(store, v)], clean),
+                    "changelog": _clean_log(changelog(store, previous, v).as_json(), clean),
                 }
                 versions_file.write(json.dumps(line, ensure_ascii=False) + "\n")
             strategy_of = {s["id"]: s["strategy"] for s in sessions}
@@ -286,6 +293,27 @@ def _clean_changes(changes: dict[str, Any], clean: Any) -> dict[str, Any]:
         **{kind: [clean(t) for t in changes[kind]] for kind in ("kept", "added", "removed")},
         "rewritten": [{"old": clean(c["old"]), "new": clean(c["new"])} for c in changes["rewritten"]],
     }
+
+
+def _clean_json(value: Any, clean: Any) -> Any:
+    """Every string inside a JSON value scrubbed (provenance: quoted turns, sentences, summary lines)."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, list | tuple):
+        return [_clean_json(v, clean) for v in value]
+    if isinstance(value, dict):
+        return {k: _clean_json(v, clean) for k, v in value.items()}
+    return value
+
+
+def _clean_log(log: dict[str, Any], clean: Any) -> dict[str, Any]:
+    """A changelog scrubbed; a rewrite's marked parts are made again from the scrubbed texts, so a phone number
+    split between an unchanged and a changed part is still found whole."""
+    cleaned = _clean_json(log, clean)
+    for entry in cleaned["entries"]:
+        if entry.get("old") is not None:
+            entry["changed"] = [list(part) for part in changed_parts(entry["old"], entry["text"])]
+    return cleaned
 
 
 def shown_name(name: str) -> str:

@@ -19,7 +19,8 @@ from chatbot.web.guard import refuse_routes
 from chatbot.web.opening import Opening, wire_openings
 from chatbot.web.state import Entrance
 from chatbot.web.style import CSS, HEAD
-from chatbot.web.view import PANEL, SIGNED_OUT, Page
+from chatbot.web.view import PANEL, RESTORE_SLOTS, SIGNED_OUT, Page
+from chatbot.web.why import WhyTab
 from chatbot.worker import Worker
 
 MAX_FILE_SIZE = "1kb"  # the page has no upload control; this also caps Gradio's other multipart routes
@@ -167,6 +168,7 @@ def memory_tab(page: Page) -> None:
         memory=gr.Markdown(elem_id="memory"),
         retry=gr.Button("실패한 갱신 다시 시도", visible=False, size="sm", elem_id="retry-button"),
     )
+    why_parts(page)
     with gr.Accordion("문장 고치기 · 지우기 · 추가", open=False):
         page.add(
             pick=gr.Dropdown(label="문장 고르기", choices=[], elem_id="pick"),
@@ -197,6 +199,35 @@ def memory_tab(page: Page) -> None:
             confirm=gr.Textbox(label="이름 확인", max_lines=1, elem_id="forget-confirm"),
             forget_button=gr.Button("모두 삭제", variant="stop", elem_id="forget-button"),
         )
+
+
+def why_parts(page: Page) -> None:
+    """ "왜 기억해요?" (each sentence opens its provenance) and the changelog with its undo buttons
+    (chatbot/web/why.py)."""
+    with gr.Accordion("왜 기억해요? (문장을 누르면 출처가 보입니다)", open=False, elem_id="why-accordion"):
+        page.add(why=gr.Markdown(elem_id="why"))
+    gr.Markdown("### 바뀐 것과 그 이유")
+    page.add(changelog=gr.Markdown(elem_id="changelog"))
+    with gr.Row():
+        page.add(
+            restore=[gr.Button(visible=False, size="sm", elem_id=f"restore-{i}") for i in range(RESTORE_SLOTS)],
+            revert=gr.Button(visible=False, size="sm", elem_id="revert-button"),
+        )
+
+
+def wire_why(page: Page, ui: ChatUI) -> None:
+    """One tap restores a dropped sentence; "이번 갱신 되돌리기" brings back the memory before the update."""
+    why, state = WhyTab(ui.memory.ctx), page["state"]
+
+    def restorer(slot: int) -> Any:
+        def restore_dropped(state: Any) -> Any:
+            return why.restore(slot, state)
+
+        return restore_dropped
+
+    for slot, button in enumerate(page["restore"]):
+        page.on([button.click], restorer(slot), [state], PANEL)
+    page.on([page["revert"].click], why.revert, [state], PANEL)
 
 
 def chat_events(page: Page, ui: ChatUI) -> Any:
@@ -283,4 +314,5 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI) -> list[Any]:
         [p["erase_button"].click], ui.memory.erase_sentence, [p["pick"], p["erase_sure"], state], [*PANEL, "erase_sure"]
     )
     p.on([p["forget_button"].click], ui.memory.forget, [p["confirm"], state], [*SIGNED_OUT, "confirm"])
+    wire_why(p, ui)
     return [ended, renewed, retried]

@@ -13,6 +13,7 @@ from chatbot.web.messages import korean_error
 from chatbot.web.render import choices, render_history, render_jobs, render_memory, stage_text
 from chatbot.web.state import UserState
 from chatbot.web.view import PageView, signed_out
+from chatbot.web.why import changes_hint, why_panel
 from memory.store import Sentence, Version
 from memory.updaters.base import carry_over
 from models.errors import InputError, MemoryChangedError
@@ -33,7 +34,7 @@ def panel(ctx: AppContext, state: UserState) -> PageView:
         pick=gr.update(choices=choices(latest), value=None),
         retry=gr.update(visible=any(store.queue.retryable(j) for j in waiting)),
         emotions=render_timeline(list(latest.records) if latest else []),
-    )
+    ) | why_panel(ctx, state, versions)
 
 
 class MemoryTab:
@@ -63,7 +64,7 @@ class MemoryTab:
         if not finished:
             return PageView(progress=text, timer=gr.Timer(active=True))
         state.job_id = None
-        return PageView(progress=text, timer=gr.Timer(active=False)) | self.panel(state)
+        return PageView(progress=text + changes_hint(job), timer=gr.Timer(active=False)) | self.panel(state)
 
     def retry_failed(self, state: UserState | None) -> PageView:
         """Run this user's failed updates now (failed for good or waiting in a backoff); the progress line then follows

@@ -53,6 +53,11 @@ MESSAGES = {
     "erase_update_running": (
         "지금 기억을 갱신하는 중입니다. 갱신이 끝난 뒤 다시 지워 주세요 (지운 내용이 되살아나지 않도록)."
     ),
+    "restore_unknown_sentence": (
+        "이 사용자의 지난 기억에 없는 문장입니다. 바뀐 것 목록을 다시 불러왔으니 확인해 주세요."
+    ),
+    "restore_present": "이미 지금 기억에 있는 문장입니다.",
+    "revert_nothing": "되돌릴 갱신이 없습니다 (지금 기억은 버전 {latest}입니다).",
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",

@@ -12,6 +12,7 @@ from chatbot.bot import Chatbot
 from chatbot.localtime import LocalTime, local_time
 from chatbot.web.history import version_label, version_reasons
 from memory.diff import version_diff
+from memory.emotion import is_emotion
 from memory.engine import Hit
 from memory.store import Version
 
@@ -29,12 +30,6 @@ STAGES = {
     "failed": "실패",
 }
 AUTHORS = {"updater": "기억 갱신 모델", "user": "사용자 직접 수정", "import": "가져오기"}
-EMOTION = re.compile(
-    r"(기쁘|기뻐|기쁨|행복|즐거|신나|설레|뿌듯|만족|감사|고마|안도|편안|슬프|슬퍼|슬픔|우울|외로|"
-    r"속상|서운|실망|후회|불안|걱정|두려|무서|긴장|초조|화가|화를|짜증|답답|억울|스트레스|힘들|"
-    r"괴로|지쳐|지친|피곤|부끄|창피|그리워|아쉬|좋아해|싫어|happy|sad|worried|anxious|angry)"
-)
-CAUSE = re.compile(r"(서 |서,|때문|덕분|탓에|로 인해|바람에|면서|니까|because)")
 # ":" too: marked (Gradio's Markdown) turns a bare http:// or ftp:// address into a link whose text is the raw
 # source, so the backslashes escaping its "." and "_" would show ("127\.0\.0\.1"); "http\://" is no link
 MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>:])")
@@ -57,11 +52,6 @@ def shown(message: Mapping[str, Any]) -> dict[str, Any]:
             lambda m: f"[그림 생략{': ' + m.group(1) if m.group(1) else ''}]", str(message["content"])
         ),
     }
-
-
-def is_emotion(text: str) -> bool:
-    """An emotion-and-cause sentence: names a feeling and what caused it (a heuristic for marking)."""
-    return bool(EMOTION.search(text)) and bool(CAUSE.search(text))
 
 
 def render_memory(version: Version | None, local: LocalTime | None = None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chatbot.session import ChatSession
 
@@ -43,6 +43,8 @@ class UserState:
     answering: bool = False
     current: Answering | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # what the memory tab's changelog showed (chatbot/web/why.py): its version and its dropped sentences' ids
+    shown_changes: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def pending(self) -> list[str]:

@@ -73,12 +73,25 @@ class PageView(View):
     edit_text: Any = KEEP
     confirm: Any = KEEP  # the forget box's name check
     erase_sure: Any = KEEP  # the confirmation of "이 내용을 완전히 지우기"
+    # "왜 기억해요?" and the changelog with its undo buttons (chatbot/web/why.py)
+    why: Any = KEEP
+    changelog: Any = KEEP
+    restore: Any = KEEP  # a list: one "되살리기" button per dropped sentence slot
+    revert: Any = KEEP  # "이번 갱신 되돌리기"
 
 
 def empty_panel() -> PageView:
     """The memory tab of nobody (logged out)."""
     return PageView(
-        memory="", history="", pick=gr.update(choices=[], value=None), retry=gr.update(visible=False), emotions=""
+        memory="",
+        history="",
+        pick=gr.update(choices=[], value=None),
+        retry=gr.update(visible=False),
+        why="",
+        changelog="",
+        restore=[gr.update(visible=False)] * RESTORE_SLOTS,
+        revert=gr.update(visible=False),
+        emotions="",
     )
 
 
@@ -225,7 +238,8 @@ def _flat(target: Any) -> list[Any]:
     return list(target) if isinstance(target, list) else [target]
 
 
-PANEL = ("memory", "history", "pick", "retry", "emotions")
+RESTORE_SLOTS = 4  # "되살리기" buttons for the latest version's dropped sentences (chatbot/web/why.py)
+PANEL = ("memory", "history", "pick", "retry", "why", "changelog", "restore", "revert", "emotions")
 LOGGED_IN = ("state", "login_box", "main_box", "greeting", "chat", "hits", "message", "progress", "again", *PANEL)
 SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL)
 FORGOTTEN = (*SIGNED_OUT, "timer", "note")  # what `forgotten` sets

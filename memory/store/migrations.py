@@ -176,6 +176,16 @@ def m009_erasure_audit(db: Database) -> None:
 
 
 @schema
+def m010_provenance(db: Database) -> None:
+    """Where each memory sentence came from (memory/provenance.py), as JSON of ids and scores, never texts: the
+    sentences of the previous version it continues, the session and its user turns that support what is new in it
+    (with their scores), the step it came through. Carried with the sentence while its text is unchanged. The
+    older column `provenance` keeps its one word (kept, added, rewritten, ...): what the commit did, not the
+    sources. Ids only, so erasing a sentence or redacting a turn leaves no copy of its text here."""
+    db.table("memory_sentences").add_column("sources", str)
+
+
+@schema
 def m011_emotion_records(db: Database) -> None:
     """Emotion-and-cause records stored with each memory version (memory/store/emotions.py): the emotion in the
     user's word, its cause, the sentence it belongs to, when it was first and last seen, its status (ongoing,

@@ -33,6 +33,7 @@ class Sentence:
     embedder: str | None = None
     cues: str | None = None  # words a later turn may use for it (memory/cues.py), when written
     cue_embedding: np.ndarray | None = field(default=None, compare=False, repr=False)  # same embedder as `embedding`
+    sources: dict[str, Any] | None = field(default=None, compare=False, repr=False)  # memory/provenance.py (ids only)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class Versions:
                 cues=s["cues"],
                 embedding=_vector(s["embedding"]),
                 cue_embedding=_vector(s["cue_embedding"]),
+                sources=json.loads(s["sources"]) if s.get("sources") else None,
             )
             for s in self.conn.rows(
                 "select * from memory_sentences where version_id = ? order by position", [row["id"]]
@@ -215,6 +217,7 @@ class Versions:
                     "origin_id": s.origin_id,
                     "cues": s.cues,
                     "cue_embedding": _blob(s.cue_embedding),
+                    "sources": json.dumps(s.sources, ensure_ascii=False) if s.sources else None,
                 }
                 for i, s in enumerate(sentences)
             )

@@ -1,0 +1,201 @@
+"""The memory tab's "왜 기억해요?" and "이번 갱신에서 바뀐 것": each sentence opens its provenance
+(memory/provenance.py), the latest version's changelog (memory/changelog.py) with one button per dropped sentence
+to bring it back and "이번 갱신 되돌리기" (memory/undo.py), and earlier versions' changelogs. Plain Korean; in a
+blind user trial nothing names a strategy or an operation.
+
+Every undo re-checks who the tab acts for (AppContext.gone), takes the sentence ids and the version it acted on
+from the tab's own server-side state (never from the page), and commits through compare-and-swap: a restore on
+top of the latest memory (an addition), a revert on the version the tab showed (a change made meanwhile is kept
+or the revert is refused and the tab reloads).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import gradio as gr
+
+from chatbot.web.backend import AppContext
+from chatbot.web.messages import korean_error
+from chatbot.web.render import md
+from chatbot.web.state import UserState
+from chatbot.web.view import RESTORE_SLOTS, PageView
+from memory.changelog import HEADINGS, Changelog, changelog
+from memory.provenance import Why, explain_all
+from memory.store import Version
+from memory.undo import dropped_sentence, restore, revert, update_base
+from models.errors import InputError, MemoryChangedError
+
+OLDER_SHOWN = 10  # earlier versions' changelogs folded under the latest one; older ones: the history below
+STEPS = {
+    "rewrite": "대화가 끝난 뒤 기억을 통합해 다시 쓰면서 적은 문장",
+    "summary": "대화 요약(감정과 원인 정리)에서 그대로 온 문장",
+    "operation": "대화 요약의 한 문장을 기억에 반영한 문장",
+    "fallback": "안전 모드에서 대화 요약을 덧붙인 문장",
+    "user": "사용자가 직접 쓴 문장",
+    "import": "가져온 기억",
+    "restore": "빠졌다가 사용자가 되살린 문장",
+    "revert": "사용자가 이전 버전으로 되돌리면서 돌아온 문장",
+}
+
+
+def _when(iso: str) -> str:
+    return iso[:16].replace("T", " ")
+
+
+def render_why(whys: Sequence[Why], blind: bool) -> str:
+    """One collapsible block per sentence: its sessions, the user's own words (quoted, with time and score), what
+    it continues, the summary line and step it came through, an emotion's words and cause."""
+    if not whys:
+        return ""
+    blocks = []
+    for w in whys:
+        rows = []
+        if w.sessions:
+            rows.append(f"대화한 날: {', '.join(w.sessions)}")
+        for q in w.quotes:
+            rows.append(f"사용자가 한 말: “{html.escape(q.text)}” ({_when(q.at)}, 맞는 정도 {q.score:.2f})")
+        for old in w.continues:
+            rows.append(f"이어 쓴 이전 기억: {html.escape(old)}")
+        if w.summary_line:
+            rows.append(f"거쳐 온 요약: {html.escape(w.summary_line)}")
+        if w.emotion:
+            rows.append(
+                f"감정: <b>{html.escape(', '.join(w.emotion.emotion))}</b> · 원인: "
+                f"<b>{html.escape(w.emotion.cause or '문장에 드러나지 않음')}</b>"
+            )
+        step = STEPS.get(w.step, w.step) if w.step else "출처를 기록하기 전에 만든 문장"
+        if w.op and not blind:
+            step += f" ({w.op})"
+        rows.append(f"어떻게: {step}" + (f", {_when(w.written_at)}" if w.written_at else ""))
+        blocks.append(
+            f'<details class="keem-why" id="why-{w.number}"><summary>{w.number}. {html.escape(w.text)}</summary>'
+            f"<p>{'<br>'.join(rows)}</p></details>"
+        )
+    return "\n".join(blocks)
+
+
+def _entry(e: Any) -> str:
+    head = f"**{HEADINGS[e.kind]}**"
+    if e.kind == "fallback":
+        return f"- {head} {md(e.reason)}"
+    if e.kind == "rewritten":
+        marked = " ".join(f"**{md(part)}**" if changed else md(part) for part, changed in e.changed)
+        text = f"{md(e.old or '')} → {marked}"
+    elif e.kind == "dropped":
+        text = f"~~{md(e.text)}~~"
+    else:
+        text = md(e.text)
+    said = "".join(f"  \n  근거: “{md(q.text)}” ({_when(q.at)})" for q in e.quotes[:2])
+    return f"- {head} {text}  \n  {md(e.reason)}{said}"
+
+
+def render_changelog(log: Changelog, title: str) -> str:
+    counts = " · ".join(f"{HEADINGS[k]} {n}" for k, n in log.counts().items()) or "바뀐 것 없음"
+    lines = [_entry(e) for e in log.entries if e.kind not in ("kept", "carried")]
+    carried = log.of("carried")
+    if carried:
+        lines.append(f"- **{HEADINGS['carried']}** {len(carried)}문장: {md(carried[0].reason)}")
+    kept = log.of("kept")
+    if kept:
+        lines.append(f"- **{HEADINGS['kept']}** {len(kept)}문장")
+    return f"#### {title}\n{counts}\n\n" + "\n".join(lines)
+
+
+def changes_hint(job: dict[str, Any]) -> str:
+    """After the progress line of an update that made a version: where to read what it changed."""
+    return " · 바뀐 것과 그 이유는 기억 탭에서 볼 수 있습니다." if job.get("version_id") else ""
+
+
+def _title(v: Version) -> str:
+    who = {"updater": "대화 뒤 갱신", "user": "사용자 직접 수정", "import": "가져오기"}.get(v.author, v.author)
+    return f"v{v.number} · {_when(v.created_at)} · {who}"
+
+
+def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) -> PageView:
+    """The why blocks of the latest version, its changelog with the undo buttons, earlier changelogs folded; what
+    the buttons act on is kept in the tab's server-side state."""
+    store = ctx.bot.store
+    if not versions:
+        state.shown_changes = {}
+        return PageView(
+            why="",
+            changelog="",
+            restore=[gr.update(visible=False)] * RESTORE_SLOTS,
+            revert=gr.update(visible=False),
+        )
+    latest = versions[-1]
+    recent = max(len(versions) - OLDER_SHOWN - 1, 0)  # the latest and the OLDER_SHOWN before it
+    pairs = list(zip([None, *versions], versions, strict=False))[recent:]
+    logs = [changelog(store, p, v, blind=ctx.blind) for p, v in pairs]
+    text = render_changelog(logs[-1], f"이번 변경 ({_title(latest)})")
+    older = [render_changelog(log, _title(v)) for log, (_, v) in zip(logs[:-1], pairs[:-1], strict=True)]
+    if older:
+        shown = list(reversed(older))
+        if recent:
+            shown.append(f"*그 전 {recent}개 버전은 아래 버전 기록에 있습니다.*")
+        text += "\n\n<details><summary>지난 변경 기록</summary>\n\n" + "\n\n".join(shown) + "\n\n</details>"
+    drops = logs[-1].of("dropped")[:RESTORE_SLOTS]
+    state.shown_changes = {"version": latest.number, "drops": [e.sentence_id for e in drops]}
+    buttons = [gr.update(visible=True, value=f"되살리기: {e.text[:40]}") for e in drops]
+    buttons += [gr.update(visible=False)] * (RESTORE_SLOTS - len(drops))
+    to = update_base(latest)
+    return PageView(
+        why=render_why(explain_all(store, latest), ctx.blind),
+        changelog=text,
+        restore=buttons,
+        revert=gr.update(visible=to is not None, value=f"이번 갱신 되돌리기 (v{to} 기억으로)" if to else ""),
+    )
+
+
+class WhyTab:
+    """The undo events of the memory tab; each takes the tab's UserState, where its panel kept what it showed."""
+
+    def __init__(self, ctx: AppContext):
+        self.ctx = ctx
+
+    def _panel(self, state: UserState) -> PageView:
+        from chatbot.web.memory_tab import panel
+
+        return panel(self.ctx, state)
+
+    def restore(self, slot: int, state: UserState | None) -> PageView:
+        """Bring back the dropped sentence the slot showed: a new version by the user on the latest memory."""
+        if state is None:
+            raise InputError("먼저 대화를 시작하세요.")
+        if (gone := self.ctx.gone(state)) is not None:
+            return gone
+        drops = state.shown_changes.get("drops") or []
+        if not 0 <= slot < len(drops):
+            raise InputError("no such dropped sentence on the page", code="restore_unknown_sentence")
+        engine = self.ctx.bot.engine
+        try:
+            sentence = dropped_sentence(engine, state.user_id, drops[slot])  # refused unless it is this user's
+            version = restore(engine, state.user_id, sentence)
+        except InputError as exc:  # another tab brought it back meanwhile: show what is there now
+            gr.Warning(korean_error(exc))
+            return self._panel(state)
+        gr.Info(f"문장을 되살려 새 기억 버전 v{version.number}을 저장했습니다.")
+        return self._panel(state)
+
+    def revert(self, state: UserState | None) -> PageView:
+        """ "이번 갱신 되돌리기": a new version equal to the one before the update the tab showed."""
+        if state is None:
+            raise InputError("먼저 대화를 시작하세요.")
+        if (gone := self.ctx.gone(state)) is not None:
+            return gone
+        shown = state.shown_changes.get("version")
+        if not isinstance(shown, int):
+            raise InputError("nothing to revert", code="revert_nothing", latest=0)
+        to = update_base(self.ctx.bot.store.versions.get(state.user_id, shown))
+        if to is None:
+            raise InputError("nothing to revert", code="revert_nothing", latest=shown)
+        try:
+            version = revert(self.ctx.bot.engine, state.user_id, to, base=shown)
+        except MemoryChangedError as exc:
+            gr.Warning(korean_error(exc))
+            return self._panel(state)
+        gr.Info(f"갱신을 되돌려 v{to}과 같은 새 기억 버전 v{version.number}을 저장했습니다.")
+        return self._panel(state)

@@ -1,0 +1,68 @@
+"""In chromium (issue 22): after "대화 끝내기" the memory tab's changelog lists the drop the model justified and the
+one the guard restored, each with its reason; one tap on "되살리기" brings the justified drop back as a new version,
+and "왜 기억해요?" opens a sentence's sources: the user's own words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from chatbot.bot import Chatbot
+from chatbot.settings import Settings
+from memory.jobs import JobRunner
+from memory.updaters import make_updater
+from models.embedders import NgramEmbedder
+from models.fake import ScriptedChatModel
+from tests.e2e.conftest import needs_chromium
+from tests.e2e.pages import enter, last_bot_says, open_tab
+from tests.e2e.test_memory_cas_browser import serve
+from tests.test_provenance import PEANUT, PIANO, SESSION1, SESSION2, SMOKE, session, world
+
+pytestmark = needs_chromium
+
+
+def test_the_changelog_shows_both_drops_with_reasons_and_one_tap_restores_the_justified_one(
+    new_page: Any, tmp_path: Path
+) -> None:
+    model = ScriptedChatModel(responder=world)
+    bot = Chatbot(Settings(db=str(tmp_path / "keem.db")), chat_model=model, embedder=NgramEmbedder())
+    uid = bot.store.users.get_or_create("민수")
+    JobRunner(bot.engine, lambda s: make_updater(s, model, bot.engine.embedder)).run(session(bot.store, uid, SESSION1))
+    url, app, worker = serve(bot)
+    try:
+        page = new_page(viewport={"width": 1200, "height": 1600})
+        enter(page, url, "민수")
+        box = page.locator("#message-input textarea")
+        for n, text in enumerate(SESSION2, 1):
+            box.fill(text)
+            box.press("Enter")
+            page.wait_for_function(
+                "n => document.querySelectorAll('[data-testid=bot]').length >= n", arg=n, timeout=30_000
+            )
+            last_bot_says(page, "알겠어요")
+        page.locator("#end-button").click()
+        page.locator("#progress").get_by_text("완료").wait_for(timeout=60_000)
+
+        open_tab(page, "기억")
+        log = page.locator("#changelog")
+        log.get_by_text("더 이상 기억하지 않음").first.wait_for(timeout=15_000)
+        text = log.inner_text()
+        assert SMOKE in text and "더 이상 사실이 아니라고 모델이 판단했어요" in text and "그리고 금연 시작했어" in text
+        assert PEANUT in text and "바꿀 만한 말이 없어 그대로 되살렸어요" in text
+        assert "keem" not in text and "accumulate" not in text
+
+        page.locator("#why-accordion").get_by_text("왜 기억해요?").click()
+        page.locator("#why summary").filter(has_text=PIANO).click()
+        why = page.locator("#why details[open]").inner_text()
+        assert "요즘 피아노를 배우기 시작했어" in why and "사용자가 한 말" in why
+
+        page.locator("#restore-0").click()  # one tap: "되살리기: 사용자는 담배를 피운다."
+        page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=15_000)
+        assert SMOKE in page.locator("#memory").inner_text()
+        assert "사용자가 되살린" in page.locator("#changelog").inner_text()
+        latest = bot.engine.current(uid)
+        assert latest.number == 3 and latest.author == "user" and latest.texts[-1] == SMOKE
+    finally:
+        app.close()
+        worker.stop()
+        bot.store.close()
