@@ -23,7 +23,7 @@ and what is read back is what the database holds now.
 
 Read (`explain`): the sentence with its session dates, the user's own words that support it (quoted with their
 time), the sentences it continues, the summary line, and for an emotion-and-cause sentence which words carry the
-emotion and which the cause (memory/emotion.py).
+emotion and which the cause (memory/emotion_words.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from memory.emotion import EmotionParts, emotion_parts
+from memory.emotion_words import EmotionParts, emotion_parts
 from memory.korean import content_words
 from memory.store import MARKER, Sentence, Store, Version, now_iso
 from models.embedders import Embedder

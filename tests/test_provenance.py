@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from memory.changelog import changed_parts, changelog
-from memory.emotion import emotion_parts
+from memory.emotion_words import emotion_parts
 from memory.engine import MemoryEngine
 from memory.jobs import JobRunner
 from memory.provenance import explain, explain_all

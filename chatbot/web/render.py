@@ -12,7 +12,7 @@ from chatbot.bot import Chatbot
 from chatbot.localtime import LocalTime, local_time
 from chatbot.web.history import version_label, version_reasons
 from memory.diff import version_diff
-from memory.emotion import is_emotion
+from memory.emotion_words import is_emotion
 from memory.engine import Hit
 from memory.store import Version
 
