@@ -427,3 +427,22 @@ def test_after_an_opening_the_chat_prompt_still_starts_with_a_user_turn(oracle_b
     "".join(session.send("응 잘 봤어!"))
     roles = [(m["role"], m["content"]) for m in bot.chat_model.calls[-1]["messages"][1:]]
     assert roles[:2] == [("user", "(대화 시작)"), ("assistant", opening)] and roles[2][0] == "user"
+
+
+def test_reverting_an_update_brings_back_the_records_as_they_were(oracle_bot, store):
+    """ "이번 갱신 되돌리기" undoes the update's records too: an interview the update marked resolved is ongoing
+    again, and due again for the next opening."""
+    from memory.undo import revert
+
+    bot = oracle_bot(fixture_users()[0])
+    run_session(bot, "지수", "2026-12-03", ["다음 주 화요일에 면접이라 떨려"])
+    run_session(bot, "지수", "2026-12-17", ["면접 잘 봤어! 이제 좀 후련해"])
+    user_id = store.users.find("지수")
+    assert [r.status for r in store.versions.emotions.latest(user_id)] == ["resolved"]
+    latest = store.versions.latest(user_id)
+    version = revert(bot.engine, user_id, to=latest.number - 1, base=latest.number)
+    (r,) = version.records
+    assert (r.status, r.cause, r.ended) == ("ongoing", "면접", None) and r.sentence in [
+        s.text for s in version.sentences
+    ]
+    assert choose(version.records, date(2026, 12, 24)) is not None
