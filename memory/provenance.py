@@ -264,6 +264,9 @@ def explain_all(store: Store, version: Version) -> list[Why]:
             else []
         )
     }
+    # the update's emotion records (memory/emotions.py) say which emotion and cause a sentence holds, in the
+    # model's reading backed by the user's words; the surface heuristic only where no record names the sentence
+    recorded = {r.sentence: EmotionParts([r.emotion], r.cause) for r in version.records if r.sentence}
     out = []
     for n, (sentence, src) in enumerate(zip(version.sentences, srcs, strict=True), 1):
         own = [src["session"]] if src.get("session") in started else []
@@ -292,7 +295,7 @@ def explain_all(store: Store, version: Version) -> list[Why]:
                 summary_line=line,
                 op=src.get("op"),
                 written_at=src.get("at"),
-                emotion=emotion_parts(sentence.text),
+                emotion=recorded.get(sentence.text) or emotion_parts(sentence.text),
             )
         )
     return out

@@ -446,3 +446,19 @@ def test_reverting_an_update_brings_back_the_records_as_they_were(oracle_bot, st
         s.text for s in version.sentences
     ]
     assert choose(version.records, date(2026, 12, 24)) is not None
+
+
+def test_why_and_the_memory_tab_take_the_emotion_and_cause_from_the_record(oracle_bot, store):
+    """ "왜 기억해요?" names the record's emotion and cause (the model's reading, backed by the user's words) for the
+    sentence it belongs to, and the memory tab marks that sentence, whatever its surface words."""
+    from chatbot.web.render import render_memory
+    from memory.provenance import explain_all
+
+    bot = oracle_bot(fixture_users()[0])
+    run_session(bot, "지수", "2026-12-03", ["다음 주 화요일에 면접이라 떨려"])
+    version = store.versions.latest(store.users.find("지수"))
+    (r,) = version.records
+    (why,) = [w for w in explain_all(store, version) if w.text == r.sentence]
+    assert why.emotion is not None and (why.emotion.emotion, why.emotion.cause) == (["떨림"], "면접")
+    line = next(line for line in render_memory(version).split("\n\n") if "면접" in line)
+    assert "감정·원인" in line

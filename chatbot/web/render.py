@@ -63,8 +63,9 @@ def render_memory(version: Version | None, local: LocalTime | None = None) -> st
         f"{AUTHORS.get(version.author, version.author)} · {len(version.sentences)}문장",
         "",
     ]
+    recorded = {r.sentence for r in version.records}  # the emotion records' sentences, then the heuristic
     for i, s in enumerate(version.sentences, 1):
-        mark = " **〔감정·원인〕**" if is_emotion(s.text) else ""
+        mark = " **〔감정·원인〕**" if s.text in recorded or is_emotion(s.text) else ""
         cues = f"  \n*검색 단서: {md(s.cues)}*" if s.cues else ""
         lines.append(f"{i}\\. {md(s.text)}{mark}{cues}")
     return "\n\n".join(lines)
