@@ -323,6 +323,10 @@ def test_a_blind_trials_openings_name_no_strategy_and_count_as_turns_in_the_expo
     first_turns = [s["turns"][0] for s in sessions if s["number"] == 2]
     assert len(first_turns) == 2 and all(t["role"] == "assistant" and "면접" in t["text"] for t in first_turns)
     assert counts["turns"] == sum(len(s["turns"]) for s in sessions) == 2 * (2 + 3)  # 2 + (opening + 2) each
+    versions = [json.loads(line) for line in open(tmp_path / "export" / "memory_versions.jsonl", encoding="utf-8")]
+    # each strategy's records, for the trial to compare: ongoing after the first session, resolved after the second
+    statuses = [[(r["cause"], r["status"]) for r in v["emotions"]] for v in versions]
+    assert statuses == [[("면접", "ongoing")], [("면접", "resolved")]] * 2
 
 
 def test_a_study_plan_switches_openings_per_study():

@@ -9,7 +9,9 @@ Writes into a new folder:
                          it kept, added, removed and rewrote since the participant's previous version (memory/diff.py);
                          `provenance`: where each sentence came from (memory/provenance.py: sessions, the user's
                          words with scores, what it continues); `changelog`: what changed and why
-                         (memory/changelog.py)
+                         (memory/changelog.py); `emotions`: the version's emotion-and-cause records (memory/emotions.py:
+                         emotion, cause, status, since, due, the user's words and how it ended), from the same
+                         extraction for every strategy, so a trial can compare them
   questionnaire.csv      one row per session and questionnaire item (chatbot/trials/study.py), with the session's
                          strategy
   manifest.json          when, what, the counts, the time zone, and how many pieces of personal data were replaced,
@@ -130,6 +132,7 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool, local: Loca
                     "changes": _clean_changes(version_diff(previous, v).as_json(), clean),
                     "provenance": _clean_json([w.as_json() for w in explain_all(store, v)], clean),
                     "changelog": _clean_log(changelog(store, previous, v).as_json(), clean),
+                    "emotions": _clean_json([r.as_json() for r in v.records], clean),
                 }
                 versions_file.write(json.dumps(line, ensure_ascii=False) + "\n")
             strategy_of = {s["id"]: s["strategy"] for s in sessions}
