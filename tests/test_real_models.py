@@ -206,6 +206,7 @@ def test_the_guard_holds_with_every_embedder_we_ship(embedder):
             "update": written,
             "verify": "통과",
             "guard": "예",
+            "emotions": "없음",
         }[stage_of(msgs[-1]["content"])]
     )
     inp = UpdateInput(

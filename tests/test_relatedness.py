@@ -154,7 +154,8 @@ def test_a_move_said_without_a_shared_word_replaces_the_old_home_in_one_judge_ca
     assert all(f in texts for f in UNRELATED)
     decision = result.details["attempts"][0]["guard"][0]
     assert decision["action"] == "dropped" and decision["evidence"] == "same residence"
-    assert stages(model) == ["summarize", "reflect", "update", "guard", "verify"]  # 4 calls + 1, as before
+    # 4 calls + 1 judge call, as before, and the emotion records step every strategy runs after its update
+    assert stages(model) == ["summarize", "reflect", "update", "guard", "verify", "emotions"]
 
 
 @pytest.mark.parametrize(
@@ -190,7 +191,7 @@ def test_history_in_the_past_tense_is_kept_and_a_present_tense_contradiction_is_
     assert result.status == "ok" and SEOUL not in texts and BUSAN in texts and all(f in texts for f in UNRELATED)
     retry = result.details["attempts"][1]["guard"][0]
     assert retry["action"] == "dropped" and retry["evidence"] == "named by the verifier"
-    assert stages(stale).count("guard") == 1 and len(stages(stale)) == 7  # the old retry's 6, plus one judge call
+    assert stages(stale).count("guard") == 1 and len(stages(stale)) == 8  # the old retry's 6, a judge call, records
 
 
 def test_an_unrelated_fact_dropped_silently_comes_back_even_when_the_judge_says_yes_to_everything():
