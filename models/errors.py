@@ -33,6 +33,9 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "erase_unknown_sentence",  # memory/engine.py forget_sentence: the sentence is not in the user's memory
     "erase_last_sentence",  # the sentence is all the current memory holds
     "erase_update_running",  # memory/store/erasure.py: an update of the user runs now
+    "model_server_down",  # models/openai_backend.py: the model server cannot be reached
+    "model_refused",  # the server refused the request (400)
+    "model_server_failed",  # the server answered an error status after the retries; status
 )
 
 
@@ -129,3 +132,22 @@ class MigrationError(KeemError):
     """The database schema is newer than this program, or a migration failed."""
 
     kind = "migration"
+
+
+def describe(exc: BaseException) -> str:
+    """One line naming an error for a log or a stored record (an update job's last error): its class, its code in
+    brackets when it has one, and its message: "GenerationError[model_server_down]: lost the ..."."""
+    code = getattr(exc, "code", None) if isinstance(exc, KeemError) else None
+    return f"{type(exc).__name__}{f'[{code}]' if code else ''}: {exc}"
+
+
+def described(text: str) -> tuple[str | None, str | None]:
+    """(kind, code) of an error that `describe` wrote (None, None for any other text): front ends show a stored
+    error in their own language from these, never from its message."""
+    head = (text or "").split(":", 1)[0]
+    name, _, code = head.partition("[")
+    cls = globals().get(name)
+    if not (isinstance(cls, type) and issubclass(cls, KeemError)):
+        return None, None
+    named = code.rstrip("]")
+    return cls.kind, named if named in CODES else None

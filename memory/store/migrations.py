@@ -173,3 +173,11 @@ def m009_erasure_audit(db: Database) -> None:
         pk="id",
         not_null={"kind", "rows", "created_at"},
     )
+
+
+@schema
+def m010_reply_marks(db: Database) -> None:
+    """A reply's mark: null for a whole reply, 'stopped' (the user stopped it; what was shown is kept), 'failed'
+    (the model failed after these pieces) or 'replaced' (the user asked for another reply to the same message; it
+    stays stored, and a session's dialogue leaves it out: memory/store/users.py Turns.of_session)."""
+    db.table("turns").add_column("mark", str)
