@@ -176,14 +176,32 @@ class FakeOpenAIServer:
                 self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
                 self.wfile.write(b"data: [DONE]\n\n")
 
+        self.handler = Handler
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.serving = False
 
     def __enter__(self) -> FakeOpenAIServer:
         self.thread.start()
+        self.serving = True
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.down()
+
+    def down(self) -> None:
+        """Stop serving, as a server that was shut down: its port refuses connections until `up`."""
+        if self.serving:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.serving = False
+
+    def up(self) -> None:
+        """Serve again on the same port (a restarted server)."""
+        if not self.serving:
+            self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), self.handler)
+            self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+            self.thread.start()
+            self.serving = True

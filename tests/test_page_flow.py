@@ -178,6 +178,7 @@ def test_after_the_end_a_card_with_the_stages_and_past_conversations_of_this_use
     say(ui, "어제 부산으로 이사했어", state)
     ended = fl.ending.end_session(state)
     assert ended.card == {"visible": True, "__type__": "update"} and ended.end["interactive"] is False
+    assert ended.send["interactive"] is False
     assert ended.message["interactive"] is False and "새 대화 시작" in ended.message["placeholder"]
     assert "대화를 끝냈어요" in ended.steps and "⏳ 대기 중" in ended.steps
     assert "이미 끝난 대화" in fl.ending.end_session(state).progress  # a second click changes nothing
@@ -198,22 +199,21 @@ def test_after_the_end_a_card_with_the_stages_and_past_conversations_of_this_use
         fl.past.show(theirs, state)
 
     renewed = fl.ending.new_session(state)
-    assert renewed.card["visible"] is False and renewed.end["interactive"] is True
+    assert renewed.card["visible"] is False and renewed.end["interactive"] is True and renewed.send["interactive"]
     assert renewed.message["interactive"] is True and renewed.chat == [] and not state.session.ended
 
 
-def test_memory_editing_in_place_prefills_and_goes_through_compare_and_swap(flow: Any) -> None:
+def test_memory_editing_in_place_shows_each_sentence_and_goes_through_compare_and_swap(flow: Any) -> None:
     ui, fl = flow
     state = login(ui, "민수")
     engine = ui.bot.engine
     facts = [Sentence("사용자는 서울에 산다.", "user"), Sentence("사용자는 고양이를 키운다.", "user")]
     engine.commit(state.user_id, facts, base=None, strategy="user", status="ok", author="user")
-    assert fl.editing.prefill("1:1", state).edit_text == "사용자는 고양이를 키운다."
-    assert fl.editing.shown(state).number == 1
+    assert fl.editing.snapshot(state).rows == (1, ["사용자는 서울에 산다.", "사용자는 고양이를 키운다."])  # a row each
     edited = fl.editing.saver("1:0")("사용자는 부산에 산다.", state)
     assert "부산에 산다" in edited.memory and engine.current(state.user_id).number == 2
     stale = fl.editing.saver("1:0")("사용자는 대구에 산다.", state)  # the row showed v1; v2 changed that sentence
     assert "대구" not in stale.memory and engine.current(state.user_id).number == 2
     fl.editing.deleter("2:1")(state)
     assert [s.text for s in engine.current(state.user_id).sentences] == ["사용자는 부산에 산다."]
-    assert fl.editing.shown(None) is None
+    assert fl.editing.snapshot(None).rows is None  # nobody: no rows

@@ -269,7 +269,7 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
         [p["end"].click],
         flow.ending.end_session,
         [state, p["message"]],
-        ["state", "progress", "timer", "message", "again", "card", "steps", "end"],
+        ["state", "progress", "timer", "message", "again", "card", "steps", "end", "send"],
         queue=False,
         show_progress="hidden",
     )
@@ -285,7 +285,7 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
         [p["again"].click],
         flow.ending.new_session,
         [state],
-        ["state", "chat", "message", "again", "hits", "progress", "card", "steps", "end"],
+        ["state", "chat", "message", "again", "hits", "progress", "card", "steps", "end", "send"],
     )
     retried = p.on(
         [p["retry"].click], ui.memory.retry_failed, [state], ["progress", "timer", *PANEL], show_progress="hidden"

@@ -16,14 +16,14 @@ from chatbot.web.render import md
 from chatbot.web.state import UserState
 from chatbot.web.view import PANEL, Page, PageView
 from memory.store import Version
-from models.errors import InputError, KeemError
+from models.errors import KeemError
 
 EDITED = [*PANEL, "edit_text"]
 ASK = "이 문장을 기억에서 지울까요? 새 기억 버전이 만들어지고, 버전 기록에 남습니다."
 
 
 class Editing:
-    """The rows' data and the sentence box's prefill; the rows themselves are built by `build`."""
+    """The rows' data and their changes; the rows themselves are built by `build`."""
 
     def __init__(self, ctx: AppContext, memory: MemoryTab):
         self.ctx, self.memory = ctx, memory
@@ -44,19 +44,6 @@ class Editing:
             return self.ctx.bot.engine.current(state.user_id)
         except KeemError:  # the models failed to load: the rows stay empty, the banner says why
             return None
-
-    def prefill(self, pick: str | None, state: UserState | None) -> PageView:
-        """The picker of "문장 고치기 · 지우기 · 추가" chose a sentence: the sentence box holds it, ready to edit."""
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
-        if state is None or not pick or ":" not in pick:
-            return PageView()
-        number, _, index = pick.partition(":")
-        try:
-            version = self.ctx.bot.store.versions.get(state.user_id, int(number))
-            return PageView(edit_text=version.sentences[int(index)].text)
-        except (ValueError, IndexError, InputError):  # a stale or odd pick: the edit itself says why
-            return PageView()
 
     def saver(self, pick: str) -> Callable[[str, UserState | None], PageView]:
         def save_sentence(text: str, state: UserState | None) -> PageView:
@@ -101,7 +88,9 @@ def row(page: Page, editing: Editing, pick: str, i: int, text: str) -> None:
             edit = gr.Button("고치기", size="sm", scale=0, min_width=70, elem_id=f"sentence-{i}-edit")
             drop = gr.Button("지우기", size="sm", scale=0, min_width=70, elem_id=f"sentence-{i}-delete")
         with gr.Row(visible=False, equal_height=True) as editor:
-            box = gr.Textbox(value=text, show_label=False, max_lines=3, scale=5, elem_id=f"sentence-{i}-box")
+            box = gr.Textbox(
+                value=text, show_label=False, max_lines=3, scale=5, interactive=True, elem_id=f"sentence-{i}-box"
+            )
             save = gr.Button("저장", variant="primary", size="sm", scale=0, min_width=70, elem_id=f"sentence-{i}-save")
             cancel = gr.Button("취소", size="sm", scale=0, min_width=70, elem_id=f"sentence-{i}-cancel")
         with gr.Row(visible=False, equal_height=True) as asking:

@@ -63,6 +63,7 @@ class Ending:
             card=gr.update(visible=True),
             steps=steps([], self.job(state)),
             end=gr.update(interactive=False),
+            send=gr.update(interactive=False),
             message=gr.update(interactive=False, placeholder=ENDED),
         )
 
@@ -88,5 +89,6 @@ class Ending:
             card=gr.update(visible=False),
             steps="",
             end=gr.update(interactive=True),
+            send=gr.update(interactive=True),
             message=gr.update(interactive=True, placeholder=PLACEHOLDER),
         )

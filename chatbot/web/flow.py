@@ -41,7 +41,7 @@ class Flow:
         )
 
     def wire(self, page: Page) -> None:
-        """The events of the replies, the card's stages, the past conversations and the picker's prefill (ending a
+        """The events of the replies, the card's stages, the past conversations and the editing rows' data (ending a
         conversation and starting the next are wired with the chat page's: chatbot/web/app.py `wire`)."""
         p, state = page, page["state"]
         again = p.on([p["regenerate"].click, p["chat"].retry], self.replies.again, [state], ["chat", "note"])
@@ -56,7 +56,6 @@ class Flow:
         p.on([p["past_pick"].input], self.past.show, [p["past_pick"], state], ["transcript"])
         if "rows" in p:  # memory editing in place: the rows follow the memory panel
             p.on([p["memory"].change], self.editing.snapshot, [state], ["rows"], show_progress="hidden")
-        p.on([p["pick"].input], self.editing.prefill, [p["pick"], state], ["edit_text"], show_progress="hidden")
         p.on([p["to_memory"].click], to_memory, None, ["tabs"], queue=False, show_progress="hidden")
 
 

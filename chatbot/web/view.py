@@ -70,6 +70,7 @@ class PageView(View):
     erase_sure: Any = KEEP  # the confirmation of "이 내용을 완전히 지우기"
     tabs: Any = KEEP  # the page's tabs (which one is open)
     end: Any = KEEP  # the end button
+    send: Any = KEEP  # the send button
     card: Any = KEEP  # the status card after 대화 끝내기 (chatbot/web/ending.py)
     steps: Any = KEEP  # the card's text: the memory update's stages
     past_pick: Any = KEEP  # the 지난 대화 tab's list (chatbot/web/past.py)
@@ -96,6 +97,7 @@ def signed_out() -> PageView:
             card=gr.update(visible=False),
             steps="",
             end=gr.update(interactive=True),
+            send=gr.update(interactive=True),
             past_pick=gr.update(choices=[], value=None),
             transcript="",
         )
@@ -231,7 +233,7 @@ def _flat(target: Any) -> list[Any]:
 
 
 PANEL = ("memory", "history", "pick", "retry")
-AWAY = ("card", "steps", "end", "past_pick", "transcript")  # what leaving clears besides the chat and the panel
+AWAY = ("card", "steps", "end", "send", "past_pick", "transcript")  # what leaving clears besides the chat and the panel
 LOGGED_IN = ("state", "login_box", "main_box", "greeting", "chat", "hits", "message", "progress", "again", *PANEL)
 SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL, *AWAY)
 FORGOTTEN = (*SIGNED_OUT, "timer", "note")  # what `forgotten` sets
