@@ -64,10 +64,12 @@ class FakeOpenAIServer:
         fail_status: int = 429,
         flavor: str = "openai",
         context: int | None = None,
+        chunk_delay_s: float = 0.0,
     ):
         assert flavor in ("openai", "ollama", "llama-server", "bare"), flavor
         self.reply, self.latency_s, self.flavor = reply, latency_s, flavor
         self.context = context  # tokens the server really runs with: a longer request is refused as servers do
+        self.chunk_delay_s = chunk_delay_s  # a pause between streamed chunks (a slow model, visibly streaming)
         self.fail_first, self.fail_status = fail_first, fail_status
         self.requests: list[dict] = []
         self.lock = threading.Lock()
@@ -164,6 +166,9 @@ class FakeOpenAIServer:
                         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
                     }
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    if server.chunk_delay_s:
+                        self.wfile.flush()
+                        time.sleep(server.chunk_delay_s)
                 last = {
                     "id": "x",
                     "object": "chat.completion.chunk",

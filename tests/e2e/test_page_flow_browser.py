@@ -1,10 +1,11 @@
 """The page a Korean user meets (issue 24), in chromium at desktop size, against a loopback OpenAI-compatible
 server: the server goes down, the reply is a Korean notice in the chat with 다시 보내기, the server comes back and
-the retried message is answered (stored once); after 대화 끝내기 the status card and the 지난 대화 tab; a memory
-sentence edited in place from a prefilled box."""
+the retried message is answered (stored once); a slow reply stopped keeps what was shown; after 대화 끝내기 the
+status card and the 지난 대화 tab; a memory sentence edited in place from a prefilled box."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,25 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             session = bot.store.sessions.of_user(bot.store.users.require("민수"))[-1]["id"]
             assert [t["role"] for t in bot.store.turns.of_session(session)] == ["user", "assistant"]
 
+            server.chunk_delay_s = 0.25  # a slow reply, stopped while it streams: what was shown is what is kept
+            box.fill("하나부터 열까지 천천히 세어 줘")
+            box.press("Enter")
+            page.wait_for_function(
+                "() => { const b = document.querySelectorAll('[data-testid=bot]');"
+                " return b.length && b[b.length-1].innerText.includes('하나부터'); }",  # this reply, streaming
+                timeout=15_000,
+            )
+            page.locator("#stop-button").click()
+            page.locator("#pending-note").get_by_text("답변을 멈췄습니다").wait_for(timeout=10_000)
+            for _ in range(50):  # the reply ends after its next piece, and is stored then
+                stopped = bot.store.turns.of_session(session)[-1]
+                if stopped["role"] == "assistant":
+                    break
+                time.sleep(0.1)
+            server.chunk_delay_s = 0.0
+            assert stopped["mark"] == "stopped" and "세어 줘" not in stopped["text"]
+            last_bot_says(page, stopped["text"])
+
             page.locator("#end-button").click()  # the card beside the message box, the box and button off
             card = page.locator("#end-card")
             card.get_by_text("대화를 끝냈어요").wait_for(timeout=10_000)
@@ -58,7 +78,7 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             page.locator("#past-pick input").click()
             page.get_by_role("option").filter(has_text="부산").click()
             transcript = page.locator("#past-transcript")
-            transcript.get_by_text("KEEM 네, 잘 들었어요").wait_for(timeout=10_000)
+            transcript.get_by_text("멈춘 답변").wait_for(timeout=10_000)  # the stopped reply, as stored
             assert "나 나 지난주에 부산으로 이사했어" in transcript.inner_text()  # the speaker, then what was said
 
             open_tab(page, "기억")
