@@ -81,7 +81,7 @@ def build(page: Page, editing: Editing) -> None:
 
 def row(page: Page, editing: Editing, pick: str, i: int, text: str) -> None:
     """One sentence: its text, 고치기 and 지우기; the edit box (prefilled), the delete question."""
-    quick = {**page.options, "queue": False, "show_progress": "hidden"}
+    quick = {**page.options, "concurrency_limit": None, "show_progress": "hidden"}
     with gr.Group(elem_id=f"sentence-{i}"):
         with gr.Row(equal_height=True):
             gr.Markdown(f"{i + 1}\\. {md(text)}", elem_id=f"sentence-{i}-text")

@@ -56,7 +56,7 @@ class Flow:
         p.on([p["past_pick"].input], self.past.show, [p["past_pick"], state], ["transcript"])
         if "rows" in p:  # memory editing in place: the rows follow the memory panel
             p.on([p["memory"].change], self.editing.snapshot, [state], ["rows"], show_progress="hidden")
-        p.on([p["to_memory"].click], to_memory, None, ["tabs"], queue=False, show_progress="hidden")
+        p.on([p["to_memory"].click], to_memory, None, ["tabs"], concurrency_limit=None, show_progress="hidden")
 
 
 def to_memory() -> PageView:

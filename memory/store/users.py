@@ -163,12 +163,12 @@ class Sessions:
         return self.conn.rows("select * from sessions where user_id = ? order by id", [user_id])
 
     def past(self, user_id: int) -> list[dict[str, Any]]:
-        """The user's ended sessions that hold a message, newest first, each with its number of turns (`turns`) and
-        its first user message (`first`)."""
+        """The user's ended sessions that hold a message, newest first, each with its number of turns (`turns`, not
+        counting replies the user had replaced) and its first user message (`first`)."""
         return self.conn.rows(
             "select s.id, s.started_at, s.ended_at, count(t.id) as turns, "
             "(select text from turns f where f.session_id = s.id and f.role = 'user' order by f.id limit 1) as first "
-            "from sessions s join turns t on t.session_id = s.id "
+            "from sessions s join turns t on t.session_id = s.id and (t.mark is null or t.mark != 'replaced') "
             "where s.user_id = ? and s.status = 'ended' group by s.id order by s.id desc",
             [user_id],
         )
