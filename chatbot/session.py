@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
@@ -73,6 +73,7 @@ class ChatSession:
     # messages stored while a reply streams, waiting for theirs (turn id, text); `reply` answers `replying_to`
     queued: list[tuple[int, str]] = field(default_factory=list)
     replying_to: int | None = None  # the stored user turn the next reply answers
+    last_reply: int | None = None  # the stored turn of the last reply (`redo` marks it replaced)
 
     notes: dict[int, list[str]] = field(default_factory=dict)  # history index of a user turn -> its memory note
     pinned: tuple[int | None, list[Hit]] | None = None  # (memory version, what the system prompt holds)
@@ -168,10 +169,11 @@ class ChatSession:
         self.record(text)
         return self.reply()
 
-    def reply(self) -> Iterator[str]:
+    def reply(self) -> Generator[str, None, None]:
         """Stream the reply to the last recorded user message; what streamed is stored even if generation fails."""
         messages = self.prompt()
         pieces: list[str] = []
+        mark: str | None = None
         try:
             for piece in self.bot.chat_model.stream(
                 messages,
@@ -179,11 +181,32 @@ class ChatSession:
             ):
                 pieces.append(piece)
                 yield piece
+        except GeneratorExit:  # closed before the end: the user stopped it, and what was shown is what is kept
+            mark = "stopped"
+            raise
+        except BaseException:
+            mark = "failed"
+            raise
         finally:
             reply = "".join(pieces).replace("\ufffd", "").strip()
             if reply:
-                self.bot.store.turns.add(self.session_id, self.user_id, "assistant", reply, reply_to=self.replying_to)
+                self.last_reply = self.bot.store.turns.add(
+                    self.session_id, self.user_id, "assistant", reply, reply_to=self.replying_to, mark=mark
+                )
                 self.history.append({"role": "assistant", "content": reply})
+
+    def redo(self) -> None:
+        """Make the last user message the one the next `reply` answers again (a retry after a failure, or "다시
+        생성"): the reply it had, if any, stays stored marked 'replaced' and leaves the conversation."""
+        if self.ended:
+            raise InputError("this session has ended; start a new one")
+        if self.history and self.history[-1]["role"] == "assistant":
+            if self.last_reply is not None:
+                self.bot.store.turns.replace(self.last_reply, self.session_id, self.user_id)
+            self.history.pop()
+            self.last_reply = None
+        if not self.history or self.replying_to is None:
+            raise InputError("nothing to answer again: send a message first")
 
     def end(self, reason: str = "user") -> int | None:
         """End the session and enqueue its memory update; returns the job id (None when nothing was said)."""

@@ -13,7 +13,7 @@ from memory.provenance import attach
 from memory.store import Sentence, Version
 from memory.text import to_date
 from memory.updaters import UpdateInput, Updater, UpdateResult
-from models.errors import MemoryChangedError
+from models.errors import MemoryChangedError, describe
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 8  # 7 waits of 30 s doubling to 1,920 s: 63.5 minutes in all (RETRY_MAX_S caps longer runs)
@@ -169,7 +169,7 @@ class JobRunner:
             retry = job["attempts"] < self.max_attempts
             self.store.queue.fail(
                 job["id"],
-                f"{type(exc).__name__}: {exc}"[:500],
+                describe(exc)[:500],
                 retry_in_s=retry_delay(job["attempts"]) if retry else None,
             )
             if on_stage:

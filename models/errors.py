@@ -36,6 +36,9 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "restore_unknown_sentence",  # memory/undo.py: no earlier version of the user held that sentence
     "restore_present",  # the sentence to bring back is in the current memory already
     "revert_nothing",  # no earlier version to revert to; latest (the number of the latest version)
+    "model_server_down",  # models/openai_backend.py: the model server cannot be reached
+    "model_refused",  # the server refused the request (400)
+    "model_server_failed",  # the server answered an error status after the retries; status
 )
 
 
@@ -132,3 +135,22 @@ class MigrationError(KeemError):
     """The database schema is newer than this program, or a migration failed."""
 
     kind = "migration"
+
+
+def describe(exc: BaseException) -> str:
+    """One line naming an error for a log or a stored record (an update job's last error): its class, its code in
+    brackets when it has one, and its message: "GenerationError[model_server_down]: lost the ..."."""
+    code = getattr(exc, "code", None) if isinstance(exc, KeemError) else None
+    return f"{type(exc).__name__}{f'[{code}]' if code else ''}: {exc}"
+
+
+def described(text: str) -> tuple[str | None, str | None]:
+    """(kind, code) of an error that `describe` wrote (None, None for any other text): front ends show a stored
+    error in their own language from these, never from its message."""
+    head = (text or "").split(":", 1)[0]
+    name, _, code = head.partition("[")
+    cls = globals().get(name)
+    if not (isinstance(cls, type) and issubclass(cls, KeemError)):
+        return None, None
+    named = code.rstrip("]")
+    return cls.kind, named if named in CODES else None

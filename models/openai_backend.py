@@ -133,12 +133,13 @@ class OpenAIChatModel(ChatModel):
             yield
         except self._openai.APIConnectionError as exc:
             raise GenerationError(
-                f"lost the OpenAI-compatible server at {self.base_url} ({exc}); check that it is running"
+                f"lost the OpenAI-compatible server at {self.base_url} ({exc}); check that it is running",
+                code="model_server_down",
             ) from exc
         except self._openai.BadRequestError as exc:
             if not _context_exceeded(exc):
                 raise GenerationError(
-                    f"the server at {self.base_url} refused the request (400): {exc.message}"
+                    f"the server at {self.base_url} refused the request (400): {exc.message}", code="model_refused"
                 ) from exc
             # the same error as a local model's prompt that does not fit: unusable output, never a failed job
             raise ContextOverflowError(
@@ -148,7 +149,9 @@ class OpenAIChatModel(ChatModel):
             ) from exc
         except self._openai.APIStatusError as exc:
             raise GenerationError(
-                f"the server at {self.base_url} answered {exc.status_code} after retries: {exc.message}"
+                f"the server at {self.base_url} answered {exc.status_code} after retries: {exc.message}",
+                code="model_server_failed",
+                status=exc.status_code,
             ) from exc
 
 

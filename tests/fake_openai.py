@@ -64,10 +64,12 @@ class FakeOpenAIServer:
         fail_status: int = 429,
         flavor: str = "openai",
         context: int | None = None,
+        chunk_delay_s: float = 0.0,
     ):
         assert flavor in ("openai", "ollama", "llama-server", "bare"), flavor
         self.reply, self.latency_s, self.flavor = reply, latency_s, flavor
         self.context = context  # tokens the server really runs with: a longer request is refused as servers do
+        self.chunk_delay_s = chunk_delay_s  # a pause between streamed chunks (a slow model, visibly streaming)
         self.fail_first, self.fail_status = fail_first, fail_status
         self.requests: list[dict] = []
         self.lock = threading.Lock()
@@ -164,6 +166,9 @@ class FakeOpenAIServer:
                         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
                     }
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    if server.chunk_delay_s:
+                        self.wfile.flush()
+                        time.sleep(server.chunk_delay_s)
                 last = {
                     "id": "x",
                     "object": "chat.completion.chunk",
@@ -176,14 +181,32 @@ class FakeOpenAIServer:
                 self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
                 self.wfile.write(b"data: [DONE]\n\n")
 
+        self.handler = Handler
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.serving = False
 
     def __enter__(self) -> FakeOpenAIServer:
         self.thread.start()
+        self.serving = True
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.down()
+
+    def down(self) -> None:
+        """Stop serving, as a server that was shut down: its port refuses connections until `up`."""
+        if self.serving:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.serving = False
+
+    def up(self) -> None:
+        """Serve again on the same port (a restarted server)."""
+        if not self.serving:
+            self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), self.handler)
+            self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+            self.thread.start()
+            self.serving = True

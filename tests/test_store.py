@@ -10,7 +10,7 @@ from chatbot.web.messages import korean_error
 from memory.store import Sentence, Store
 from memory.store.migrations import schema
 from memory.store.queue import Queue, process_owner
-from models.errors import MigrationError, UnknownUserError, UpdateError
+from models.errors import InputError, MigrationError, UnknownUserError, UpdateError
 from tests.conftest import dead_owner
 
 
@@ -197,3 +197,19 @@ def test_two_processes_writing_one_database_wait_for_each_other(tmp_path):
     assert errors == []
     store = Store(path)
     assert [len(store.versions.of_user(store.users.require(f"u{n}"))) for n in range(4)] == [25] * 4
+
+
+def test_replies_carry_their_mark_and_a_replaced_one_leaves_the_dialogue_but_stays_stored(store):
+    uid = store.users.get_or_create("민수")
+    sid = store.sessions.start(uid, "keem", "fake")
+    asked = store.turns.add(sid, uid, "user", "안녕")
+    stopped = store.turns.add(sid, uid, "assistant", "안녕하", reply_to=asked, mark="stopped")
+    with pytest.raises(InputError, match="unknown reply mark"):
+        store.turns.add(sid, uid, "assistant", "x", reply_to=asked, mark="deleted")
+    store.turns.replace(asked, sid, uid)  # only a reply can be replaced: the user's turn stays as it is
+    store.turns.replace(stopped, sid, uid)
+    store.turns.add(sid, uid, "assistant", "안녕하세요!", reply_to=asked)
+    assert [(t["text"], t["mark"]) for t in store.turns.of_session(sid)] == [("안녕", None), ("안녕하세요!", None)]
+    assert [t["mark"] for t in store.turns.of_session(sid, replaced=True)] == [None, "replaced", None]
+    store.sessions.end(sid)
+    assert [(p["id"], p["turns"], p["first"]) for p in store.sessions.past(uid)] == [(sid, 2, "안녕")]

@@ -112,7 +112,7 @@ def test_chat_streams_persists_and_shows_hits(ui: ChatUI) -> None:
     final = frames[-1].chat
     assert final[-1]["role"] == "assistant" and final[-1]["content"].startswith("네, 잘 들었어요")
     assert [t["role"] for t in ui.bot.store.turns.of_session(state.session.session_id)] == ["user", "assistant"]
-    assert "불러온 기억이 없습니다" in frames[-1].hits
+    assert "참고한 기억이 없어요" in frames[-1].hits
 
 
 class PacedModel(ScriptedChatModel):
@@ -264,7 +264,8 @@ def test_generation_failure_keeps_the_user_turn_and_warns(tmp_path: Path) -> Non
     ui = ChatUI(make_bot(tmp_path / "k.db", model), Worker(make_bot(tmp_path / "k.db", model)))
     state = login(ui, "민수")
     frames = say(ui, "안녕", state)[1]
-    assert frames[-1].chat[-1]["role"] == "user"
+    assert frames[-1].chat[-3] == {"role": "user", "content": "안녕"}  # then the notice: tests/test_page_flow.py
+    assert frames[-1].chat[-2]["content"].startswith("⚠️ 답변을 받지 못했습니다")
     assert [t["role"] for t in ui.bot.store.turns.of_session(state.session.session_id)] == ["user"]
     say(ui, "다시 해 볼게", state)
     assert ui.bot.store.turns.of_session(state.session.session_id)[-1]["role"] == "assistant"

@@ -14,7 +14,9 @@ from chatbot.trials.study import Study
 from chatbot.web import identity as hf_login
 from chatbot.web import login
 from chatbot.web.backend import Backend
-from chatbot.web.chat import ChatUI
+from chatbot.web.chat import PLACEHOLDER, ChatUI
+from chatbot.web.editing import build as sentence_rows
+from chatbot.web.flow import Flow
 from chatbot.web.guard import refuse_routes
 from chatbot.web.opening import Opening, wire_openings
 from chatbot.web.state import Entrance
@@ -73,14 +75,16 @@ def build_app(
     first, the questionnaire after each session, the organiser's view: chatbot/trials/web.py `trial_page`).
     """
     ui = ChatUI(bot, worker, browser_identity=browser_identity, study=study)
+    flow = Flow(ui)
     part = trial(ui.entry) if trial is not None else None
     page = Page(api_visibility="private")
     with gr.Blocks(title=title, analytics_enabled=False) as app:
         app.api_open = False  # /run/predict reaches only unqueued events (the page's end button), never the rest
         app.keem_ui = ui  # type: ignore[attr-defined]
         app.keem_study = part  # type: ignore[attr-defined]
-        components(page, ui, title, browser_identity, part)
-        chained = wire(app, page, ui)
+        components(page, ui, title, browser_identity, part, flow)
+        chained = wire(app, page, ui, flow)
+        flow.wire(page)
         # logging in; a trial's events come after the chat page's: they chain onto its end and logout
         opened = part.wire(page) if part is not None else [chat_events(page, ui)]
         wire_openings(page, Opening(ui.ctx, ui.chat), [*opened, chained[1]])  # the bot asks first (issue 23)
@@ -89,7 +93,9 @@ def build_app(
     return app
 
 
-def components(page: Page, ui: ChatUI, title: str, browser_identity: bool, part: Trial | None) -> None:
+def components(
+    page: Page, ui: ChatUI, title: str, browser_identity: bool, part: Trial | None, flow: Flow | None = None
+) -> None:
     """Every component of the page, registered under the name views use for it (chatbot/web/view.py PageView)."""
     page.add(state=gr.State(None, delete_callback=ui.entry.on_state_deleted))
     gr.Markdown(
@@ -124,11 +130,14 @@ def components(page: Page, ui: ChatUI, title: str, browser_identity: bool, part:
                 greeting=gr.Markdown(elem_id="greeting"),
                 logout=gr.Button("나가기", size="sm", scale=0, elem_id="logout-button"),
             )
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
+            page.add(tabs=tabs)
             with gr.Tab("대화", id="chat-tab"):
                 chat_tab(page)
             with gr.Tab("기억", id="memory-tab"):
-                memory_tab(page)
+                memory_tab(page, flow)
+            with gr.Tab("지난 대화", id="past-tab") as past_tab:
+                past_conversations(page, past_tab)
     page.add(timer=gr.Timer(1.0, active=False), signed_as=gr.Textbox("", visible="hidden", elem_id="signed-as"))
     if browser_identity:  # only obfuscated in localStorage (Gradio sends the page its secret): it is the credential
         page.add(key=gr.BrowserState("", storage_key="keem-identity", secret="keem-identity"))
@@ -145,30 +154,43 @@ def chat_tab(page: Page) -> None:
             placeholder="메시지를 입력해 대화를 시작하세요.",
         )
     )
+    with gr.Row(elem_id="reply-actions"):  # stop a streaming reply; ask again for the last (chatbot/web/replies.py)
+        page.add(
+            stop=gr.Button("■ 멈추기", size="sm", scale=0, min_width=90, elem_id="stop-button"),
+            regenerate=gr.Button("↻ 다시 생성", size="sm", scale=0, min_width=110, elem_id="regenerate-button"),
+        )
     with gr.Row(elem_id="message-row"):
         page.add(
             message=gr.Textbox(
-                show_label=False, placeholder="메시지를 입력하고 Enter", scale=5, max_lines=6, elem_id="message-input"
+                show_label=False, placeholder=PLACEHOLDER, scale=5, max_lines=6, elem_id="message-input"
             ),
             send=gr.Button("보내기", variant="primary", scale=1, elem_id="send-button"),
         )
+        with gr.Column(visible=False, scale=4, elem_id="end-card") as card:  # after 대화 끝내기: chatbot/web/ending.py
+            page.add(
+                card=card,
+                steps=gr.Markdown(elem_id="end-steps"),
+                again=gr.Button("새 대화 시작", variant="primary", visible=False, elem_id="new-session-button"),
+            )
     page.add(note=gr.Markdown(elem_id="pending-note"))
     with gr.Accordion("이번 답변에 쓰인 기억", open=False, elem_id="hits-accordion"):
-        page.add(hits=gr.Markdown(elem_id="hits"))
-    with gr.Row(elem_id="session-actions"):
         page.add(
-            end=gr.Button("대화 끝내기 (기억 갱신)", variant="stop", elem_id="end-button"),
-            again=gr.Button("새 대화 시작", visible=False, elem_id="new-session-button"),
+            hits=gr.Markdown(elem_id="hits"),
+            to_memory=gr.Button("기억 탭에서 전체 보기", size="sm", elem_id="to-memory-button"),
         )
+    with gr.Row(elem_id="session-actions"):
+        page.add(end=gr.Button("대화 끝내기 (기억 갱신)", variant="stop", elem_id="end-button"))
     page.add(progress=gr.Markdown(elem_id="progress"))
 
 
-def memory_tab(page: Page) -> None:
+def memory_tab(page: Page, flow: Flow | None = None) -> None:
     page.add(
         memory=gr.Markdown(elem_id="memory"),
         retry=gr.Button("실패한 갱신 다시 시도", visible=False, size="sm", elem_id="retry-button"),
     )
     why_parts(page)
+    if flow is not None:  # each sentence with 고치기 and 지우기 (chatbot/web/editing.py)
+        sentence_rows(page, flow.editing)
     with gr.Accordion("문장 고치기 · 지우기 · 추가", open=False):
         page.add(
             pick=gr.Dropdown(label="문장 고르기", choices=[], elem_id="pick"),
@@ -243,7 +265,16 @@ def chat_events(page: Page, ui: ChatUI) -> Any:
     )
 
 
-def wire(app: gr.Blocks, page: Page, ui: ChatUI) -> list[Any]:
+def past_conversations(page: Page, tab: Any) -> None:
+    """The 지난 대화 tab: this user's ended conversations, read-only (chatbot/web/past.py)."""
+    page.add(
+        past_tab=tab,
+        past_pick=gr.Dropdown(label="지난 대화 고르기", choices=[], elem_id="past-pick"),
+        transcript=gr.Markdown(elem_id="past-transcript"),
+    )
+
+
+def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
     """Every event of the chat page but logging in (chat_events, or the trial's); returns those after which a
     user's waiting memory updates may run (end, new conversation, retry)."""
     p, state = page, page["state"]
@@ -286,9 +317,9 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI) -> list[Any]:
     # no queue: the answer must not wait behind streaming replies (target: under 0.5 s)
     p.events["ended"] = ended = p.on(
         [p["end"].click],
-        ui.chat.end_session,
+        flow.ending.end_session,
         [state, p["message"]],
-        ["state", "progress", "timer", "message", "again"],
+        ["state", "progress", "timer", "message", "again", "card", "steps", "end", "send"],
         queue=False,
         show_progress="hidden",
     )
@@ -301,7 +332,10 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI) -> list[Any]:
         show_progress="hidden",
     )
     renewed = p.on(
-        [p["again"].click], ui.chat.new_session, [state], ["state", "chat", "message", "again", "hits", "progress"]
+        [p["again"].click],
+        flow.ending.new_session,
+        [state],
+        ["state", "chat", "message", "again", "hits", "progress", "card", "steps", "end", "send"],
     )
     retried = p.on(
         [p["retry"].click], ui.memory.retry_failed, [state], ["progress", "timer", *PANEL], show_progress="hidden"

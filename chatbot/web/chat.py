@@ -20,8 +20,10 @@ from chatbot.web.backend import AppContext, Backend
 from chatbot.web.calm import calm_notice
 from chatbot.web.memory_tab import MemoryTab, panel
 from chatbot.web.messages import korean_error
+from chatbot.web.notices import STOPPED, failure, place
 from chatbot.web.render import md, render_hits, shown
 from chatbot.web.state import Answering, Identity, UserState
+from chatbot.web.used import render_used
 from chatbot.web.view import PageView, signed_out
 from chatbot.worker import Worker
 from models.errors import InputError, KeemError, UserForgottenError
@@ -31,6 +33,7 @@ BROWSER_KEY = re.compile(r"[0-9a-f]{32}")
 # A streaming reply shows at most one frame per FRAME_S: every frame sends the chat again, and at a frame per token
 # 20 users' replies kept the server busy enough to slow everyone's (the last pieces always show, in the final frame)
 FRAME_S = 0.05
+PLACEHOLDER = "메시지를 입력하고 Enter"  # the message box's hint while a conversation is open
 
 
 class Entry:
@@ -93,7 +96,7 @@ class Entry:
             greeting=f"**{md(who.name)}** 님, 안녕하세요. 편하게 이야기해 주세요.",
             chat=[],
             hits=render_hits([]),
-            message=gr.update(interactive=True),
+            message=gr.update(interactive=True, placeholder=PLACEHOLDER),
             progress="",
             again=gr.update(visible=False),
         ) | panel(self.ctx, state)
@@ -195,23 +198,29 @@ class Conversation:
         worker.touch(session)
         text = str(session.history[-1]["content"])
         state.current = Answering(session, len(session.history) - 1, text)  # shown as "…" until the first piece
+        state.stopping = stopped = False
+        replying = session.reply()
         try:
             shown_at = 0.0
-            for piece in session.reply():
+            for piece in replying:
                 state.current.reply += piece
+                if state.stopping:  # 멈추기: what was shown (and this piece) is kept, stored as a stopped reply
+                    stopped = True
+                    break
                 if time.monotonic() - shown_at >= FRAME_S:  # the rest of this frame's pieces come with the next
                     shown_at = time.monotonic()
                     yield PageView(chat=rows(state), note=waiting_note(state))
+            replying.close()
         except UserForgottenError:  # forgotten while it streamed: nothing of it is stored, the wiring shows the notice
             raise
-        except Exception as exc:  # what streamed so far is already saved by the session
-            if not isinstance(exc, KeemError):
-                log.exception("chat turn failed")
-            gr.Warning(f"답변 생성 중 문제가 생겼습니다. {korean_error(exc)}")
+        except Exception as exc:  # what streamed so far is already saved by the session; the chat shows a notice
+            state.failure = failure(exc, session)
         finally:
+            replying.close()
             worker.touch(session)
-            state.current = None
-        yield PageView(chat=rows(state), hits=render_hits(session.last_hits), note=waiting_note(state))
+            state.current, state.stopping = None, False
+        note = STOPPED if stopped else waiting_note(state)
+        yield PageView(chat=rows(state), hits=render_used(self.ctx.bot, session), note=note)
 
     def end_session(self, state: UserState | None, draft: str = "") -> PageView:
         """Queue the memory update and answer at once; the timer then polls its progress.
@@ -280,6 +289,7 @@ def rows(state: UserState) -> list[dict[str, Any]]:
     """The chat as shown: the session's turns, the reply streaming now, then the messages still waiting."""
     session, current = state.session, state.current
     shown_rows = [shown(m) for m in session.history]
+    place(shown_rows, state.failure, session, idle=current is None and not state.pending and not state.awaiting)
     if current is not None and current.session is session:
         if len(session.history) - current.base < 2:  # the reply is not stored yet
             shown_rows.append(shown({"role": "assistant", "content": current.reply or "…"}))

@@ -6,9 +6,10 @@ translation). Nothing here reads an error's text to decide what it is.
 
 from __future__ import annotations
 
-from models.errors import KeemError
+from models.errors import KeemError, described
 
 LOADING = "모델을 불러오는 중입니다. 잠시 뒤 다시 시도해 주세요 (이 줄은 준비되면 바뀝니다)."
+STORED_OTHER = "예상하지 못한 오류가 났습니다"  # a stored error whose kind's message needs its (English) text
 UNEXPECTED = "예상하지 못한 오류가 났습니다. 잠시 뒤 다시 시도해 주세요 (서버 로그에 기록되었습니다)."
 
 MESSAGES = {
@@ -58,6 +59,11 @@ MESSAGES = {
     ),
     "restore_present": "이미 지금 기억에 있는 문장입니다.",
     "revert_nothing": "되돌릴 갱신이 없습니다 (지금 기억은 버전 {latest}입니다).",
+    "model_server_down": (
+        "모델 서버에 연결할 수 없습니다. 서버가 꺼져 있거나 주소가 바뀌었을 수 있습니다. 잠시 뒤 다시 시도해 주세요."
+    ),
+    "model_refused": "모델 서버가 이 요청을 거절했습니다. 메시지를 조금 바꿔 다시 보내 보세요.",
+    "model_server_failed": "모델 서버가 여러 번 시도해도 오류로 답했습니다. 잠시 뒤 다시 시도해 주세요.",
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",
@@ -67,7 +73,7 @@ MESSAGES = {
     "unknown_user": "오류: {message}",
     "model_spec": "오류: {message}",
     "model_unavailable": "오류: {message}",
-    "generation": "오류: {message}",
+    "generation": "모델이 답을 끝까지 만들지 못했습니다. 잠시 뒤 다시 시도해 주세요.",
     "not_supported": "오류: {message}",
     "update": "기억을 바꿀 수 없습니다: {message}",
     "storage": "오류: {message}",
@@ -82,6 +88,15 @@ def korean_error(exc: BaseException) -> str:
     template = MESSAGES.get(exc.code or exc.kind, MESSAGES[exc.kind])
     params = {k: ", ".join(map(str, v)) if isinstance(v, list | tuple) else v for k, v in exc.params.items()}
     return template.format(**params, message=str(exc))
+
+
+def korean_stored_error(text: str | None) -> str:
+    """The Korean message of an error stored as one line (an update job's last error, models/errors.py `describe`):
+    its code's or kind's entry when that needs nothing but the code, else a plain "unexpected error" (the stored
+    line itself is technical detail, shown folded away)."""
+    kind, code = described(text or "")
+    template = MESSAGES.get(code or kind or "", "")
+    return template if template and "{" not in template else STORED_OTHER
 
 
 # The version history's labels (chatbot/web/history.py): what made each memory version, and why a safe-mode one

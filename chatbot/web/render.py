@@ -11,6 +11,7 @@ from typing import Any
 from chatbot.bot import Chatbot
 from chatbot.localtime import LocalTime, local_time
 from chatbot.web.history import version_label, version_reasons
+from chatbot.web.messages import korean_stored_error
 from memory.diff import version_diff
 from memory.emotion_words import is_emotion
 from memory.engine import Hit
@@ -93,10 +94,17 @@ def render_history(versions: list[Version], show_strategy: bool = True, local: L
     return "\n\n".join(reversed(blocks))
 
 
+def technical(detail: str | None) -> str:
+    """An error's technical line (English, from the log), folded away under "기술 정보"; empty when there is none."""
+    if not detail:
+        return ""
+    return f"\n\n<details><summary>기술 정보</summary>\n\n{md(detail[:500])}\n\n</details>\n"
+
+
 def render_hits(hits: list[Hit]) -> str:
     if not hits:
-        return "이번 답변에는 불러온 기억이 없습니다."
-    return "\n".join(f"- {md(h.text)} *(유사도 {h.score:.2f})*" for h in hits)
+        return "이번 답변에는 참고한 기억이 없어요."
+    return "\n".join(f"- {md(h.text)}" for h in hits)  # the labelled view of a reply's memory: chatbot/web/used.py
 
 
 def without_addresses(text: str) -> str:
@@ -126,9 +134,9 @@ def stage_text(job: dict[str, Any]) -> tuple[str, bool]:
     if job["status"] == "done":
         return f"기억 갱신: {STAGES.get(stage, stage)}", True
     if stage == "failed" or job["status"] == "failed":
-        reason = md((job.get("last_error") or "")[:200])
+        reason = korean_stored_error(job.get("last_error"))
         retry = "잠시 뒤 다시 시도합니다. " if job["status"] == "pending" else ""
-        return f"기억 갱신: 실패 ({reason}). {retry}이전 기억은 그대로입니다.", True
+        return f"기억 갱신: 실패 ({reason}). {retry}이전 기억은 그대로입니다.{technical(job.get('last_error'))}", True
     return f"기억 갱신: {STAGES.get(stage, stage)} …", False
 
 
@@ -140,18 +148,23 @@ def render_jobs(jobs: list[dict[str, Any]], local: LocalTime | None = None) -> s
     for job in jobs:
         when = (local or local_time()).stamp(job.get("created_at"))
         if job["status"] == "failed":
-            reason = md((job.get("last_error") or "알 수 없는 오류")[:300])
+            reason = korean_stored_error(job.get("last_error"))
             lines.append(
                 f"- ⚠️ {when}에 끝낸 대화의 기억 갱신이 {job['attempts']}번 시도 끝에 실패했습니다: {reason}. "
                 "이전 기억은 그대로이고 대화 기록도 남아 있습니다. 아래 **실패한 갱신 다시 시도**를 누르거나, "
-                "앱이 다시 시작될 때 다시 시도합니다."
+                f"앱이 다시 시작될 때 다시 시도합니다.{technical(job.get('last_error'))}"
             )
         elif job["status"] == "running":
             lines.append(
                 f"- ⏳ {when}에 끝낸 대화의 기억을 갱신하는 중입니다 ({STAGES.get(job['stage'], job['stage'])})."
             )
         else:
-            retry = f" 앞선 시도가 실패했습니다: {md((job.get('last_error') or '')[:200])}." if job["attempts"] else ""
+            retry = (
+                f" 앞선 시도가 실패했습니다: {korean_stored_error(job.get('last_error'))}."
+                f"{technical(job.get('last_error'))}"
+                if job["attempts"]
+                else ""
+            )
             lines.append(f"- ⏳ {when}에 끝낸 대화의 기억 갱신이 기다리는 중입니다.{retry}")
     return ("**아직 기억에 반영되지 않은 대화**\n\n" + "\n".join(lines)) if lines else ""
 

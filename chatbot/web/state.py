@@ -27,6 +27,17 @@ class Answering:
 
 
 @dataclass
+class Failure:
+    """A reply the model could not give: after which turns of which session (`at`: the history's length then), the
+    Korean notice, and the technical line (English, as logged) shown folded away."""
+
+    session: ChatSession
+    at: int
+    text: str
+    detail: str
+
+
+@dataclass
 class UserState:
     """One browser tab's identity and live session, held by Gradio on the server (never sent to the client).
 
@@ -42,6 +53,9 @@ class UserState:
     awaiting: bool = False  # the last user turn is stored and its reply not yet begun
     answering: bool = False
     current: Answering | None = None
+    failure: Failure | None = None  # the last reply that failed, shown inline where it would be (notices.py)
+    stopping: bool = False  # the user pressed stop: the reply streaming now ends after its next piece
+    seen: list[str] = field(default_factory=list)  # stages the ended session's update was seen in (ending.py)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     # what the memory tab's changelog showed (chatbot/web/why.py): its version and its dropped sentences' ids
     shown_changes: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)

@@ -5,7 +5,9 @@ its own container's content (`.contain`): CSS for what lies outside it (toasts, 
 On a phone (up to 640 px wide, e.g. 390x844) the title shrinks and its line of explanation goes, the model details
 stay behind their ⓘ, the chat is shorter so that the message box with 보내기 on its row and the session's actions
 (대화 끝내기, the update's progress) fit on the first screen, and toasts sit over the chat (a third of the way
-down), not over the buttons at the top (나가기) or the message row.
+down), not over the buttons at the top (나가기) or the message row. After 대화 끝내기 the status card
+(chatbot/web/ending.py) takes a line of its own under the message row, which keeps 보내기 beside the box.
+The chat's own clear icon is hidden: it would only empty the screen (chatbot/web/replies.py).
 """
 
 CSS = """
@@ -14,6 +16,8 @@ CSS = """
 #message-row {flex-wrap: nowrap; align-items: stretch}
 #message-row > #message-input {min-width: 0}
 #message-row > #send-button {min-width: 72px; flex: 0 0 auto}
+#chat button[aria-label="Clear"], #chat button[aria-label="대화 지우기"] {display: none}
+#reply-actions {justify-content: flex-end; gap: 6px}
 
 @media (max-width: 640px) {
   .column {gap: 8px !important}
@@ -24,8 +28,10 @@ CSS = """
   #chat {height: calc(100dvh - 470px) !important; min-height: 160px; max-height: 420px}
   #session-actions {flex-wrap: nowrap; gap: 8px}
   #session-actions > button {min-width: 0; flex: 1 1 0; padding: 8px 6px; font-size: 0.9rem; white-space: nowrap}
-  #message-row > #message-input {flex: 1 1 auto !important}
+  #message-row {flex-wrap: wrap}
+  #message-row > #message-input {flex: 1 1 0 !important}
   #message-row > #send-button {flex: 0 0 84px !important}
+  #message-row > #end-card {flex: 1 1 100% !important; min-width: 100% !important}
 }
 """
 # What lies outside the part Gradio scopes `css` to (its toasts, the page's margins): a <style> in the page's head

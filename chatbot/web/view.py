@@ -78,6 +78,14 @@ class PageView(View):
     changelog: Any = KEEP
     restore: Any = KEEP  # a list: one "되살리기" button per dropped sentence slot
     revert: Any = KEEP  # "이번 갱신 되돌리기"
+    tabs: Any = KEEP  # the page's tabs (which one is open)
+    end: Any = KEEP  # the end button
+    send: Any = KEEP  # the send button
+    card: Any = KEEP  # the status card after 대화 끝내기 (chatbot/web/ending.py)
+    steps: Any = KEEP  # the card's text: the memory update's stages
+    past_pick: Any = KEEP  # the 지난 대화 tab's list (chatbot/web/past.py)
+    transcript: Any = KEEP  # the conversation picked there
+    rows: Any = KEEP  # the memory's sentences as the in-place editing rows show them (chatbot/web/editing.py)
 
 
 def empty_panel() -> PageView:
@@ -106,6 +114,12 @@ def signed_out() -> PageView:
             chat=[],
             hits="",
             progress="",
+            card=gr.update(visible=False),
+            steps="",
+            end=gr.update(interactive=True),
+            send=gr.update(interactive=True),
+            past_pick=gr.update(choices=[], value=None),
+            transcript="",
         )
         | empty_panel()
     )
@@ -240,6 +254,7 @@ def _flat(target: Any) -> list[Any]:
 
 RESTORE_SLOTS = 4  # "되살리기" buttons for the latest version's dropped sentences (chatbot/web/why.py)
 PANEL = ("memory", "history", "pick", "retry", "why", "changelog", "restore", "revert", "emotions")
+AWAY = ("card", "steps", "end", "send", "past_pick", "transcript")  # what leaving clears besides the chat and the panel
 LOGGED_IN = ("state", "login_box", "main_box", "greeting", "chat", "hits", "message", "progress", "again", *PANEL)
-SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL)
+SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL, *AWAY)
 FORGOTTEN = (*SIGNED_OUT, "timer", "note")  # what `forgotten` sets

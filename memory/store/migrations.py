@@ -226,3 +226,11 @@ def m011_emotion_records(db: Database) -> None:
         )"""
     )
     db.execute("create index session_openings_user on session_openings (user_id, session_id)")
+
+
+@schema
+def m012_reply_marks(db: Database) -> None:
+    """A reply's mark: null for a whole reply, 'stopped' (the user stopped it; what was shown is kept), 'failed'
+    (the model failed after these pieces) or 'replaced' (the user asked for another reply to the same message; it
+    stays stored, and a session's dialogue leaves it out: memory/store/users.py Turns.of_session)."""
+    db.table("turns").add_column("mark", str)

@@ -8,6 +8,8 @@ from typing import Any
 from memory.store.connection import Connection, now_iso
 from models.errors import InputError, UnknownUserError, UserForgottenError
 
+REPLY_MARKS = ("stopped", "failed", "replaced")  # a reply's mark (turns.mark; null: a whole reply)
+
 
 def _marks(ids: Sequence[int]) -> str:
     return ",".join("?" * len(ids))
@@ -160,6 +162,17 @@ class Sessions:
     def of_user(self, user_id: int) -> list[dict[str, Any]]:
         return self.conn.rows("select * from sessions where user_id = ? order by id", [user_id])
 
+    def past(self, user_id: int) -> list[dict[str, Any]]:
+        """The user's ended sessions that hold a message, newest first, each with its number of turns (`turns`, not
+        counting replies the user had replaced) and its first user message (`first`)."""
+        return self.conn.rows(
+            "select s.id, s.started_at, s.ended_at, count(t.id) as turns, "
+            "(select text from turns f where f.session_id = s.id and f.role = 'user' order by f.id limit 1) as first "
+            "from sessions s join turns t on t.session_id = s.id and (t.mark is null or t.mark != 'replaced') "
+            "where s.user_id = ? and s.status = 'ended' group by s.id order by s.id desc",
+            [user_id],
+        )
+
     def all_open(self) -> list[dict[str, Any]]:
         """Every session not yet ended, of every user."""
         return self.conn.rows("select * from sessions where status = 'open' order by id")
@@ -171,15 +184,46 @@ class Turns:
     def __init__(self, conn: Connection):
         self.conn = conn
 
-    def add(self, session_id: int, user_id: int, role: str, text: str, reply_to: int | None = None) -> int:
+    def add(
+        self,
+        session_id: int,
+        user_id: int,
+        role: str,
+        text: str,
+        reply_to: int | None = None,
+        mark: str | None = None,
+    ) -> int:
         """Store one message of this user's session; an assistant's names the user turn it answers (`reply_to`),
-        which may have been followed by messages typed while it streamed. UserForgottenError (nothing stored) when
-        the session is no longer the user's: checked in the same transaction as the insert, so a forget from
-        another process cannot slip between."""
-        row = {"session_id": session_id, "user_id": user_id, "role": role, "text": text, "created_at": now_iso()}
+        which may have been followed by messages typed while it streamed, and may carry a REPLY_MARKS entry (a reply
+        stopped by the user, or cut by a failure). UserForgottenError (nothing stored) when the session is no longer
+        the user's: checked in the same transaction as the insert, so a forget from another process cannot slip
+        between."""
+        if mark is not None and mark not in REPLY_MARKS:
+            raise InputError(f"unknown reply mark {mark!r}; one of {', '.join(REPLY_MARKS)}")
+        row: dict[str, Any] = {
+            "session_id": session_id,
+            "user_id": user_id,
+            "role": role,
+            "text": text,
+            "created_at": now_iso(),
+        }
+        if reply_to is not None:
+            row["reply_to"] = reply_to
+        if mark is not None:
+            row["mark"] = mark
         with self.conn.write():
             check_session(self.conn, session_id, user_id)
-            return self.conn.insert("turns", {**row, "reply_to": reply_to} if reply_to is not None else row)
+            return self.conn.insert("turns", row)
+
+    def replace(self, turn_id: int, session_id: int, user_id: int) -> None:
+        """Mark this session's reply as replaced (the user asked for another reply to the same message): it stays
+        stored, honestly, and the session's dialogue leaves it out from now on."""
+        with self.conn.write():
+            check_session(self.conn, session_id, user_id)
+            self.conn.db.execute(
+                "update turns set mark = 'replaced' where id = ? and session_id = ? and role = 'assistant'",
+                [turn_id, session_id],
+            )
 
     def said_anything(self, session_id: int) -> bool:
         """Whether the session holds a user turn (a user trial counts it then)."""
@@ -188,9 +232,11 @@ class Turns:
             is not None
         )
 
-    def of_session(self, session_id: int) -> list[dict[str, Any]]:
+    def of_session(self, session_id: int, *, replaced: bool = False) -> list[dict[str, Any]]:
         """The session's turns in conversation order: each reply right after the message it answers, even when
-        later messages were stored before it (typed while it streamed)."""
+        later messages were stored before it (typed while it streamed). Replies the user had replaced by another
+        are left out unless `replaced` (a transcript shows them, marked)."""
+        where = "" if replaced else " and (mark is null or mark != 'replaced')"
         return self.conn.rows(
-            "select * from turns where session_id = ? order by coalesce(reply_to, id), id", [session_id]
+            f"select * from turns where session_id = ?{where} order by coalesce(reply_to, id), id", [session_id]
         )

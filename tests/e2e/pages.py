@@ -16,7 +16,7 @@ def enter(page: Any, url: str, name: str) -> None:
 
 def open_tab(page: Any, name: str) -> None:
     """Click a tab until it is the selected one (a click during a re-render can be lost)."""
-    tab = page.get_by_role("tab", name=name)
+    tab = page.get_by_role("tab", name=name, exact=True)  # "대화" is not "지난 대화"
     for _ in range(20):
         tab.click()
         if tab.get_attribute("aria-selected") == "true":

@@ -14,6 +14,7 @@ from chatbot.worker import Worker
 from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
+from tests.e2e.pages import open_tab
 from tests.test_memory_cas import CAT, NEWS, Gate, _v1, updater_answer
 
 pytestmark = needs_chromium
@@ -30,16 +31,6 @@ def serve(bot: Chatbot) -> tuple[str, Any, Worker]:
         server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch_options()
     )
     return f"http://127.0.0.1:{port}/", app, worker
-
-
-def open_tab(page: Any, name: str) -> None:
-    tab = page.get_by_role("tab", name=name)
-    for _ in range(20):  # a click during a re-render can be lost
-        tab.click()
-        if tab.get_attribute("aria-selected") == "true":
-            return
-        page.wait_for_timeout(250)
-    raise AssertionError(f"tab {name} would not open")
 
 
 def reply_done(page: Any) -> None:

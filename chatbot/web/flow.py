@@ -1,0 +1,64 @@
+"""The page's handlers beyond ChatUI's, and their events: 다시 보내기 / 다시 생성 / 멈추기 (replies.py), the status
+card after 대화 끝내기 (ending.py), the 지난 대화 tab (past.py) and memory editing in place (editing.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from chatbot.web.chat import ChatUI
+from chatbot.web.editing import Editing
+from chatbot.web.ending import Ending
+from chatbot.web.past import Past
+from chatbot.web.replies import Replies
+from chatbot.web.view import Page, PageView
+
+ANSWERED = ["chat", "hits", "note"]  # what a streamed reply changes (ChatUI.chat.respond)
+
+
+class Flow:
+    """The handlers, sharing ChatUI's AppContext."""
+
+    def __init__(self, ui: ChatUI):
+        self.ui = ui
+        self.replies = Replies(ui.ctx)
+        self.ending = Ending(ui.ctx, ui.chat)
+        self.past = Past(ui.ctx)
+        self.editing = Editing(ui.ctx, ui.memory)
+
+    def answer_after(self, page: Page, event: Any) -> None:
+        """Stream the reply an event asked for (as sending does: one respond per tab at a time)."""
+        page.on(
+            None,
+            self.ui.chat.respond,
+            [page["state"]],
+            ANSWERED,
+            after=event,
+            concurrency_limit=4,
+            trigger_mode="multiple",
+            show_progress="minimal",
+        )
+
+    def wire(self, page: Page) -> None:
+        """The events of the replies, the card's stages, the past conversations and the editing rows' data (ending a
+        conversation and starting the next are wired with the chat page's: chatbot/web/app.py `wire`)."""
+        p, state = page, page["state"]
+        again = p.on([p["regenerate"].click, p["chat"].retry], self.replies.again, [state], ["chat", "note"])
+        self.answer_after(p, again)
+        picked = p.on([p["chat"].option_select], self.replies.option, [state], ["chat", "note"])
+        self.answer_after(p, picked)
+        # not behind the streaming replies: a stop must reach the reply it stops
+        p.on([p["stop"].click], self.replies.stop, [state], ["note"], concurrency_limit=None, show_progress="hidden")
+        p.on([p["chat"].clear], self.replies.redraw, [state], ["chat"])
+        p.on([p["timer"].tick], self.ending.tick, [state], ["steps"], concurrency_limit=None, show_progress="hidden")
+        p.on([p["past_tab"].select], self.past.listing, [state], ["past_pick", "transcript"])
+        p.on([p["past_pick"].input], self.past.show, [p["past_pick"], state], ["transcript"])
+        if "rows" in p:  # memory editing in place: the rows follow the memory panel
+            p.on([p["memory"].change], self.editing.snapshot, [state], ["rows"], show_progress="hidden")
+        p.on([p["to_memory"].click], to_memory, None, ["tabs"], concurrency_limit=None, show_progress="hidden")
+
+
+def to_memory() -> PageView:
+    """The used-memory panel's link: open the memory tab."""
+    return PageView(tabs=gr.Tabs(selected="memory-tab"))

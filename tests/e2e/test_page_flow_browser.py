@@ -1,0 +1,101 @@
+"""The page a Korean user meets (issue 24), in chromium at desktop size, against a loopback OpenAI-compatible
+server: the server goes down, the reply is a Korean notice in the chat with 다시 보내기, the server comes back and
+the retried message is answered (stored once); a slow reply stopped keeps what was shown; after 대화 끝내기 the
+status card and the 지난 대화 tab; a memory sentence edited in place from a prefilled box."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from models.openai_backend import OpenAIChatModel
+from tests.e2e.conftest import needs_chromium
+from tests.e2e.pages import enter, last_bot_says, open_tab
+from tests.fake_openai import FakeOpenAIServer
+from tests.test_ui import answer, serve
+
+pytestmark = needs_chromium
+
+
+def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_editing_in_place(
+    new_page: Any, tmp_path: Path
+) -> None:
+    with FakeOpenAIServer(reply=lambda body: answer(body["messages"])) as server:
+        model = OpenAIChatModel("fake", base_url=server.url, max_retries=0, timeout_s=10)
+        url, app, bot, worker = serve(tmp_path / "keem.db", model=model)  # type: ignore[arg-type]
+        try:
+            page = new_page(viewport={"width": 1280, "height": 900})
+            enter(page, url, "민수")
+            box = page.locator("#message-input textarea")
+
+            server.down()  # the model server is gone: the reply's place holds a Korean notice
+            box.fill("나 지난주에 부산으로 이사했어")
+            box.press("Enter")
+            chat = page.locator("#chat")
+            chat.get_by_text("모델 서버에 연결할 수 없습니다").wait_for(timeout=30_000)  # before the folded details
+            assert "답변을 받지 못했습니다" in chat.inner_text()
+            assert "기술 정보" in chat.inner_text()
+            assert "APIConnectionError" not in chat.inner_text() and "GenerationError" not in chat.inner_text()
+            retry = chat.get_by_role("button", name="다시 보내기")
+            retry.wait_for(timeout=10_000)
+
+            server.up()
+            retry.click()
+            last_bot_says(page, "네, 잘 들었어요", timeout=30_000)
+            assert "답변을 받지 못했습니다" not in chat.inner_text()
+            session = bot.store.sessions.of_user(bot.store.users.require("민수"))[-1]["id"]
+            assert [t["role"] for t in bot.store.turns.of_session(session)] == ["user", "assistant"]
+
+            server.chunk_delay_s = 0.25  # a slow reply, stopped while it streams: what was shown is what is kept
+            box.fill("하나부터 열까지 천천히 세어 줘")
+            box.press("Enter")
+            page.wait_for_function(
+                "() => { const b = document.querySelectorAll('[data-testid=bot]');"
+                " return b.length && b[b.length-1].innerText.includes('하나부터'); }",  # this reply, streaming
+                timeout=15_000,
+            )
+            page.locator("#stop-button").click()
+            page.locator("#pending-note").get_by_text("답변을 멈췄습니다").wait_for(timeout=10_000)
+            for _ in range(50):  # the reply ends after its next piece, and is stored then
+                stopped = bot.store.turns.of_session(session)[-1]
+                if stopped["role"] == "assistant":
+                    break
+                time.sleep(0.1)
+            server.chunk_delay_s = 0.0
+            assert stopped["mark"] == "stopped" and "세어 줘" not in stopped["text"]
+            last_bot_says(page, stopped["text"])
+
+            page.locator("#end-button").click()  # the card beside the message box, the box and button off
+            card = page.locator("#end-card")
+            card.get_by_text("대화를 끝냈어요").wait_for(timeout=10_000)
+            assert box.is_disabled() and "새 대화 시작" in (box.get_attribute("placeholder") or "")
+            assert page.locator("#end-button").is_disabled()
+            assert card.locator("#new-session-button").is_visible()
+            card.get_by_text("기억을 새로 썼어요").wait_for(timeout=30_000)
+
+            open_tab(page, "지난 대화")
+            page.locator("#past-pick input").click()
+            page.get_by_role("option").filter(has_text="부산").click()
+            transcript = page.locator("#past-transcript")
+            transcript.get_by_text("멈춘 답변").wait_for(timeout=10_000)  # the stopped reply, as stored
+            assert "나 나 지난주에 부산으로 이사했어" in transcript.inner_text()  # the speaker, then what was said
+
+            open_tab(page, "기억")
+            page.locator("#memory").get_by_text("현재 기억 v1").wait_for(timeout=10_000)
+            first = page.locator("#sentence-0-text").inner_text().split(". ", 1)[-1]
+            page.locator("#sentence-0-edit").click()
+            edit_box = page.locator("#sentence-0-box textarea")
+            edit_box.wait_for(state="visible", timeout=10_000)
+            assert edit_box.input_value() == first and "부산" in first  # prefilled with the sentence
+            edit_box.fill("사용자는 지난주 부산 해운대로 이사했다.")
+            page.locator("#sentence-0-save").click()
+            page.locator("#memory").get_by_text("현재 기억 v2").wait_for(timeout=10_000)
+            assert "해운대" in page.locator("#memory").inner_text()
+            page.locator("#sentence-0-text").get_by_text("해운대").wait_for(timeout=10_000)  # the rows follow
+            page.locator("#sentence-0-delete").click()  # deleting asks first
+            page.get_by_text("이 문장을 기억에서 지울까요?").wait_for(timeout=10_000)
+        finally:
+            app.close()
+            worker.stop()
+            bot.store.close()

@@ -1,0 +1,219 @@
+"""The page a Korean user meets (issue 24): a failed reply inline in Korean with 다시 보내기, stop and regenerate stored
+honestly, the used memory in plain words, the card after 대화 끝내기, past conversations of this user only, and
+memory editing in place (chatbot/web/notices.py, replies.py, used.py, ending.py, past.py, editing.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatbot.web.chat import ChatUI
+from chatbot.web.flow import Flow
+from chatbot.web.messages import korean_stored_error
+from chatbot.web.render import stage_text
+from chatbot.web.state import UserState
+from chatbot.web.used import relevance, render_used
+from chatbot.worker import Worker
+from memory.engine import Hit
+from memory.store import Sentence
+from models.base import GenerationOptions, Message
+from models.errors import GenerationError, InputError, describe, described
+from models.fake import ScriptedChatModel
+from tests.test_ui import answer, drain, login, make_bot, say, wait_job
+
+
+class Breaking(ScriptedChatModel):
+    """The scripted model; while `broken`, a chat reply fails after its first two pieces (a server gone mid-reply)."""
+
+    broken = False
+
+    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Any:
+        pieces = super().stream(messages, options)
+        chat = "당신은 사용자와" in messages[0]["content"]
+        for n, piece in enumerate(pieces):
+            if chat and self.broken and n == 2:
+                raise GenerationError("lost the server mid-reply", code="model_server_down")
+            yield piece
+
+
+def page(tmp_path: Path, model: ScriptedChatModel | None = None, **settings: Any) -> tuple[ChatUI, Flow]:
+    bot = make_bot(tmp_path / "keem.db", model or ScriptedChatModel(responder=answer), **settings)
+    ui = ChatUI(bot, Worker(bot, poll_s=0.05))
+    return ui, Flow(ui)
+
+
+@pytest.fixture
+def flow(tmp_path: Path) -> Iterator[tuple[ChatUI, Flow]]:
+    ui, flow = page(tmp_path)
+    yield ui, flow
+    ui.worker.stop()
+
+
+def roles(ui: ChatUI, state: UserState, replaced: bool = False) -> list[tuple[str, str | None]]:
+    turns = ui.bot.store.turns.of_session(state.session.session_id, replaced=replaced)
+    return [(t["role"], t["mark"]) for t in turns]
+
+
+def test_a_failed_reply_is_a_korean_notice_in_the_chat_and_retry_answers_the_stored_turn(tmp_path: Path) -> None:
+    down = GenerationError("lost the OpenAI-compatible server at http://x/v1", code="model_server_down")
+    ui, flow = page(tmp_path, ScriptedChatModel(replies=[down], responder=answer))
+    state = login(ui, "민수")
+    chat = say(ui, "안녕", state)[1][-1].chat
+    notice, details = chat[-2], chat[-1]
+    assert chat[-3] == {"role": "user", "content": "안녕"}
+    assert notice["content"].startswith("⚠️ 답변을 받지 못했습니다")
+    assert "모델 서버에 연결할 수 없습니다" in notice["content"]
+    assert "GenerationError" not in notice["content"] and "lost" not in notice["content"]
+    assert details["metadata"] == {"title": "기술 정보", "status": "done"}  # folded away
+    assert "GenerationError" in details["content"] and "lost the OpenAI" in details["content"]
+    assert details["options"] == [{"value": "retry", "label": "다시 보내기"}]
+    assert roles(ui, state) == [("user", None)]
+
+    again = flow.replies.option(state, type("Picked", (), {"value": "retry"})())  # the notice's 다시 보내기
+    assert again.chat == [{"role": "user", "content": "안녕"}, {"role": "assistant", "content": "…"}]
+    final = drain(ui.chat.respond(state))[-1].chat
+    assert final[-1]["content"].startswith("네, 잘 들었어요") and not any("⚠️" in str(r["content"]) for r in final)
+    assert roles(ui, state) == [("user", None), ("assistant", None)]  # the message was not stored twice
+    with pytest.raises(InputError, match="답하는 중"):  # nothing twice: a retry while it answers is refused
+        state.awaiting = True
+        flow.replies.again(state)
+
+
+def test_a_notice_keeps_its_place_and_offers_retry_only_while_it_is_last(tmp_path: Path) -> None:
+    ui, _ = page(tmp_path, ScriptedChatModel(replies=[GenerationError("boom")], responder=answer))
+    state = login(ui, "민수")
+    say(ui, "첫 번째", state)
+    chat = say(ui, "두 번째", state)[1][-1].chat
+    assert chat[0]["content"] == "첫 번째" and chat[1]["content"].startswith("⚠️ 답변을 받지 못했습니다")
+    assert "모델이 답을 끝까지 만들지 못했습니다" in chat[1]["content"]  # the kind's message: no code given
+    assert "options" not in chat[2] and chat[3]["content"] == "두 번째"  # in place; no retry once the chat went on
+    assert chat[-1]["content"].startswith("네, 잘 들었어요")
+
+
+def test_a_reply_cut_by_a_failure_is_kept_marked_and_a_retry_replaces_it(tmp_path: Path) -> None:
+    model = Breaking(responder=answer)
+    ui, flow = page(tmp_path, model)
+    state = login(ui, "민수")
+    model.broken = True
+    chat = say(ui, "부산으로 이사했어", state)[1][-1].chat
+    assert chat[-3]["role"] == "assistant" and chat[-2]["content"].startswith("⚠️")  # the cut reply, then the notice
+    assert roles(ui, state) == [("user", None), ("assistant", "failed")]
+    model.broken = False
+    flow.replies.again(state)
+    drain(ui.chat.respond(state))
+    assert roles(ui, state) == [("user", None), ("assistant", None)]  # the dialogue an update reads
+    assert roles(ui, state, replaced=True) == [("user", None), ("assistant", "replaced"), ("assistant", None)]
+
+
+def test_stop_keeps_what_was_shown_stored_as_stopped_and_regenerate_replaces_the_last_reply(flow: Any) -> None:
+    ui, fl = flow
+    state = login(ui, "민수")
+    ui.chat.send("오늘 바다에 다녀왔어", state)
+    replying = ui.chat.respond(state)
+    first = next(replying)  # the first piece is on screen
+    assert fl.replies.stop(state).note.startswith("답변을 멈췄습니다")
+    frames = list(replying)
+    shown = frames[-1].chat[-1]["content"]
+    stored = ui.bot.store.turns.of_session(state.session.session_id)[-1]
+    assert stored["mark"] == "stopped" and stored["text"] == shown and len(shown) < len("네, 잘 들었어요: 오늘 바다에")
+    assert first.chat[-1]["content"] in shown and frames[-1].note.startswith("답변을 멈췄습니다")
+    with pytest.raises(InputError, match="멈출 답변이 없습니다"):
+        fl.replies.stop(state)
+
+    fl.replies.again(state)  # 다시 생성: the stopped reply is replaced, the message answered again
+    final = drain(ui.chat.respond(state))[-1].chat
+    assert [r["role"] for r in final] == ["user", "assistant"] and final[-1]["content"].startswith("네, 잘 들었어요")
+    assert roles(ui, state, replaced=True) == [("user", None), ("assistant", "replaced"), ("assistant", None)]
+    assert [m["role"] for m in state.session.history] == ["user", "assistant"]
+    assert roles(ui, state) == [("user", None), ("assistant", None)]  # what the session's update reads
+
+
+def test_a_new_conversation_has_nothing_to_answer_again(flow: Any) -> None:
+    ui, fl = flow
+    state = login(ui, "민수")
+    with pytest.raises(InputError, match="다시 답할 메시지가 없습니다"):
+        fl.replies.again(state)
+    assert fl.replies.redraw(state).chat == []  # the chat's clear icon empties nothing that is stored
+
+
+def test_the_used_memory_in_plain_words(tmp_path: Path) -> None:
+    assert relevance([Hit("a", 0.9, 1), Hit("b", 0.5, 2), Hit("c", -0.2, 3)]) == ["높음", "보통", "낮음"]
+    assert relevance([Hit("a", 0.3, 1), Hit("b", 0.3, 2)]) == ["보통", "보통"]
+    facts = [f"사용자는 {n}번째 취미로 {w}를 한다." for n, w in enumerate(["등산", "요리", "수영", "독서", "낚시"], 1)]
+    for budget, whole in ((400, True), (30, False)):
+        ui, _ = page(tmp_path / str(budget), token_budget=budget)
+        state = login(ui, "민수")
+        ui.bot.engine.commit(
+            state.user_id, [Sentence(t, "user") for t in facts], base=None, strategy="user", status="ok", author="user"
+        )
+        say(ui, "요즘 수영 다니고 있어", state)
+        text = render_used(ui.bot, state.session)
+        if whole:
+            assert text.startswith("기억 전체를 참고했어요 (5문장)") and "기억** 탭" in text
+        else:
+            assert text.startswith("기억 5문장 중 일부를 참고했어요") and "관련도 높음" in text
+            assert text.count("관련도") == 3 and "유사도" not in text and "0." not in text
+        ui.worker.stop()
+
+
+def test_stored_update_errors_read_in_korean_with_the_details_folded() -> None:
+    line = describe(GenerationError("lost the server at http://x/v1", code="model_server_down"))
+    assert line.startswith("GenerationError[model_server_down]: lost")
+    assert described(line) == ("generation", "model_server_down")
+    assert described("GenerationError: server down") == ("generation", None)
+    assert described("ValueError: x") == (None, None) and described("") == (None, None)
+    assert korean_stored_error(line).startswith("모델 서버에 연결할 수 없습니다")
+    assert korean_stored_error("UpdateError: the model said nothing") == "예상하지 못한 오류가 났습니다"
+    text, finished = stage_text({"status": "failed", "stage": "failed", "last_error": line})
+    assert finished and text.startswith("기억 갱신: 실패 (모델 서버에 연결할 수 없습니다")
+    assert "<details><summary>기술 정보</summary>" in text and "GenerationError" not in text.split("<details>")[0]
+
+
+def test_after_the_end_a_card_with_the_stages_and_past_conversations_of_this_user_only(flow: Any) -> None:
+    ui, fl = flow
+    state = login(ui, "민수")
+    say(ui, "어제 부산으로 이사했어", state)
+    ended = fl.ending.end_session(state)
+    assert ended.card == {"visible": True, "__type__": "update"} and ended.end["interactive"] is False
+    assert ended.send["interactive"] is False
+    assert ended.message["interactive"] is False and "새 대화 시작" in ended.message["placeholder"]
+    assert "대화를 끝냈어요" in ended.steps and "⏳ 대기 중" in ended.steps
+    assert "이미 끝난 대화" in fl.ending.end_session(state).progress  # a second click changes nothing
+    ui.worker.run_pending()
+    assert "✓ 이 대화로 기억을 새로 썼어요: 완료" in fl.ending.tick(state).steps
+    wait_job(ui, state)
+
+    other = login(ui, "영희")
+    say(ui, "나는 서울에 살아", other)
+    fl.ending.end_session(other)
+    listed = fl.past.listing(state)
+    choices = listed.past_pick["choices"]
+    assert len(choices) == 1 and "메시지 2개" in choices[0][0] and "부산" in choices[0][0]
+    shown = fl.past.show(choices[0][1], state).transcript
+    assert "**나** 어제 부산으로 이사했어" in shown and "**KEEM** 네, 잘 들었어요" in shown
+    theirs = str(other.session.session_id)
+    with pytest.raises(InputError, match="찾을 수 없습니다"):  # another user's conversation, whatever is sent
+        fl.past.show(theirs, state)
+
+    renewed = fl.ending.new_session(state)
+    assert renewed.card["visible"] is False and renewed.end["interactive"] is True and renewed.send["interactive"]
+    assert renewed.message["interactive"] is True and renewed.chat == [] and not state.session.ended
+
+
+def test_memory_editing_in_place_shows_each_sentence_and_goes_through_compare_and_swap(flow: Any) -> None:
+    ui, fl = flow
+    state = login(ui, "민수")
+    engine = ui.bot.engine
+    facts = [Sentence("사용자는 서울에 산다.", "user"), Sentence("사용자는 고양이를 키운다.", "user")]
+    engine.commit(state.user_id, facts, base=None, strategy="user", status="ok", author="user")
+    assert fl.editing.snapshot(state).rows == (1, ["사용자는 서울에 산다.", "사용자는 고양이를 키운다."])  # a row each
+    edited = fl.editing.saver("1:0")("사용자는 부산에 산다.", state)
+    assert "부산에 산다" in edited.memory and engine.current(state.user_id).number == 2
+    stale = fl.editing.saver("1:0")("사용자는 대구에 산다.", state)  # the row showed v1; v2 changed that sentence
+    assert "대구" not in stale.memory and engine.current(state.user_id).number == 2
+    fl.editing.deleter("2:1")(state)
+    assert [s.text for s in engine.current(state.user_id).sentences] == ["사용자는 부산에 산다."]
+    assert fl.editing.snapshot(None).rows is None  # nobody: no rows
