@@ -264,6 +264,8 @@ def update_responder(messages) -> str:
         return "APPEND"
     if "새 기억이 올바른지" in prompt:
         return "통과"
+    if "드러낸 감정과 그 원인을 기록" in prompt:  # the emotion records step every strategy runs: none recorded
+        return "없음"
     if "새 기억에서 빠졌습니다" in prompt:  # the guard's judge: every numbered pair it is asked about is replaced
         return "\n".join(f"{n}: 예" for n in range(1, 9))
     raise AssertionError(f"unexpected prompt: {prompt[:80]}")

@@ -167,10 +167,10 @@ def chat_tab(page: Page) -> None:
             send=gr.Button("보내기", variant="primary", scale=1, elem_id="send-button"),
         )
         with gr.Column(visible=False, scale=4, elem_id="end-card") as card:  # after 대화 끝내기: chatbot/web/ending.py
-            page.add(
+            page.add(  # the main action first: on a phone it stays on the first screen above the stages
                 card=card,
-                steps=gr.Markdown(elem_id="end-steps"),
                 again=gr.Button("새 대화 시작", variant="primary", visible=False, elem_id="new-session-button"),
+                steps=gr.Markdown(elem_id="end-steps"),
             )
     page.add(note=gr.Markdown(elem_id="pending-note"))
     with gr.Accordion("이번 답변에 쓰인 기억", open=False, elem_id="hits-accordion"):

@@ -25,7 +25,7 @@ CSS = """
   #title p {display: none}
   #greeting p {margin: 0; font-size: 0.9em}
   #logout-button {flex: 0 0 auto; min-width: 64px}
-  #chat {height: calc(100dvh - 470px) !important; min-height: 160px; max-height: 420px}
+  #chat {height: calc(100dvh - 510px) !important; min-height: 160px; max-height: 420px}
   #session-actions {flex-wrap: nowrap; gap: 8px}
   #session-actions > button {min-width: 0; flex: 1 1 0; padding: 8px 6px; font-size: 0.9rem; white-space: nowrap}
   #message-row {flex-wrap: wrap}

@@ -141,9 +141,10 @@ def test_the_model_is_behind_its_info_without_the_server_address_and_a_phone_see
             page.get_by_text("부산 생활은 어때요?").wait_for(timeout=20_000)
             in_view(page, "#end-button")
             page.locator("#end-button").click()
-            page.locator("#progress").get_by_text("완료").wait_for(timeout=30_000)
+            # the status card (chatbot/web/ending.py) is the update's progress: its stages, then the result
+            page.locator("#end-steps").get_by_text("기억을 새로 썼어요").wait_for(timeout=30_000)
             page.evaluate("window.scrollTo(0, 0)")
-            in_view(page, "#progress")
+            in_view(page, "#end-steps")
             in_view(page, "#new-session-button")
         finally:
             app.close()
