@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -48,8 +48,8 @@ class Entry:
     quotes: list[Quote] = field(default_factory=list)  # the user's words behind it
     sentence_id: int | None = None  # `dropped`: its id in the previous version (what "되살리기" restores)
 
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_json(self, when: Callable[[str], str | None] = lambda at: at) -> dict[str, Any]:
+        return {**asdict(self), "quotes": [{**asdict(q), "at": when(q.at)} for q in self.quotes]}
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,15 @@ class Changelog:
     def counts(self) -> dict[str, int]:
         return {k: n for k in KINDS if (n := len(self.of(k)))}
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self, when: Callable[[str], str | None] = lambda at: at) -> dict[str, Any]:
+        """As JSON, each quote's time through `when` (a front end's zone: chatbot/localtime.py LocalTime.iso)."""
         return {
             "version": self.version,
             "base": self.base,
             "author": self.author,
             "status": self.status,
             "counts": self.counts(),
-            "entries": [e.as_json() for e in self.entries],
+            "entries": [e.as_json(when) for e in self.entries],
         }
 
 

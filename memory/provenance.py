@@ -29,7 +29,7 @@ emotion and which the cause (memory/emotion_words.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -191,7 +191,7 @@ class Why:
     text: str
     kind: str  # the commit's word: kept, added, rewritten, restored, user, ...
     step: str | None  # sources' step; None when the version was written before provenance was recorded
-    sessions: list[str] = field(default_factory=list)  # dates (YYYY-MM-DD) of the sessions it comes from
+    sessions: list[str] = field(default_factory=list)  # when the sessions it comes from started (stored, UTC)
     quotes: list[Quote] = field(default_factory=list)
     continues: list[str] = field(default_factory=list)
     summary_line: str | None = None
@@ -199,8 +199,15 @@ class Why:
     written_at: str | None = None
     emotion: EmotionParts | None = None
 
-    def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "emotion": asdict(self.emotion) if self.emotion else None}
+    def as_json(self, when: Callable[[str], str | None] = lambda at: at) -> dict[str, Any]:
+        """As JSON, each time through `when` (a front end's zone: chatbot/localtime.py LocalTime.iso)."""
+        return {
+            **asdict(self),
+            "sessions": [when(at) for at in self.sessions],
+            "quotes": [{**asdict(q), "at": when(q.at)} for q in self.quotes],
+            "written_at": when(self.written_at) if self.written_at else None,
+            "emotion": asdict(self.emotion) if self.emotion else None,
+        }
 
 
 def _in(ids: Sequence[int]) -> str:
@@ -245,7 +252,7 @@ def explain_all(store: Store, version: Version) -> list[Why]:
             sessions.add(s)
     ids = sorted(sessions)
     started = {
-        r["id"]: r["started_at"][:10]
+        r["id"]: r["started_at"]
         for r in (
             store.rows(f"select id, started_at from sessions where user_id = ? and id in ({_in(ids)})", [uid, *ids])
             if ids

@@ -17,6 +17,7 @@ from chatbot.trials.export import export
 from chatbot.trials.study import refusal, refusal_message
 from chatbot.web.messages import korean_error
 from chatbot.web.render import render_history, render_jobs, render_memory
+from memory.provenance import attach
 from memory.store import Sentence
 from models.embedders import NgramEmbedder
 from models.errors import InputError
@@ -65,11 +66,19 @@ def test_the_memory_tab_the_export_and_the_cli_show_the_same_korean_time(tmp_pat
     db = tmp_path / "t.db"
     bot = _bot(db)
     session = bot.start("민수")
-    session.record("안녕")
+    session.record("나 부산에 살아")
     list(session.reply())
-    version = bot.engine.commit(
-        session.user_id, [Sentence("사용자는 부산에 산다.")], base=None, strategy="keem", status="ok", author="updater"
+    said = bot.store.turns.of_session(session.session_id)  # the update's sources: the turn that said it
+    sentences = attach(
+        [],
+        [Sentence("사용자는 부산에 산다.")],
+        details={},
+        status="ok",
+        turns=said,
+        session_id=session.session_id,
+        embedder=None,
     )
+    version = bot.engine.commit(session.user_id, sentences, base=None, strategy="keem", status="ok", author="updater")
     stored = datetime.fromisoformat(version.created_at)
     assert stored.utcoffset().total_seconds() == 0  # the database keeps UTC
     korean = local_time().stamp(version.created_at)
@@ -86,6 +95,25 @@ def test_the_memory_tab_the_export_and_the_cli_show_the_same_korean_time(tmp_pat
     assert exported["created_at"] == local_time().iso(version.created_at)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["timezone"] == "Asia/Seoul" and manifest["created_at"].endswith("+09:00")
+    # the changelog, "왜 기억해요?" and 지난 대화 too (chatbot/web/why.py, past.py), and their JSON
+    from chatbot.web.past import transcript
+    from chatbot.web.why import render_changelog, render_why
+    from memory.changelog import changelog
+    from memory.provenance import explain_all
+
+    log = changelog(bot.store, None, version)
+    (why,) = explain_all(bot.store, version)
+    assert why.quotes and why.quotes[0].text == "나 부산에 살아"
+    quoted = local_time().stamp(why.quotes[0].at)
+    assert quoted.endswith(" KST") and quoted in render_why([why], blind=False)
+    assert quoted in render_changelog(log, "v1")
+    assert all(at.endswith("+09:00") for at in (q["at"] for q in why.as_json(local_time().iso)["quotes"]))
+    session.end()
+    stored = bot.store.sessions.of_user(session.user_id)[-1]
+    shown = transcript(stored, bot.store.turns.of_session(stored["id"]))
+    assert f"{local_time().stamp(stored['started_at'])}에 시작한 대화" in shown
+    exported_why = exported["provenance"][0]
+    assert all(q["at"].endswith("+09:00") for q in exported_why["quotes"])
     monkeypatch.setenv("KEEM_DB", str(db))
     assert main(["memory", "history", "--user", "민수"]) == 0
     assert f"v1  {korean}" in capsys.readouterr().out

@@ -101,7 +101,7 @@ def test_every_sentence_of_version_2_names_its_sources(engine, store, minsu):
     why = {w.text: w for w in explain_all(store, v2)}
     for w in why.values():  # every sentence: the session it comes from and the user's words behind it
         assert w.step and w.sessions and w.quotes, w
-    dates = {s["id"]: s["started_at"][:10] for s in store.sessions.of_user(minsu)}
+    dates = {s["id"]: s["started_at"] for s in store.sessions.of_user(minsu)}  # stored; front ends show them local
     first, second = sorted(dates)
     # new in session 2: quotes the user turn that said it, with its time
     piano = why[PIANO]

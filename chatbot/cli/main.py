@@ -435,8 +435,14 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 
         shown = version.as_json()
         for sentence, why in zip(shown["sentences"], explain_all(store, version), strict=True):
-            sentence["why"] = why.as_json()
-        _print({**shown, "created_at": local.iso(version.created_at), "changes": version_log(store, version).as_json()})
+            sentence["why"] = why.as_json(local.iso)
+        _print(
+            {
+                **shown,
+                "created_at": local.iso(version.created_at),
+                "changes": version_log(store, version).as_json(local.iso),
+            }
+        )
     else:
         print(
             f"# {args.user}: memory v{version.number} "

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from chatbot.cli.options import EMBEDDER, JSON, STORE, USER, add_command
+from chatbot.localtime import LocalTime
 from chatbot.settings import Settings
 from memory.changelog import Changelog, changelog
 from memory.provenance import Why, explain_all
@@ -104,15 +105,16 @@ def version_log(store: Store, version: Version) -> Changelog:
     return changelog(store, previous, version)
 
 
-def print_why(w: Why) -> None:
+def print_why(w: Why, local: LocalTime) -> None:
+    """One sentence's provenance; times in KEEM_TIMEZONE with the zone named, like every time the CLI prints."""
     print(f"{w.number}. {w.text}")
     print(f"   kind: {w.kind}; step: {w.step or 'not recorded (written before provenance was kept)'}")
     if w.sessions:
-        print(f"   sessions: {', '.join(w.sessions)}")
+        print(f"   sessions: {', '.join(dict.fromkeys(f'{local.local(at):%Y-%m-%d}' for at in w.sessions))}")
     if w.written_at:
-        print(f"   written by a person at {w.written_at[:16].replace('T', ' ')}")
+        print(f"   written by a person at {local.stamp(w.written_at)}")
     for q in w.quotes:
-        print(f'   said: "{q.text}" ({q.at[:16].replace("T", " ")}, score {q.score:.2f})')
+        print(f'   said: "{q.text}" ({local.stamp(q.at)}, score {q.score:.2f})')
     for old in w.continues:
         print(f"   continues: {old}")
     if w.summary_line:
@@ -133,9 +135,9 @@ def cmd_why(settings: Settings, args: argparse.Namespace) -> int:
         )
     why = explain_all(store, version)[args.number - 1]
     if args.json:
-        _print({"version": version.number, **why.as_json()})
+        _print({"version": version.number, **why.as_json(settings.local_time.iso)})  # times with KEEM_TIMEZONE's offset
     else:
-        print_why(why)
+        print_why(why, settings.local_time)
     return 0
 
 
@@ -168,7 +170,7 @@ def cmd_changes(settings: Settings, args: argparse.Namespace) -> int:
     store = _store(settings)
     log = version_log(store, _version(store, args.user, args.version))
     if args.json:
-        _print(log.as_json())
+        _print(log.as_json(settings.local_time.iso))
     else:
         print_changelog(log)
     return 0

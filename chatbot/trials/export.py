@@ -130,8 +130,8 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool, local: Loca
                     **_clean_version(v.as_json(), clean),
                     "created_at": iso(v.created_at),
                     "changes": _clean_changes(version_diff(previous, v).as_json(), clean),
-                    "provenance": _clean_json([w.as_json() for w in explain_all(store, v)], clean),
-                    "changelog": _clean_log(changelog(store, previous, v).as_json(), clean),
+                    "provenance": _clean_json([w.as_json(iso) for w in explain_all(store, v)], clean),
+                    "changelog": _clean_log(changelog(store, previous, v).as_json(iso), clean),
                     "emotions": _clean_json([r.as_json() for r in v.records], clean),
                 }
                 versions_file.write(json.dumps(line, ensure_ascii=False) + "\n")

@@ -7,6 +7,7 @@ from typing import Any
 
 import gradio as gr
 
+from chatbot.localtime import LocalTime, local_time
 from chatbot.web.backend import AppContext
 from chatbot.web.render import md
 from chatbot.web.state import UserState
@@ -23,8 +24,9 @@ NONE = "아직 끝낸 대화가 없어요. 대화를 끝내면 여기서 다시 
 PICK = "위에서 대화를 고르면 나눈 말을 그대로 보여 드려요 (읽기 전용)."
 
 
-def when(stamp: str | None) -> str:
-    return (stamp or "")[:16].replace("T", " ")
+def when(stamp: str | None, local: LocalTime | None = None) -> str:
+    """A stored (UTC) time in KEEM_TIMEZONE, the zone named, like every time the page shows."""
+    return (local or local_time()).stamp(stamp)
 
 
 class Past:
@@ -40,8 +42,9 @@ class Past:
         if (gone := self.ctx.gone(state)) is not None:
             return gone
         found = self.ctx.bot.store.sessions.past(state.user_id)
+        local = self.ctx.bot.settings.local_time
         choices = [
-            (f"{when(c['started_at'])} · 메시지 {c['turns']}개 · {(c['first'] or '')[:30]}", str(c["id"]))
+            (f"{when(c['started_at'], local)} · 메시지 {c['turns']}개 · {(c['first'] or '')[:30]}", str(c["id"]))
             for c in found
         ]
         return PageView(past_pick=gr.update(choices=choices, value=None), transcript=PICK if found else NONE)
@@ -61,14 +64,18 @@ class Past:
             session = None
         if session is None or session["user_id"] != state.user_id:  # never another user's, whatever was sent
             raise InputError("그 대화를 찾을 수 없습니다. 목록에서 다시 고르세요.")
-        return PageView(transcript=transcript(session, store.turns.of_session(session["id"], replaced=True)))
+        return PageView(
+            transcript=transcript(
+                session, store.turns.of_session(session["id"], replaced=True), self.ctx.bot.settings.local_time
+            )
+        )
 
 
-def transcript(session: dict[str, Any], turns: list[dict[str, Any]]) -> str:
+def transcript(session: dict[str, Any], turns: list[dict[str, Any]], local: LocalTime | None = None) -> str:
     """A conversation as Markdown: when it was, then each message with its speaker (escaped; read-only)."""
-    head = f"**{when(session['started_at'])}에 시작한 대화**"
+    head = f"**{when(session['started_at'], local)}에 시작한 대화**"
     if session.get("ended_at"):
-        head += f" · {when(session['ended_at'])}에 끝남"
+        head += f" · {when(session['ended_at'], local)}에 끝남"
     lines = [head, ""]
     for t in turns:
         mark = MARKED.get(t.get("mark") or "", "")

@@ -17,6 +17,7 @@ from typing import Any
 
 import gradio as gr
 
+from chatbot.localtime import LocalTime, local_time
 from chatbot.web.backend import AppContext
 from chatbot.web.messages import korean_error
 from chatbot.web.render import md
@@ -41,22 +42,25 @@ STEPS = {
 }
 
 
-def _when(iso: str) -> str:
-    return iso[:16].replace("T", " ")
+def _when(iso: str, local: LocalTime) -> str:
+    """A stored (UTC) time as the page shows every time: in KEEM_TIMEZONE, the zone named."""
+    return local.stamp(iso)
 
 
-def render_why(whys: Sequence[Why], blind: bool) -> str:
+def render_why(whys: Sequence[Why], blind: bool, local: LocalTime | None = None) -> str:
     """One collapsible block per sentence: its sessions, the user's own words (quoted, with time and score), what
     it continues, the summary line and step it came through, an emotion's words and cause."""
     if not whys:
         return ""
+    local = local or local_time()
     blocks = []
     for w in whys:
         rows = []
         if w.sessions:
-            rows.append(f"대화한 날: {', '.join(w.sessions)}")
+            days = dict.fromkeys(f"{local.local(at):%Y-%m-%d}" for at in w.sessions)  # the local dates, in order
+            rows.append(f"대화한 날: {', '.join(days)}")
         for q in w.quotes:
-            rows.append(f"사용자가 한 말: “{html.escape(q.text)}” ({_when(q.at)}, 맞는 정도 {q.score:.2f})")
+            rows.append(f"사용자가 한 말: “{html.escape(q.text)}” ({_when(q.at, local)}, 맞는 정도 {q.score:.2f})")
         for old in w.continues:
             rows.append(f"이어 쓴 이전 기억: {html.escape(old)}")
         if w.summary_line:
@@ -69,7 +73,7 @@ def render_why(whys: Sequence[Why], blind: bool) -> str:
         step = STEPS.get(w.step, w.step) if w.step else "출처를 기록하기 전에 만든 문장"
         if w.op and not blind:
             step += f" ({w.op})"
-        rows.append(f"어떻게: {step}" + (f", {_when(w.written_at)}" if w.written_at else ""))
+        rows.append(f"어떻게: {step}" + (f", {_when(w.written_at, local)}" if w.written_at else ""))
         blocks.append(
             f'<details class="keem-why" id="why-{w.number}"><summary>{w.number}. {html.escape(w.text)}</summary>'
             f"<p>{'<br>'.join(rows)}</p></details>"
@@ -77,7 +81,7 @@ def render_why(whys: Sequence[Why], blind: bool) -> str:
     return "\n".join(blocks)
 
 
-def _entry(e: Any) -> str:
+def _entry(e: Any, local: LocalTime) -> str:
     head = f"**{HEADINGS[e.kind]}**"
     if e.kind == "fallback":
         return f"- {head} {md(e.reason)}"
@@ -88,13 +92,13 @@ def _entry(e: Any) -> str:
         text = f"~~{md(e.text)}~~"
     else:
         text = md(e.text)
-    said = "".join(f"  \n  근거: “{md(q.text)}” ({_when(q.at)})" for q in e.quotes[:2])
+    said = "".join(f"  \n  근거: “{md(q.text)}” ({_when(q.at, local)})" for q in e.quotes[:2])
     return f"- {head} {text}  \n  {md(e.reason)}{said}"
 
 
-def render_changelog(log: Changelog, title: str) -> str:
+def render_changelog(log: Changelog, title: str, local: LocalTime | None = None) -> str:
     counts = " · ".join(f"{HEADINGS[k]} {n}" for k, n in log.counts().items()) or "바뀐 것 없음"
-    lines = [_entry(e) for e in log.entries if e.kind not in ("kept", "carried")]
+    lines = [_entry(e, local or local_time()) for e in log.entries if e.kind not in ("kept", "carried")]
     carried = log.of("carried")
     if carried:
         lines.append(f"- **{HEADINGS['carried']}** {len(carried)}문장: {md(carried[0].reason)}")
@@ -109,9 +113,9 @@ def changes_hint(job: dict[str, Any]) -> str:
     return " · 바뀐 것과 그 이유는 기억 탭에서 볼 수 있습니다." if job.get("version_id") else ""
 
 
-def _title(v: Version) -> str:
+def _title(v: Version, local: LocalTime) -> str:
     who = {"updater": "대화 뒤 갱신", "user": "사용자 직접 수정", "import": "가져오기"}.get(v.author, v.author)
-    return f"v{v.number} · {_when(v.created_at)} · {who}"
+    return f"v{v.number} · {_when(v.created_at, local)} · {who}"
 
 
 def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) -> PageView:
@@ -130,8 +134,9 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
     recent = max(len(versions) - OLDER_SHOWN - 1, 0)  # the latest and the OLDER_SHOWN before it
     pairs = list(zip([None, *versions], versions, strict=False))[recent:]
     logs = [changelog(store, p, v, blind=ctx.blind) for p, v in pairs]
-    text = render_changelog(logs[-1], f"이번 변경 ({_title(latest)})")
-    older = [render_changelog(log, _title(v)) for log, (_, v) in zip(logs[:-1], pairs[:-1], strict=True)]
+    local = ctx.bot.settings.local_time  # KEEM_TIMEZONE, like every time the page shows
+    text = render_changelog(logs[-1], f"이번 변경 ({_title(latest, local)})", local)
+    older = [render_changelog(log, _title(v, local), local) for log, (_, v) in zip(logs[:-1], pairs[:-1], strict=True)]
     if older:
         shown = list(reversed(older))
         if recent:
@@ -143,7 +148,7 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
     buttons += [gr.update(visible=False)] * (RESTORE_SLOTS - len(drops))
     to = update_base(latest)
     return PageView(
-        why=render_why(explain_all(store, latest), ctx.blind),
+        why=render_why(explain_all(store, latest), ctx.blind, local),
         changelog=text,
         restore=buttons,
         revert=gr.update(visible=to is not None, value=f"이번 갱신 되돌리기 (v{to} 기억으로)" if to else ""),
