@@ -46,7 +46,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from models.fake import stage_of  # noqa: E402
+from models.fake import section, stage_of  # noqa: E402
 from tests.fake_openai import FakeOpenAIServer  # noqa: E402
 
 TOPICS = [
@@ -65,11 +65,6 @@ TOPICS = [
 def marker(user: int) -> str:
     """A word only this user ever types (ends in 호, so no marker is a prefix of another)."""
     return f"표식{user:03d}호"
-
-
-def section(prompt: str, start: str, end: str) -> list[str]:
-    body = prompt.rsplit(start, 1)[-1]
-    return [line.strip() for line in body.split(end, 1)[0].splitlines() if line.strip()]
 
 
 def reply(body: dict[str, Any]) -> str:

@@ -78,7 +78,7 @@ from memory.updaters import STRATEGIES, UpdateInput, make_updater
 from models.base import ChatModel, ChatStream, Completion, GenerationOptions, Message
 from models.embedders import Embedder
 from models.errors import GenerationError
-from models.fake import RealisticChatModel, stage_of
+from models.fake import RealisticChatModel, section, stage_of
 from models.spec import load_chat_model, load_embedder
 
 WRAPPING = ("think", "preamble", "fences", "numbering", "bullets", "english", "repeat", "free_verdict")
@@ -701,16 +701,6 @@ def make_user(index: int, sessions: int, seed: int, world: str = "classic") -> U
 
 
 # -- the oracle: the ideal model, reading each stage's prompt -----------------------------------------------
-def section(prompt: str, head: str, end: str) -> list[str]:
-    """Non-empty lines between the last `head` and the next `end` (rendered prompts start with few-shot examples)."""
-    start = prompt.rfind(head)
-    if start < 0:
-        return []
-    rest = prompt[start + len(head) :]
-    stop = rest.find(end)
-    return [line.strip() for line in (rest if stop < 0 else rest[:stop]).splitlines() if line.strip()]
-
-
 class Oracle:
     """Answers every update stage as a model that knows this user's world would."""
 

@@ -36,6 +36,16 @@ def stage_of(prompt: str) -> str | None:
     return next((stage for stage, marker in STAGE_MARKERS.items() if marker in prompt), None)
 
 
+def section(prompt: str, head: str, end: str) -> list[str]:
+    """The non-empty lines (stripped) between the last `head` of a rendered prompt and the next `end`, or [] when it
+    has no `head`: how a fake reads its input out of a prompt (prompts start with few-shot examples, so the last)."""
+    start = prompt.rfind(head)
+    if start < 0:
+        return []
+    rest = prompt[start + len(head) :]
+    return [line.strip() for line in rest.split(end, 1)[0].splitlines() if line.strip()]
+
+
 Responder = Callable[[list[Message]], str]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from models.base import Message
-from models.fake import stage_of
+from models.fake import section, stage_of
 
 FIXTURE = Path(__file__).resolve().parents[1] / "evaluation" / "fixtures" / "ko_emotions.json"
 STATUS = {"ongoing": "진행 중", "resolved": "해소", "past": "지난 일"}
@@ -18,16 +18,6 @@ STATUS = {"ongoing": "진행 중", "resolved": "해소", "past": "지난 일"}
 
 def fixture_users() -> list[dict[str, Any]]:
     return json.loads(FIXTURE.read_text(encoding="utf-8"))["users"]
-
-
-def after(prompt: str, head: str, end: str) -> list[str]:
-    """Non-empty lines between the last `head` and the next `end`."""
-    start = prompt.rfind(head)
-    if start < 0:
-        return []
-    rest = prompt[start + len(head) :]
-    stop = rest.find(end)
-    return [line.strip() for line in (rest if stop < 0 else rest[:stop]).splitlines() if line.strip()]
 
 
 class EmotionOracle:
@@ -50,24 +40,27 @@ class EmotionOracle:
             return f"안녕! 지난번에 말한 {cause.group(1) if cause else '그 일'}은 어떻게 됐어? 요즘은 좀 어때?"
         stage = stage_of(prompt)
         if stage == "summarize":
-            return "\n".join(t["summary"] for t in self._said(after(prompt, "\n대화 (", "요약:")))
+            return "\n".join(t["summary"] for t in self._said(section(prompt, "\n대화 (", "요약:")))
         if stage == "reflect":
-            lines = after(prompt, "\n요약:", "답:")
+            lines = section(prompt, "\n요약:", "답:")
             return "\n".join(self.by_line[x].get("felt") or x if x in self.by_line else x for x in lines)
         if stage == "update":
-            previous, summary = after(prompt, "\n이전 기억:", "이번 요약:"), after(prompt, "\n이번 요약:", "새 기억:")
+            previous, summary = (
+                section(prompt, "\n이전 기억:", "이번 요약:"),
+                section(prompt, "\n이번 요약:", "새 기억:"),
+            )
             kept = [p for p in previous if not any(self._replaces(s, p) for s in summary)]
             return "\n".join(kept + [s for s in summary if s not in kept])
         if stage == "verify":
             return "통과"
         if stage == "guard":
             out = []
-            for n, line in enumerate(after(prompt, "\n질문:", "답:"), 1):
+            for n, line in enumerate(section(prompt, "\n질문:", "답:"), 1):
                 old, _, new = line.partition(". A: ")[2].partition(" / B: ")
                 out.append(f"{n}: {'예' if self._replaces(new, old) else '아니오'}")
             return "\n".join(out)
         if stage == "operations":
-            memory = [re.sub(r"^\d+\.\s*", "", x) for x in after(prompt, "\n기억:", "새 문장:")]
+            memory = [re.sub(r"^\d+\.\s*", "", x) for x in section(prompt, "\n기억:", "새 문장:")]
             sentence = prompt.rsplit("새 문장:", 1)[1].split("\n")[0].strip()
             hit = next((n for n, m in enumerate(memory, 1) if self._replaces(sentence, m)), None)
             return f"REPLACE {hit}" if hit else "APPEND"
@@ -76,11 +69,11 @@ class EmotionOracle:
         return "그렇구나!"
 
     def records(self, prompt: str) -> str:
-        shown = after(prompt, "지금까지의 기록:", "\n새 기억:")
+        shown = section(prompt, "지금까지의 기록:", "\n새 기억:")
         refs = {line.split("|")[2].strip(): line.split("|")[0].strip() for line in shown if line.startswith("R")}
-        memory = [re.sub(r"^\d+\.\s*", "", x) for x in after(prompt, "\n새 기억:", "\n이번 대화:")]
+        memory = [re.sub(r"^\d+\.\s*", "", x) for x in section(prompt, "\n새 기억:", "\n이번 대화:")]
         lines = []
-        for turn in self._said(after(prompt, "\n이번 대화:", "답:")):
+        for turn in self._said(section(prompt, "\n이번 대화:", "답:")):
             r = turn.get("record")
             if not r:
                 continue

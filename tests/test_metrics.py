@@ -15,7 +15,7 @@ from chatbot.cli.main import build_parser
 from chatbot.cli.options import apply_settings, settings_from
 from evaluation.commands.eval import EVAL_COMMANDS, run_eval
 from evaluation.metrics import conflict, human, keywords, perplexity, voting
-from models.fake import ScriptedChatModel
+from models.fake import ScriptedChatModel, section
 
 FIXTURE = Path(__file__).parent.parent / "evaluation" / "fixtures" / "carecall_eval.json"
 SAMPLE = FIXTURE.parent / "carecall_memory_sample.json"  # the shape of naver-ai/carecall-memory's public sample
@@ -237,26 +237,21 @@ def test_human_sheets_are_blind_and_round_trip_into_tables(tmp_path):
 
 
 # -- keem eval end to end ------------------------------------------------------------------------------
-def _between(text: str, start: str, end: str) -> list[str]:
-    body = text.rsplit(start, 1)[1].split(end, 1)[0]
-    return [line.strip() for line in body.splitlines() if line.strip()]
-
-
 def update_responder(messages) -> str:
     """A fake update model that follows the KEEM prompts: summarize user turns, reflect as is, replace by topic."""
     prompt = messages[-1]["content"]
     if "요약으로 정리하세요" in prompt:
-        turns = _between(prompt, "\n대화 (", "\n요약:")[1:]
+        turns = section(prompt, "\n대화 (", "\n요약:")[1:]
         return "\n".join(f'사용자는 "{t[4:].strip()}"라고 말했다.' for t in turns if t.startswith("사용자:"))
     if "감정과 그 감정의 원인" in prompt:
-        return "\n".join(_between(prompt, "\n요약:\n", "\n답:"))
+        return "\n".join(section(prompt, "\n요약:\n", "\n답:"))
     if "새 기억으로 통합" in prompt:
-        previous = _between(prompt, "\n이전 기억:\n", "\n이번 요약:")
-        summary = _between(prompt, "\n이번 요약:\n", "\n새 기억:")
+        previous = section(prompt, "\n이전 기억:\n", "\n이번 요약:")
+        summary = section(prompt, "\n이번 요약:\n", "\n새 기억:")
         topics = {w for s in summary for w in keywords.nouns(s)}
         return "\n".join([p for p in previous if not topics & set(keywords.nouns(p))] + summary)
     if "새 문장을 기억에 어떻게 반영할지" in prompt:  # the operations baseline
-        memory = _between(prompt, "\n기억:\n", "\n새 문장: ")
+        memory = section(prompt, "\n기억:\n", "\n새 문장: ")
         sentence = prompt.rsplit("새 문장: ", 1)[1].split("\n")[0]
         for number, line in enumerate(memory, 1):
             if set(keywords.nouns(line.split(". ", 1)[1])) & set(keywords.nouns(sentence)):

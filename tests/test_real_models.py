@@ -22,7 +22,7 @@ from memory.text import parse_sentences
 from memory.updaters import make_updater
 from memory.updaters.base import UpdateInput
 from memory.updaters.steps import Steps
-from models.fake import STAGE_MARKERS, RealisticChatModel, ScriptedChatModel
+from models.fake import STAGE_MARKERS, RealisticChatModel, ScriptedChatModel, section
 from models.fake import stage_of as step_of
 from tests.fake_openai import FakeOpenAIServer
 
@@ -80,12 +80,6 @@ def fact(thing: str, i: int) -> str:
 FACTS = [fact(thing, i) for i, thing in enumerate(THINGS)]
 YOGA = "사용자는 2026년 12월부터 아침마다 요가를 한다."
 SCRIPT = "나 이번 달부터 아침마다 요가를 시작했어!\n30분씩 하는데 몸이 가벼워.\n"
-
-
-def section(prompt: str, start: str, end: str) -> list[str]:
-    """The lines of a prompt's last `start` section, up to `end`."""
-    body = prompt.rsplit(start, 1)[1]
-    return [line for line in body.split(end, 1)[0].splitlines() if line.strip()]
 
 
 def stage_of(prompt: str) -> str:

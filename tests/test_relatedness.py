@@ -19,7 +19,7 @@ from memory.updaters import make_updater
 from memory.updaters.base import UpdateInput, UpdateResult
 from memory.updaters.relatedness import attributes, evidence, named, pair_drops
 from models.embedders import NgramEmbedder
-from models.fake import RealisticChatModel, stage_of
+from models.fake import RealisticChatModel, section, stage_of
 
 SEOUL = "사용자는 서울 마포구에 산다."
 BUSAN = "사용자는 2026년 11월 말에 부산으로 이사했다."
@@ -90,12 +90,6 @@ def test_numbered_verdicts_are_read_through_wrappers():
 
 
 # -- scenarios through the updater ---------------------------------------------------------------------------
-def section(prompt: str, head: str, end: str) -> list[str]:
-    start = prompt.rfind(head)
-    rest = prompt[start + len(head) :] if start >= 0 else ""
-    return [line.strip() for line in rest.split(end, 1)[0].splitlines() if line.strip()]
-
-
 def world(
     summary: list[str],
     replaces: dict[str, str | None],

@@ -13,7 +13,7 @@ from chatbot.cli.main import build_parser, main
 from memory.prompts import render
 from models.base import estimate_tokens
 from models.errors import ModelSpecError, ModelUnavailableError
-from models.fake import stage_of
+from models.fake import section, stage_of
 from tests.conftest import build_tiny_llama
 from training.data import prepare, read_rows, split_episodes, update_call
 from training.state import checkpoints
@@ -46,11 +46,6 @@ RUN = [
     "5",
     "--no-progress",
 ]
-
-
-def section(prompt: str, start: str, end: str) -> list[str]:
-    body = prompt.rsplit(start, 1)[1]
-    return [line for line in body.split(end, 1)[0].splitlines() if line.strip()]
 
 
 def teacher(corpus: Path = CORPUS):

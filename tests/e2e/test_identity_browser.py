@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,14 +72,18 @@ def forget_on_page(page: Any, name: str) -> None:
 
 
 def assert_told_and_nothing_crossed(other: Any, bot: Any) -> None:
-    b_turns = bot.store.rows("select text from turns where user_id = (select id from users where name = 'userB')")
+    query = "select role, text from turns where user_id = (select id from users where name = 'userB')"
+    for _ in range(100):  # userB's reply is stored when its stream ends, which may come after the page shows it
+        b_turns = bot.store.rows(query)
+        if any(t["role"] == "assistant" for t in b_turns):
+            break
+        time.sleep(0.1)
     send(other, "탭 2의 메시지")
     other.get_by_text(NOTICE).first.wait_for(timeout=15_000)
     other.locator("#start-button").wait_for(state="visible", timeout=15_000)
     assert other.locator("#main").is_hidden()
     assert B_WORDS not in other.content()
-    after = bot.store.rows("select text from turns where user_id = (select id from users where name = 'userB')")
-    assert after == b_turns
+    assert bot.store.rows(query) == b_turns
     assert bot.store.rows("select * from turns where text = '탭 2의 메시지'") == []
 
 
