@@ -24,6 +24,14 @@ from memory.korean import content_words
 from memory.store.emotions import EmotionRecord
 from memory.text import strip_wrappers
 
+PLAN = "계획"  # the label of a dated plan the user told without a feeling (a trip, an appointment): due like the rest
+
+
+def is_plan(record: EmotionRecord) -> bool:
+    """A plan recorded for its date, not a feeling: no emotion-and-cause mark on its sentence."""
+    return record.emotion == PLAN
+
+
 STATUS_WORDS = {
     "진행중": "ongoing",
     "진행": "ongoing",

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from memory.emotion_words import EmotionParts, emotion_parts
+from memory.emotions import is_plan
 from memory.korean import content_words
 from memory.store import MARKER, Sentence, Store, Version, now_iso
 from models.embedders import Embedder
@@ -273,7 +274,9 @@ def explain_all(store: Store, version: Version) -> list[Why]:
     }
     # the update's emotion records (memory/emotions.py) say which emotion and cause a sentence holds, in the
     # model's reading backed by the user's words; the surface heuristic only where no record names the sentence
-    recorded = {r.sentence: EmotionParts([r.emotion], r.cause) for r in version.records if r.sentence}
+    recorded = {
+        r.sentence: EmotionParts([r.emotion], r.cause) for r in version.records if r.sentence and not is_plan(r)
+    }
     out = []
     for n, (sentence, src) in enumerate(zip(version.sentences, srcs, strict=True), 1):
         own = [src["session"]] if src.get("session") in started else []

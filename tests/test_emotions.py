@@ -466,3 +466,42 @@ def test_why_and_the_memory_tab_take_the_emotion_and_cause_from_the_record(oracl
     assert why.emotion is not None and (why.emotion.emotion, why.emotion.cause) == (["떨림"], "면접")
     line = next(line for line in render_memory(version).split("\n\n") if "면접" in line)
     assert "감정·원인" in line
+
+
+def test_a_dated_plan_without_a_feeling_is_followed_up_after_its_date_and_not_marked_as_an_emotion():
+    """ "20일에 동생이랑 제주도 가" says no feeling, but a friend asks how the trip was: the records step keeps dated
+    plans as "계획" records, due once the date has passed; the memory tab does not mark its sentence 감정·원인 and the
+    opening prompt names it a plan."""
+    from chatbot.opening import messages
+    from chatbot.web.render import render_memory
+    from memory.emotions import PLAN
+    from memory.store import Version
+
+    said = [{"role": "user", "text": "20일에 동생이랑 제주도 가"}]
+    sentence = "사용자는 12월 20일에 동생과 제주도 여행을 간다."
+    line = f"새 | {PLAN} | 동생과 제주도 여행 | 진행 중 | 2026-12-20 | 1 | 20일에 동생이랑 제주도 가"
+    (plan,), _ = merge([], line, [sentence], said, DAY, 1)
+    assert (plan.emotion, plan.due, plan.status) == (PLAN, "2026-12-20", "ongoing")
+    assert choose([plan], date(2026, 12, 15)) is None and choose([plan], date(2026, 12, 21)) == plan
+    version = Version(
+        1,
+        1,
+        1,
+        None,
+        "keem",
+        "ok",
+        None,
+        None,
+        "updater",
+        None,
+        "2026-12-03T10:00:00+00:00",
+        (Sentence(sentence),),
+        records=(plan,),
+    )
+    assert "감정·원인" not in render_memory(version)
+
+    class Opening:  # what chatbot/opening.py reads of a session
+        today = date(2026, 12, 21)
+
+    system = messages(Opening(), plan)[0]["content"]  # type: ignore[arg-type]
+    assert "계획: 동생과 제주도 여행" in system and "감정: 계획" not in system

@@ -14,6 +14,7 @@ from chatbot.web.history import version_label, version_reasons
 from chatbot.web.messages import korean_stored_error
 from memory.diff import version_diff
 from memory.emotion_words import is_emotion
+from memory.emotions import is_plan
 from memory.engine import Hit
 from memory.store import Version
 
@@ -64,7 +65,7 @@ def render_memory(version: Version | None, local: LocalTime | None = None) -> st
         f"{AUTHORS.get(version.author, version.author)} · {len(version.sentences)}문장",
         "",
     ]
-    recorded = {r.sentence for r in version.records}  # the emotion records' sentences, then the heuristic
+    recorded = {r.sentence for r in version.records if not is_plan(r)}  # the records' feelings, then the heuristic
     for i, s in enumerate(version.sentences, 1):
         mark = " **〔감정·원인〕**" if s.text in recorded or is_emotion(s.text) else ""
         cues = f"  \n*검색 단서: {md(s.cues)}*" if s.cues else ""
