@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 from chatbot.exports import Exports
@@ -15,7 +16,6 @@ from memory.cues import CueWriter
 from memory.engine import MemoryEngine
 from memory.jobs import JobRunner
 from memory.store import Erased, Store, Version
-from memory.text import to_date
 from memory.updaters import STRATEGIES, make_updater
 from models.base import ChatModel
 from models.embedders import Embedder
@@ -45,6 +45,7 @@ class Chatbot:
                 strategy, self.update_model, embedder, max_new_tokens=settings.update_max_tokens
             ),
             cue_writer=CueWriter(self.update_model) if settings.memory_cues else None,
+            day=settings.local_time.day,  # sessions' dates where the user lives (KEEM_TIMEZONE), not UTC's
         )
 
     @staticmethod
@@ -72,9 +73,12 @@ class Chatbot:
         """A new session of a user who exists (the next session of a tab keeps its user and strategy)."""
         session_id = self.store.sessions.start(user_id, strategy, self.chat_model.spec)
         before = self.store.sessions.previous(user_id, session_id)
-        previous_date = to_date(before["started_at"]) if before else None
+        local = self.settings.local_time
+        previous_date = local.day(before["started_at"]) if before else None
         self.engine.warm(user_id)
-        return ChatSession(self, user_id, user_name, session_id, strategy, previous_date)
+        session = ChatSession(self, user_id, user_name, session_id, strategy, previous_date)
+        session.today = local.day(datetime.now(timezone.utc))  # the user's date, in the prompts and the opening
+        return session
 
     def forget(self, user_id: int) -> Erased:
         """Delete everything about a user ("나를 잊기", `keem memory forget`): no copy stays in the database file

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from models.errors import InputError
@@ -27,6 +27,10 @@ class LocalTime:
         """A stored time (ISO text or datetime; one without a zone is UTC) in this zone."""
         at = datetime.fromisoformat(when) if isinstance(when, str) else when
         return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).astimezone(self.zone)
+
+    def day(self, when: str | datetime) -> date:
+        """The date of a stored time in this zone (08:00 KST on the 7th is the 7th, though UTC says the 6th)."""
+        return self.local(when).date()
 
     def minute(self, when: str | datetime, round_up: bool = False) -> str:
         """'2026-11-03 20:00' in this zone (`round_up`: a time within a minute counts as the next minute)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from memory.cues import CUES_PROMPT_HASH, CueWriter
@@ -58,7 +59,11 @@ class JobRunner:
         updater_for: Callable[[str], Updater],
         max_attempts: int = MAX_ATTEMPTS,
         cue_writer: CueWriter | None = None,
+        day: Callable[[str], date | None] = to_date,
     ):
+        """`day`: the date of a stored (UTC) time where the user lives (chatbot/bot.py gives KEEM_TIMEZONE's), the
+        date an update resolves "다음 주 화요일" against; the UTC date by default."""
+        self.day = day
         self.engine = engine
         self.store = engine.store
         self.updater_for = updater_for
@@ -89,8 +94,8 @@ class JobRunner:
         inp = UpdateInput(
             previous=list(previous.sentences) if previous else [],
             dialogue=[{"role": t["role"], "text": t["text"]} for t in self.store.turns.of_session(job["session_id"])],
-            session_date=to_date(session["started_at"]),  # type: ignore[arg-type]
-            previous_date=to_date(before["started_at"]) if before else None,
+            session_date=self.day(session["started_at"]),  # type: ignore[arg-type]
+            previous_date=self.day(before["started_at"]) if before else None,
             records=list(previous.records) if previous else [],
             session_id=job["session_id"],
         )

@@ -505,3 +505,21 @@ def test_a_dated_plan_without_a_feeling_is_followed_up_after_its_date_and_not_ma
 
     system = messages(Opening(), plan)[0]["content"]  # type: ignore[arg-type]
     assert "계획: 동생과 제주도 여행" in system and "감정: 계획" not in system
+
+
+def test_a_session_at_eight_in_the_morning_in_korea_is_dated_by_the_korean_calendar(oracle_bot, store):
+    """08:30 KST on Monday 2026-12-07 is still Sunday in UTC: the session's prompts, its update and the dates
+    resolved against it ("다음 주 화요일") use the Korean date (KEEM_TIMEZONE), not the server's."""
+    bot = oracle_bot(fixture_users()[0])
+    session = bot.start("지수")
+    with bot.store.write():
+        bot.store.db.execute(
+            "update sessions set started_at = ? where id = ?", ["2026-12-06T23:30:00+00:00", session.session_id]
+        )
+    "".join(session.send("다음 주 화요일에 면접이라 떨려"))
+    job = session.end()
+    inp, _ = bot.runner.start(bot.store.queue.get(job))
+    assert inp.session_date == date(2026, 12, 7)
+    assert resolve_date("다음 주 화요일", inp.session_date) == date(2026, 12, 15)
+    utc_bot = oracle_bot(fixture_users()[0], timezone="UTC")
+    assert utc_bot.runner.start(utc_bot.store.queue.get(job))[0].session_date == date(2026, 12, 6)
