@@ -127,7 +127,7 @@ def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def dep(url: str, name: str) -> int:
     """The index of the app's event named `name` (api_name), read from its /config."""
-    deps = httpx.get(url + "config", timeout=5).json()["dependencies"]
+    deps = httpx.get(url + "config", timeout=30).json()["dependencies"]  # a starting app loads models meanwhile
     return next(i for i, d in enumerate(deps) if d.get("api_name") == name)
 
 
@@ -139,7 +139,10 @@ def login_when_ready(url: str, who: str, name: str, timeout: float = 90) -> None
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if "안녕하세요" in json.dumps(call(url, dep(url, "login"), [name], who), ensure_ascii=False):
-            return
+        try:
+            if "안녕하세요" in json.dumps(call(url, dep(url, "login"), [name], who), ensure_ascii=False):
+                return
+        except httpx.TimeoutException:  # the app's first answers wait while its models load (the GIL is theirs)
+            pass
         time.sleep(0.5)
     raise AssertionError("the app never became ready")
