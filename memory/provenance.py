@@ -39,6 +39,7 @@ from memory.emotion_words import EmotionParts, emotion_parts
 from memory.emotions import is_plan
 from memory.korean import content_words
 from memory.store import MARKER, Sentence, Store, Version, now_iso
+from memory.store.connection import placeholders
 from models.embedders import Embedder
 
 TOP_TURNS = 3
@@ -211,8 +212,9 @@ class Why:
         }
 
 
-def _in(ids: Sequence[int]) -> str:
-    return ",".join("?" * len(ids))
+def _of(store: Store, sql: str, user_id: int, ids: Sequence[int]) -> list[dict[str, Any]]:
+    """The rows of `sql` (with `{ids}` where the ids go) for this user and these ids; none without ids."""
+    return store.rows(sql.format(ids=placeholders(ids)), [user_id, *ids]) if ids else []
 
 
 def explain_all(store: Store, version: Version) -> list[Why]:
@@ -223,24 +225,12 @@ def explain_all(store: Store, version: Version) -> list[Why]:
     old_ids = sorted({int(i) for src in srcs for i in src.get("continues", [])})
     turns = {
         r["id"]: r
-        for r in (
-            store.rows(
-                f"select id, text, created_at from turns where user_id = ? and id in ({_in(turn_ids)})",
-                [uid, *turn_ids],
-            )
-            if turn_ids
-            else []
-        )
+        for r in _of(store, "select id, text, created_at from turns where user_id = ? and id in ({ids})", uid, turn_ids)
     }
     olds = {
         r["id"]: r
-        for r in (
-            store.rows(
-                f"select id, text, sources from memory_sentences where user_id = ? and id in ({_in(old_ids)})",
-                [uid, *old_ids],
-            )
-            if old_ids
-            else []
+        for r in _of(
+            store, "select id, text, sources from memory_sentences where user_id = ? and id in ({ids})", uid, old_ids
         )
     }
 
@@ -254,22 +244,16 @@ def explain_all(store: Store, version: Version) -> list[Why]:
     ids = sorted(sessions)
     started = {
         r["id"]: r["started_at"]
-        for r in (
-            store.rows(f"select id, started_at from sessions where user_id = ? and id in ({_in(ids)})", [uid, *ids])
-            if ids
-            else []
-        )
+        for r in _of(store, "select id, started_at from sessions where user_id = ? and id in ({ids})", uid, ids)
     }
     details = {
         r["session_id"]: json.loads(r["details"] or "{}")
-        for r in (
-            store.rows(
-                f"select session_id, details from memory_versions where user_id = ? and session_id in ({_in(ids)}) "
-                "order by number desc",
-                [uid, *ids],
-            )
-            if ids
-            else []
+        for r in _of(
+            store,
+            "select session_id, details from memory_versions where user_id = ? and session_id in ({ids}) "
+            "order by number desc",
+            uid,
+            ids,
         )
     }
     # the update's emotion records (memory/emotions.py) say which emotion and cause a sentence holds, in the

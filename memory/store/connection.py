@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Sized
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,11 @@ from sqlite_utils.migrations import Migrations
 from models.errors import MigrationError, StorageError
 
 log = logging.getLogger(__name__)
+
+
+def placeholders(values: Sized) -> str:
+    """'?,?,?': the parameters of an `in (...)` holding these values."""
+    return ",".join("?" * len(values))
 
 
 def now_iso() -> str:

@@ -7,7 +7,7 @@ import socket
 import time
 from typing import Any
 
-from memory.store.connection import Connection, now_iso
+from memory.store.connection import Connection, now_iso, placeholders
 from models.errors import InputError
 
 JOB_STATUSES = ("pending", "running", "done", "failed")
@@ -151,7 +151,7 @@ class Queue:
         return job["status"] == "failed" or (job["status"] == "pending" and job["stage"] == "failed")
 
     def jobs(self, user_id: int | None = None, statuses: tuple[str, ...] = JOB_STATUSES) -> list[dict[str, Any]]:
-        marks = ",".join("?" * len(statuses))
+        marks = placeholders(statuses)
         if user_id is None:
             return self.conn.rows(f"select * from update_jobs where status in ({marks}) order by id", list(statuses))
         return self.conn.rows(

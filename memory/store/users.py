@@ -5,14 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memory.store.connection import Connection, now_iso
+from memory.store.connection import Connection, now_iso, placeholders
 from models.errors import InputError, UnknownUserError, UserForgottenError
 
 REPLY_MARKS = ("stopped", "failed", "replaced")  # a reply's mark (turns.mark; null: a whole reply)
-
-
-def _marks(ids: Sequence[int]) -> str:
-    return ",".join("?" * len(ids))
 
 
 def check_session(conn: Connection, session_id: int, user_id: int) -> None:
@@ -105,7 +101,7 @@ class Users:
         ids = list(user_ids)
         if not ids:
             return set()
-        return {r["id"] for r in self.conn.rows(f"select id from users where id in ({_marks(ids)})", ids)}
+        return {r["id"] for r in self.conn.rows(f"select id from users where id in ({placeholders(ids)})", ids)}
 
 
 class Sessions:
@@ -143,7 +139,7 @@ class Sessions:
         ids = list(session_ids)
         if not ids:
             return set()
-        return {r["id"] for r in self.conn.rows(f"select id from sessions where id in ({_marks(ids)})", ids)}
+        return {r["id"] for r in self.conn.rows(f"select id from sessions where id in ({placeholders(ids)})", ids)}
 
     def get(self, session_id: int) -> dict[str, Any]:
         row = self.conn.one("select * from sessions where id = ?", [session_id])
