@@ -111,11 +111,11 @@ def fallback(record: EmotionRecord) -> str:
     return f"지난번에 이야기한 '{record.cause}' 일은 어떻게 됐어요?"
 
 
-def open_session(session: ChatSession) -> Iterator[str]:
+def open_session(session: ChatSession, record: EmotionRecord | None = None) -> Iterator[str]:
     """Stream the session's opening, if one is due, and store it as its first assistant turn (with the record it
     asked about, so the next opening asks something else). Yields nothing when none is due. A model failure
     before anything streamed gives the plain-words question; after, what streamed stands."""
-    record = due_opening(session)
+    record = record or due_opening(session)  # `record`: the due one the caller has just chosen
     if record is None:
         return
     bot = session.bot

@@ -33,14 +33,15 @@ class Opening:
             return
         with state.lock:
             session = state.session
-            if state.answering or session.ended or session.history or due_opening(session) is None:
+            record = None if state.answering or session.ended or session.history else due_opening(session)
+            if record is None:
                 yield PageView()
                 return
             state.answering = True  # a message sent meanwhile is stored and waits for `respond` below
         try:
             state.current = Answering(session, len(session.history) - 1, "")
             shown_at = 0.0
-            for piece in open_session(session):
+            for piece in open_session(session, record):
                 state.current.reply += piece
                 if time.monotonic() - shown_at >= FRAME_S:
                     shown_at = time.monotonic()
