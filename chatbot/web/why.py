@@ -19,6 +19,7 @@ import gradio as gr
 
 from chatbot.localtime import LocalTime, local_time
 from chatbot.web.backend import AppContext
+from chatbot.web.history import version_label
 from chatbot.web.messages import korean_error
 from chatbot.web.render import md
 from chatbot.web.state import UserState
@@ -42,11 +43,6 @@ STEPS = {
 }
 
 
-def _when(iso: str, local: LocalTime) -> str:
-    """A stored (UTC) time as the page shows every time: in KEEM_TIMEZONE, the zone named."""
-    return local.stamp(iso)
-
-
 def render_why(whys: Sequence[Why], blind: bool, local: LocalTime | None = None) -> str:
     """One collapsible block per sentence: its sessions, the user's own words (quoted, with time and score), what
     it continues, the summary line and step it came through, an emotion's words and cause."""
@@ -60,7 +56,7 @@ def render_why(whys: Sequence[Why], blind: bool, local: LocalTime | None = None)
             days = dict.fromkeys(f"{local.local(at):%Y-%m-%d}" for at in w.sessions)  # the local dates, in order
             rows.append(f"대화한 날: {', '.join(days)}")
         for q in w.quotes:
-            rows.append(f"사용자가 한 말: “{html.escape(q.text)}” ({_when(q.at, local)}, 맞는 정도 {q.score:.2f})")
+            rows.append(f"사용자가 한 말: “{html.escape(q.text)}” ({local.stamp(q.at)}, 맞는 정도 {q.score:.2f})")
         for old in w.continues:
             rows.append(f"이어 쓴 이전 기억: {html.escape(old)}")
         if w.summary_line:
@@ -73,7 +69,7 @@ def render_why(whys: Sequence[Why], blind: bool, local: LocalTime | None = None)
         step = STEPS.get(w.step, w.step) if w.step else "출처를 기록하기 전에 만든 문장"
         if w.op and not blind:
             step += f" ({w.op})"
-        rows.append(f"어떻게: {step}" + (f", {_when(w.written_at, local)}" if w.written_at else ""))
+        rows.append(f"어떻게: {step}" + (f", {local.stamp(w.written_at)}" if w.written_at else ""))
         blocks.append(
             f'<details class="keem-why" id="why-{w.number}"><summary>{w.number}. {html.escape(w.text)}</summary>'
             f"<p>{'<br>'.join(rows)}</p></details>"
@@ -92,7 +88,7 @@ def _entry(e: Any, local: LocalTime) -> str:
         text = f"~~{md(e.text)}~~"
     else:
         text = md(e.text)
-    said = "".join(f"  \n  근거: “{md(q.text)}” ({_when(q.at, local)})" for q in e.quotes[:2])
+    said = "".join(f"  \n  근거: “{md(q.text)}” ({local.stamp(q.at)})" for q in e.quotes[:2])
     return f"- {head} {text}  \n  {md(e.reason)}{said}"
 
 
@@ -114,8 +110,7 @@ def changes_hint(job: dict[str, Any]) -> str:
 
 
 def _title(v: Version, local: LocalTime) -> str:
-    who = {"updater": "대화 뒤 갱신", "user": "사용자 직접 수정", "import": "가져오기"}.get(v.author, v.author)
-    return f"v{v.number} · {_when(v.created_at, local)} · {who}"
+    return f"v{v.number} · {local.stamp(v.created_at)} · {version_label(v, show_strategy=False)}"  # as the history
 
 
 def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) -> PageView:
