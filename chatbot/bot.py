@@ -76,9 +76,8 @@ class Chatbot:
         local = self.settings.local_time
         previous_date = local.day(before["started_at"]) if before else None
         self.engine.warm(user_id)
-        session = ChatSession(self, user_id, user_name, session_id, strategy, previous_date)
-        session.today = local.day(datetime.now(timezone.utc))  # the user's date, in the prompts and the opening
-        return session
+        today = local.day(datetime.now(timezone.utc))  # the user's date, in the prompts and the opening
+        return ChatSession(self, user_id, user_name, session_id, strategy, previous_date, today=today)
 
     def forget(self, user_id: int) -> Erased:
         """Delete everything about a user ("나를 잊기", `keem memory forget`): no copy stays in the database file
