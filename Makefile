@@ -32,16 +32,20 @@ browser:
 run: $(STAMP)
 	HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False $(PY) app.py
 
+# Tests run in pytest-xdist workers, one per core up to 4, a test file per worker at a time (its fixtures with it):
+# the browser and app-process tests mostly wait, so two workers on CI's two cores take about two thirds of the time.
+XDIST := -n auto --maxprocesses 4 --dist loadfile
+
 test: $(STAMP) browser lint
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST)
 
 # tests/ without the slow ones: no browser, no real model, no app process
 test-fast: $(STAMP)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest -m "not slow"
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST) -m "not slow"
 
 # tests/e2e only: the app in chromium and in its own process
 test-e2e: $(STAMP) browser
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest tests/e2e
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST) tests/e2e
 
 # Rewrite the README's docs/screenshot*.png (tests never write them): the app against a loopback model, in chromium.
 screenshots: $(STAMP) browser
