@@ -9,6 +9,11 @@
   gains from the layout.
 
 usage: python benchmarks/chat_latency.py [--turns 20] [--memory 30] [--max-new-tokens 8] [--embedder auto]
+                                        [--token-budget 600]
+
+The 30 sentences take 1,818 of the demo model's tokens, over the default KEEM_TOKEN_BUDGET (600): the system prompt
+holds the selection pinned for the session and notes bring the rest as the messages need them. `--token-budget 2000`
+pins the whole memory instead: what each layout costs at turn 1 and saves later is in the last lines.
 
 Time to first token is the time of a call for one new token (prompt in, one token out); the reply that goes into
 the history is a second call, served from the cache the first one left.
@@ -139,12 +144,20 @@ def main() -> int:
     parser.add_argument("--model", default="demo", help="an hf: model or demo")
     parser.add_argument("--embedder", default="auto")
     parser.add_argument("--ms-per-token", type=float, default=1.0, help="the loopback server's price of a token")
+    parser.add_argument(
+        "--token-budget",
+        type=int,
+        default=Settings.token_budget,
+        help="KEEM_TOKEN_BUDGET: the whole memory is pinned in the system prompt when it fits (default %(default)s)",
+    )
     args = parser.parse_args()
     marks = sorted({1, (args.turns + 1) // 2, args.turns})
     with tempfile.TemporaryDirectory() as tmp:
         model = load_chat_model(args.model)
         assert isinstance(model, TransformersChatModel), "the KV reuse measured here is the transformers backend's"
-        settings = Settings(db=f"{tmp}/bench.db", reply_max_tokens=args.max_new_tokens)
+        settings = Settings(
+            db=f"{tmp}/bench.db", reply_max_tokens=args.max_new_tokens, token_budget=args.token_budget
+        )
         bot = Chatbot(settings, chat_model=model, embedder=load_embedder(args.embedder))
         user_id = bot.start("bench").user_id
         bot.engine.commit(
@@ -171,6 +184,8 @@ def main() -> int:
                     "turn": turn,
                     "prompt": len(ids),
                     "shared": shared_prefix(previous, ids) / len(ids) if previous else None,
+                    "pinned": len(session.pinned[1]) if session.pinned else 0,
+                    "noted": len(session.notes.get(len(session.history) - 1, [])),
                 }
                 previous = ids
                 if turn in marks:  # the same prompt without reuse, before the reuse call (which must not see it)
@@ -193,18 +208,19 @@ def report(rows: list[dict[str, object]], marks: list[int], args: argparse.Names
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"\nmodel={args.model} embedder={args.embedder} turns={args.turns} memory={args.memory} "
-        f"reply={args.max_new_tokens} tokens server={args.ms_per_token} ms/uncached token "
+        f"reply={args.max_new_tokens} tokens token budget={args.token_budget} "
+        f"server={args.ms_per_token} ms/uncached token "
         f"cpus={os.cpu_count()} load average={load:.1f}"
     )
     print(
-        "\nturn | prompt tokens | shared with previous | KV reuse served | TTFT reuse | TTFT no reuse | "
-        "server cached: uncached, TTFT | server uncached: charged, TTFT"
+        "\nturn | prompt tokens | memory pinned + noted | shared with previous | KV reuse served | TTFT reuse | "
+        "TTFT no reuse | server cached: uncached, TTFT | server uncached: charged, TTFT"
     )
     for r in rows:
         shared = f"{r['shared']:.1%}" if r["shared"] is not None else "-"
         fresh = f"{r['ttft_fresh']:.2f} s" if "ttft_fresh" in r else ""
         print(
-            f"{r['turn']:>4} | {r['prompt']:>13} | {shared:>20} | {r['cached'] or 0:>15} | {r['ttft_reuse']:.2f} s"
+            f"{r['turn']:>4} | {r['prompt']:>13} | {r['pinned']:>12} + {r['noted']:<6} | {shared:>20} | {r['cached'] or 0:>15} | {r['ttft_reuse']:.2f} s"
             f" | {fresh:>13} | {r['charged_True']:>6}, {r['remote_True']:.2f} s | {r['charged_False']:>6}, "
             f"{r['remote_False']:.2f} s"
         )
@@ -216,6 +232,11 @@ def report(rows: list[dict[str, object]], marks: list[int], args: argparse.Names
         "(goal >= 90%)"
         if later
         else ""
+    )
+    computed = [int(r["prompt"]) - int(r["cached"] or 0) for r in rows]  # type: ignore[call-overload]
+    print(
+        f"prompt tokens computed with KV reuse: turn 1 {computed[0]:,}, turns 2-{len(rows)} "
+        f"{sum(computed[1:]):,} ({max(computed[1:], default=0):,} at most in one turn), {sum(computed):,} in all"
     )
     for name, key in (("with reuse", "ttft_reuse"), ("without reuse", "ttft_fresh")):
         print(
