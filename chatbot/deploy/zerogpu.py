@@ -8,7 +8,7 @@ that has none at startup):
 
 - `keem_reply` streams one chat reply (a generator; its `Finish` comes last, as an item);
 - `keem_update` runs the model part of one memory update (memory/jobs.py JobRunner.compute), yielding its stages
-  as it goes, with a duration estimated from the size of the memory and the session.
+  as it goes, with a duration counted from the model calls its strategy makes (below).
 
 `keem_update`'s duration counts the model calls the chosen strategy makes for this input (memory/jobs.py
 JobRunner.calls, from the strategy's steps: summarize, reflect, the rewrite, the guard's judge and the verification
