@@ -51,6 +51,10 @@ class CueWriter:
     def __init__(self, model: ChatModel):
         self.model = model
 
+    def calls(self, count: int) -> int:
+        """The model calls `write` makes for `count` sentences: one per MAX_PER_CALL (none for a model not asked)."""
+        return Steps.for_model(self.model).calls(-(-count // MAX_PER_CALL))
+
     def write(self, texts: list[str], problems: list[str] | None = None) -> dict[str, str]:
         """{sentence text: cue words} for the sentences it got cues for; `problems`, when given, receives this
         call's model problems (answers cut at their budget, prompts too long), which cost those cues."""

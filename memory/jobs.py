@@ -14,6 +14,7 @@ from memory.provenance import attach
 from memory.store import Sentence, Version
 from memory.text import to_date
 from memory.updaters import UpdateInput, Updater, UpdateResult
+from memory.updaters.steps import MAX_REFLECTED
 from models.errors import MemoryChangedError, describe
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,15 @@ class JobRunner:
             session_id=job["session_id"],
         )
         return inp, previous.number if previous else None
+
+    def calls(self, strategy: str, inp: UpdateInput) -> int:
+        """The most model calls `compute` makes for `inp` (when no answer is cut): the strategy's (Updater.calls),
+        and with cue words one per MAX_PER_CALL sentences that have none, counting every previous sentence as
+        rewritten plus the most one session adds (MAX_REFLECTED)."""
+        calls = self.updater_for(strategy).calls(inp)
+        if self.cue_writer is not None:
+            calls += self.cue_writer.calls(len(inp.previous) + MAX_REFLECTED)
+        return calls
 
     def compute(self, strategy: str, inp: UpdateInput, stage: Callable[[str], None]) -> Computed:
         """The model part of a job, and nothing else (no database): the strategy's update, then cue words."""

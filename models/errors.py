@@ -39,6 +39,7 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "model_server_down",  # models/openai_backend.py: the model server cannot be reached
     "model_refused",  # the server refused the request (400)
     "model_server_failed",  # the server answered an error status after the retries; status
+    "gpu_stopped",  # chatbot/deploy/zerogpu.py: ZeroGPU stopped a memory update (time limit, quota, no free GPU)
 )
 
 

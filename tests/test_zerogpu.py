@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,15 @@ import pytest
 
 from chatbot.deploy import zerogpu
 from chatbot.web.backend import Backend
+from chatbot.web.catch_up import CatchUp
 from chatbot.web.chat import ChatUI
+from chatbot.web.messages import MESSAGES, korean_stored_error
+from chatbot.web.view import PageView
 from chatbot.worker import Worker
+from memory.updaters import UpdateInput
 from models.base import ChatStream, GenerationOptions, Message
-from models.fake import ScriptedChatModel
+from models.errors import GenerationError
+from models.fake import ScriptedChatModel, section, stage_of
 from tests.test_ui import answer, drain, make_bot, say
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,8 +51,8 @@ def spaces(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 class WatchedModel(ScriptedChatModel):
     """The scripted model, noting for each call which decorated calls were under way."""
 
-    def __init__(self, stub: Any):
-        super().__init__(responder=answer)
+    def __init__(self, stub: Any, responder: Callable[[list[Message]], str] = answer):
+        super().__init__(responder=responder)
         self.stub, self.seen = stub, []
 
     def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:
@@ -56,11 +61,16 @@ class WatchedModel(ScriptedChatModel):
         return (yield from super().stream(messages, options))
 
 
-def zero_ui(tmp_path: Path, stub: Any) -> tuple[ChatUI, WatchedModel, Worker]:
-    model = WatchedModel(stub)
-    bot = make_bot(tmp_path / "keem.db", model)
+def zero_ui(tmp_path: Path, stub: Any, responder: Any = answer, **settings: Any) -> tuple[ChatUI, WatchedModel, Worker]:
+    model = WatchedModel(stub, responder)
+    bot = make_bot(tmp_path / "keem.db", model, **settings)
     worker = Worker(bot, poll_s=0.02).start()
     return ChatUI(bot, worker), model, worker
+
+
+def catch_up(ui: ChatUI, state: Any) -> list[PageView]:
+    """The event chained after a login, 대화 끝내기 or 새 대화 on ZeroGPU (chatbot/web/catch_up.py)."""
+    return drain(CatchUp(ui.ctx).run(state))
 
 
 def test_reply_and_update_run_inside_gpu_functions_called_from_the_users_events(tmp_path: Path, spaces: Any) -> None:
@@ -77,14 +87,15 @@ def test_reply_and_update_run_inside_gpu_functions_called_from_the_users_events(
         assert "기억 갱신" in out.progress and state.job_id is not None
         time.sleep(0.2)  # the background worker leaves it alone on ZeroGPU
         assert ui.bot.store.queue.get(state.job_id)["status"] == "pending"
-        drain(ui.zero.catch_up(state))  # the event chained to "대화 끝내기"
+        catch_up(ui, state)  # the event chained to "대화 끝내기"
         progress = ui.memory.poll(state)
         assert "완료" in progress.progress and "부산" in progress.memory  # the memory tab shows it
         chat = [running for kind, running in model.seen if kind == "chat"]
         update = [running for kind, running in model.seen if kind == "update"]
         assert chat == [["keem_reply"]] and update and all(r == ["keem_update"] for r in update)
         [asked] = [c["duration"] for c in spaces.calls if c["event"] == "start" and c["function"] == "keem_update"]
-        assert asked == zerogpu.UPDATE_BASE_S + 2 * zerogpu.UPDATE_PER_TURN_S  # no memory yet, two turns
+        calls = 5  # summarize, reflect, verify (a first memory is its summary), the records call and its retry
+        assert asked == zerogpu.UPDATE_BASE_S + calls * zerogpu.UPDATE_PER_CALL_S + 2 * zerogpu.UPDATE_PER_TURN_S
     finally:
         worker.stop()
 
@@ -99,13 +110,15 @@ def test_an_update_the_gpu_time_limit_cuts_stays_pending_and_the_next_event_fini
         ui.chat.end_session(state)
         job_id = state.job_id
         spaces._aborts["keem_update"] = 1  # ZeroGPU cuts the first try after its first stage
-        frames = drain(ui.zero.catch_up(state))
-        assert "GPU 시간 안에 끝나지 못했습니다" in frames[-1][0]
+        frames = catch_up(ui, state)
+        assert frames[-1].progress == MESSAGES["gpu_stopped"]
+        assert "GPU 시간 안에 끝나지 못했습니다" in frames[-1].progress
         job = ui.bot.store.queue.get(job_id)
         assert job["status"] == "pending" and "GPU task aborted" in job["last_error"]
+        assert korean_stored_error(job["last_error"]) == MESSAGES["gpu_stopped"]  # as the memory tab lists it
         assert ui.bot.engine.current(state.user_id) is None  # nothing half-done became memory
         again = ui.entry.login("민수").state  # the user's next event runs it again, asking for more time
-        drain(ui.zero.catch_up(again))
+        catch_up(ui, again)
         assert ui.bot.store.queue.get(job_id)["status"] == "done"
         assert "마라톤" in " ".join(ui.bot.engine.current(state.user_id).texts)
         first, second = [
@@ -139,3 +152,74 @@ def test_without_zerogpu_nothing_changes(tmp_path: Path, monkeypatch: pytest.Mon
         assert not zerogpu.active() and worker.run_jobs and ChatUI(bot, worker).zero is None
     finally:
         zerogpu.active.cache_clear()
+
+
+SEOUL, BUSAN = "사용자는 서울 마포구에 산다.", "사용자는 2026년 11월 말에 부산으로 이사했다."
+
+
+def every_call(messages: list[Message]) -> str:
+    """An update model that makes every call an update's steps may make: the rewrite drops the old home (so the
+    guard asks its judge, who says 예), the first verification of a rewrite fails (so it is tried again), and every
+    update's first records call fails (so it is asked again)."""
+    prompt = messages[-1]["content"]
+    stage = stage_of(prompt)
+    said = prompt.rsplit("\n대화 (", 1)[-1]
+    if stage in ("summarize", "reflect"):
+        return BUSAN if "이사" in said else SEOUL
+    if stage == "update":
+        return "\n".join([*(line for line in section(prompt, "\n이전 기억:", "이번 요약:") if line != SEOUL), BUSAN])
+    if stage == "guard":
+        return "\n".join(f"{n}: 예" for n, _ in enumerate(section(prompt, "\n질문:", "답:"), 1))
+    if stage == "verify" and "이전 기억:\n사" in prompt:  # a rewrite's: the first of each update fails
+        every_call.verified += 1  # type: ignore[attr-defined]
+        return "실패: 한 번 더 확인하세요." if every_call.verified % 2 else "통과"
+    if stage == "emotions":
+        every_call.records += 1  # type: ignore[attr-defined]
+        if every_call.records % 2:  # type: ignore[attr-defined]
+            raise GenerationError("injected failure: 429 Too Many Requests; the backend's retries ran out")
+        return ""
+    if stage == "verify":
+        return "통과"
+    if stage == "operations":
+        return "APPEND"
+    if stage == "cues":
+        return "1: 집, 이사"
+    return answer(messages)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "cues"), [("keem", False), ("accumulate", False), ("operations", False), ("keem", True)]
+)
+def test_an_updates_gpu_time_counts_the_model_calls_its_strategy_makes(
+    tmp_path: Path, spaces: Any, monkeypatch: pytest.MonkeyPatch, strategy: str, cues: bool
+) -> None:
+    """Two sessions (a first memory, then one that changes it) run through ZeroGPU with a model that makes every call
+    the steps may make: each GPU call asks for at least UPDATE_PER_CALL_S per model call made inside it (exactly that
+    many where the bound is reached: the estimate counts calls, not guesses), at most UPDATE_MAX_S."""
+    every_call.verified = every_call.records = 0  # type: ignore[attr-defined]
+    ui, model, worker = zero_ui(tmp_path, spaces, every_call, strategy=strategy, memory_cues=cues)
+    estimates: list[tuple[UpdateInput, int]] = []
+    count = ui.bot.runner.calls
+    monkeypatch.setattr(ui.bot.runner, "calls", lambda s, inp: estimates.append((inp, n := count(s, inp))) or n)
+    try:
+        state = ui.entry.login("민수").state
+        made = []
+        for said in ("나 서울 마포구에 살아", "나 지난주에 부산으로 이사했어"):
+            say(ui, said, state)
+            ui.chat.end_session(state)
+            before = len(model.seen)
+            catch_up(ui, state)
+            made.append(sum(running == ["keem_update"] for _, running in model.seen[before:]))
+            ui.chat.new_session(state)
+        assert [s.text for s in ui.bot.engine.current(state.user_id).sentences][-1] == BUSAN
+        asked = [c["duration"] for c in spaces.calls if c["event"] == "start" and c["function"] == "keem_update"]
+        assert len(asked) == len(estimates) == len(made) == 2
+        for (inp, estimate), calls, duration in zip(estimates, made, asked):
+            assert duration == zerogpu.update_duration(estimate, inp) <= zerogpu.UPDATE_MAX_S
+            assert calls <= estimate and duration >= min(zerogpu.update_duration(calls, inp), zerogpu.UPDATE_MAX_S)
+            if not cues and not (strategy == "operations" and inp.previous):  # there the bound is all it can know
+                assert calls == estimate
+        if strategy == "keem":  # summarize, reflect, twice (rewrite, judge, verify), the records call twice
+            assert made[1] == 10 + cues
+    finally:
+        worker.stop()

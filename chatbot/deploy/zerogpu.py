@@ -8,17 +8,22 @@ that has none at startup):
 
 - `keem_reply` streams one chat reply (a generator; its `Finish` comes last, as an item);
 - `keem_update` runs the model part of one memory update (memory/jobs.py JobRunner.compute), yielding its stages
-  as it goes, with a duration estimated from the size of the memory and the session.
+  as it goes, with a duration counted from the model calls its strategy makes (below).
+
+`keem_update`'s duration counts the model calls the chosen strategy makes for this input (memory/jobs.py
+JobRunner.calls, from the strategy's steps: summarize, reflect, the rewrite, the guard's judge and the verification
+per attempt, the records call and its retry; the operations strategy's choice per summary sentence; cue words),
+UPDATE_PER_CALL_S each, plus the memory and the session read, at most UPDATE_MAX_S.
 
 An update that ZeroGPU cuts (its time limit, the visitor's GPU quota, no free GPU) is a failed attempt of a durable
-job: the job stays pending, the previous memory stays as it was, and the user's next event (starting, ending or
-renewing a conversation) runs it again, asking for more time.
+job (code `gpu_stopped`): the job stays pending, the previous memory stays as it was, and the user's next event
+(starting, ending or renewing a conversation) runs it again, asking for more time. The page's side of this, the
+handler chained after those events, is chatbot/web/catch_up.py (deploy/ knows no front end).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterator
@@ -27,15 +32,16 @@ from typing import TYPE_CHECKING, Any
 from memory.jobs import Computed
 from memory.updaters import UpdateInput
 from models.base import ChatModel, ChatStream, Finish, GenerationOptions, Message
-from models.errors import GenerationError
+from models.errors import GenerationError, KeemError, describe
 
 if TYPE_CHECKING:
     from chatbot.bot import Chatbot
 
-log = logging.getLogger(__name__)
-
 REPLY_S = 60  # one reply of at most 256 tokens: seconds, with room for a 10.8B model's first call
-UPDATE_BASE_S = 60  # summarize, reflect, update, verify: four calls of at most 512 tokens
+# One memory update's GPU time: per model call the update makes (counted from its strategy's steps, memory/jobs.py
+# JobRunner.calls), plus reading what it is given; doubled for each try ZeroGPU cut, never more than UPDATE_MAX_S.
+UPDATE_BASE_S = 10  # the work between the calls: the input crossing over, Korean analysis, embeddings
+UPDATE_PER_CALL_S = 15  # one call of at most 512 tokens (KEEM_UPDATE_MAX_TOKENS' default) from a 10.8B model
 UPDATE_PER_SENTENCE_S = 2  # each memory sentence is read (and written back) by the update and verify calls
 UPDATE_PER_TURN_S = 1
 UPDATE_MAX_S = 240  # a visitor's daily quota is a few minutes: never ask for more than this at once
@@ -55,9 +61,15 @@ def active() -> bool:
     return bool(getattr(Config, "zero_gpu", False))
 
 
-def update_duration(strategy: str, inp: UpdateInput, tries: int = 0) -> int:
-    """Seconds of GPU to ask for one update: grows with the memory and the session, and with each try ZeroGPU cut."""
-    need = UPDATE_BASE_S + UPDATE_PER_SENTENCE_S * len(inp.previous) + UPDATE_PER_TURN_S * len(inp.dialogue)
+def update_duration(calls: int, inp: UpdateInput, tries: int = 0) -> int:
+    """Seconds of GPU to ask for one update that makes at most `calls` model calls: grows with the calls, the memory
+    and the session, and with each try ZeroGPU cut; UPDATE_MAX_S at most."""
+    need = (
+        UPDATE_BASE_S
+        + UPDATE_PER_CALL_S * calls
+        + UPDATE_PER_SENTENCE_S * len(inp.previous)
+        + UPDATE_PER_TURN_S * len(inp.dialogue)
+    )
     return int(min(need * (1 + max(tries, 0)), UPDATE_MAX_S))
 
 
@@ -93,7 +105,8 @@ class GPUChatModel(ChatModel):
 
 
 class ZeroGPU:
-    """The app's GPU functions and the event handler that runs a user's waiting memory updates inside them.
+    """The app's GPU functions, and `run`, which runs one memory update job with its model part inside them (the
+    page's events call it: chatbot/web/catch_up.py).
 
     `backend` is the app's chatbot/web/backend.py Backend; on ZeroGPU it has loaded before the app is built (the models
     must reach ZeroGPU's GPU from the main thread, before launch), and its chat model is wrapped here once.
@@ -105,7 +118,7 @@ class ZeroGPU:
         self.backend = backend
         self.raw_chat: ChatModel | None = None
         self.reply_gpu = spaces.GPU(duration=reply_duration)(self.keem_reply)
-        self.update_gpu = spaces.GPU(duration=update_duration)(self.keem_update)
+        self.update_gpu = spaces.GPU(duration=self.update_time)(self.keem_update)
         backend.done.wait()
         if backend.bot is not None:
             self.prepare(backend.bot)
@@ -115,6 +128,11 @@ class ZeroGPU:
         if not isinstance(bot.chat_model, GPUChatModel):
             self.raw_chat = bot.chat_model
             bot.chat_model = GPUChatModel(bot.chat_model, self.reply_gpu)
+
+    def update_time(self, strategy: str, inp: UpdateInput, tries: int = 0) -> int:
+        """`keem_update`'s duration (ZeroGPU calls it with the same arguments, here, before the GPU call): the model
+        calls the chosen strategy makes for this input, by `update_duration`."""
+        return update_duration(self.backend.bot.runner.calls(strategy, inp), inp, tries)
 
     # -- inside the GPU (plain arguments in, plain values out: they cross processes by pickling) ---------------
     def keem_reply(self, messages: list[Message], options: GenerationOptions) -> Iterator[str | Finish]:
@@ -157,44 +175,24 @@ class ZeroGPU:
         def compute(strategy: str, inp: UpdateInput, stage: Callable[[str], None]) -> Computed:
             tries = bot.store.queue.get(job_id)["attempts"] - 1  # the tries ZeroGPU cut before this one
             done = None
-            for kind, value in self.update_gpu(strategy, inp, tries):
-                if kind == "stage":
-                    stage(value)
-                else:
-                    done = value
+            try:
+                for kind, value in self.update_gpu(strategy, inp, tries):
+                    if kind == "stage":
+                        stage(value)
+                    else:
+                        done = value
+            except KeemError:  # the update's own (a model server down, ...), crossed as it was raised
+                raise
+            except Exception as exc:  # ZeroGPU's: its time limit, the visitor's quota, no free GPU
+                raise GenerationError(
+                    f"ZeroGPU stopped the update ({describe(exc)}); it runs again at the user's next event",
+                    code="gpu_stopped",
+                ) from exc
             if not isinstance(done, Computed):
-                raise GenerationError("the GPU function ended without an update; it runs again at the next visit")
+                raise GenerationError(
+                    "the GPU function ended without an update; it runs again at the user's next event",
+                    code="gpu_stopped",
+                )
             return done
 
         return bot.runner.run(job_id, compute=compute)
-
-    def catch_up(self, state: Any) -> Iterator[tuple[Any, Any]]:
-        """A user's event: run this user's waiting memory updates, oldest first. Outputs (progress, timer); the
-        poll timer shows each stage and refreshes the memory tab when the update is done."""
-        import gradio as gr
-
-        bot = self.backend.bot
-        if state is None or bot is None:
-            yield gr.skip(), gr.skip()
-            return
-        for job in bot.store.queue.jobs(state.user_id, statuses=("pending",)):
-            if state.job_id is None:
-                state.job_id = job["id"]
-            yield gr.skip(), gr.Timer(active=True)
-            try:
-                self.run(job["id"])
-            except Exception as exc:  # recorded on the job, which stays pending for the next event
-                log.warning("memory update job %s stopped on ZeroGPU: %s", job["id"], exc)
-                state.job_id = None
-                yield (
-                    "기억 갱신이 GPU 시간 안에 끝나지 못했습니다. 이전 기억은 그대로이고, "
-                    "다음에 대화를 시작하거나 끝낼 때 이어서 갱신합니다.",
-                    gr.Timer(active=False),
-                )
-                return
-        yield gr.skip(), gr.skip()
-
-    def wire(self, events: list[Any], state: Any, progress: Any, timer: Any, **options: Any) -> None:
-        """After each of these events (login, end, new conversation), run the user's waiting updates."""
-        for event in events:
-            event.then(self.catch_up, [state], [progress, timer], show_progress="hidden", **options)

@@ -14,6 +14,7 @@ from chatbot.trials.study import Study
 from chatbot.web import identity as hf_login
 from chatbot.web import login
 from chatbot.web.backend import Backend
+from chatbot.web.catch_up import CatchUp, wire_catch_up
 from chatbot.web.chat import PLACEHOLDER, ChatUI
 from chatbot.web.editing import build as sentence_rows
 from chatbot.web.flow import Flow
@@ -88,8 +89,8 @@ def build_app(
         # logging in; a trial's events come after the chat page's: they chain onto its end and logout
         opened = part.wire(page) if part is not None else [chat_events(page, ui)]
         wire_openings(page, Opening(ui.ctx, ui.chat), [*opened, chained[1]])  # the bot asks first (issue 23)
-        if ui.zero is not None:  # ZeroGPU: a user's memory updates run in their own events (chatbot/deploy/zerogpu.py)
-            ui.zero.wire([*opened, *chained], page["state"], page["progress"], page["timer"], **page.options)
+        if ui.zero is not None:  # ZeroGPU: a user's memory updates run in their own events (chatbot/web/catch_up.py)
+            wire_catch_up(page, CatchUp(ui.ctx), [*opened, *chained])
     return app
 
 

@@ -64,6 +64,10 @@ MESSAGES = {
     ),
     "model_refused": "모델 서버가 이 요청을 거절했습니다. 메시지를 조금 바꿔 다시 보내 보세요.",
     "model_server_failed": "모델 서버가 여러 번 시도해도 오류로 답했습니다. 잠시 뒤 다시 시도해 주세요.",
+    "gpu_stopped": (
+        "기억 갱신이 GPU 시간 안에 끝나지 못했습니다. 이전 기억은 그대로이고, "
+        "다음에 대화를 시작하거나 끝낼 때 이어서 갱신합니다."
+    ),
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",

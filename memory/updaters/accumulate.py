@@ -22,6 +22,11 @@ class AccumulateUpdater:
         """The steps of one update (they record its problems): every update has its own."""
         return Steps.for_model(self.model, self.embedder, ceiling=self.max_new_tokens)
 
+    def calls(self, inp: UpdateInput) -> int:
+        """The most model calls `update(inp)` makes: summarize, then the records."""
+        steps = self.new_steps()
+        return steps.calls() + steps.record_calls()
+
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
         steps = self.new_steps()
         progress("summarizing")

@@ -41,6 +41,11 @@ class Updater(Protocol):
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult: ...
 
+    def calls(self, inp: UpdateInput) -> int:
+        """The most model calls `update(inp)` makes when no answer is cut at its budget (a cut answer is asked once
+        more), counted from its steps (memory/updaters/steps.py): ZeroGPU asks for GPU time by it."""
+        ...
+
 
 def carry_over(previous: Iterable[Sentence], provenance: str = "kept") -> list[Sentence]:
     """Sentences of a stored version carried into the next one: the same text (with its stored vectors and cue

@@ -39,6 +39,13 @@ class KeemUpdater:
         """The steps of one update (they record its problems): every update has its own."""
         return Steps.for_model(self.model, self.embedder, ceiling=self.max_new_tokens)
 
+    def calls(self, inp: UpdateInput) -> int:
+        """The most model calls `update(inp)` makes (memory/updaters/base.py Updater.calls): summarize and reflect;
+        a first memory is the reflected summary, verified; a later one goes through `Steps.update`; then records."""
+        steps = self.new_steps()
+        rewrite = steps.update_calls(self.attempts) if inp.previous else steps.calls()
+        return steps.calls(2) + rewrite + steps.record_calls()
+
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
         """The new memory, with its emotion-and-cause records (the shared step every strategy calls)."""
         steps = self.new_steps()

@@ -1,7 +1,8 @@
 """The operation baseline (CareCallmem / "Keep Me Updated!"): per summary sentence, PASS / APPEND / DELETE / REPLACE.
 
-Calls per update: 1 (summarize) + one per summary sentence (typically 3-8). KEEM makes 4 (summarize, reflect,
-update, verify), plus one per dropped sentence the deletion guard judges, plus 2 when verification retries.
+Calls per update: 1 (summarize) + one per summary sentence (typically 3-8) + the records call (tried again when it
+fails). KEEM makes 4 (summarize, reflect, update, verify), plus one for all the pairs the deletion guard judges,
+plus those 3 again when verification retries, plus the records call. `calls` on each updater counts them.
 Like the original, this baseline has no deletion guard: DELETE and REPLACE erase what they erase.
 A memory too large for one call (steps.py's ceiling) is shown in part: the sentences the summary sentence
 touches, numbered within that part; every other sentence stays as it is.
@@ -15,7 +16,7 @@ from memory.prompts import prompt_hash, render
 from memory.store import Sentence
 from memory.text import strip_wrappers
 from memory.updaters.base import Progress, UpdateInput, UpdateResult, carry_over
-from memory.updaters.steps import DEFAULT_CEILING, Steps
+from memory.updaters.steps import DEFAULT_CEILING, MAX_SUMMARY, Steps
 from models.base import ChatModel
 from models.embedders import Embedder
 
@@ -72,6 +73,12 @@ class OperationsUpdater:
         )
         op, index = parse_operation(strip_wrappers(answer or ""), len(part))
         return answer or "", op, None if index is None else part[index], shown is not None
+
+    def calls(self, inp: UpdateInput) -> int:
+        """The most model calls `update(inp)` makes: summarize; with a previous memory, one choice per summary
+        sentence (at most MAX_SUMMARY are kept: the count is not known before the summary is); then the records."""
+        steps = self.new_steps()
+        return steps.calls(1 + (MAX_SUMMARY if inp.previous else 0)) + steps.record_calls()
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
         steps = self.new_steps()

@@ -65,6 +65,7 @@ JUDGE_TOKENS = 64  # room for a preamble before the "N: 예" / "N: 아니오" li
 JUDGE_PAIR_TOKENS = 8  # and one such line per pair
 RECORD_TOKENS = 64  # one emotion record line (7 fields, the quote the longest)
 NEW_RECORDS = 8  # room for this many new records per session
+RECORD_TRIES = 2  # the records call (Steps.emotions): a failed one is tried once more
 RETRIEVED_PER_QUERY = 2  # scoped rewrite: nearest previous sentences per user turn and summary sentence
 DEFAULT_CEILING = 512  # KEEM_UPDATE_MAX_TOKENS: past this, an update rewrites only what the session touches
 
@@ -272,12 +273,12 @@ class Steps:
             session_date=_iso(session_date),
         )
         answer = None
-        for attempt in range(2):  # a failed call is tried once more; then it costs this session's records only
+        for attempt in range(RECORD_TRIES):  # a failed call is tried again; then it costs this session's records only
             try:
                 answer = self.call("emotions", prompt, (len(ongoing) + NEW_RECORDS) * RECORD_TOKENS + SLACK_TOKENS)
                 break
             except GenerationError as exc:
-                self.problems.append(f"emotions: {exc}" + ("; tried again" if attempt == 0 else ""))
+                self.problems.append(f"emotions: {exc}" + ("; tried again" if attempt < RECORD_TRIES - 1 else ""))
         records, report = merge(records, answer, shown, dialogue, session_date, session_id)
         if report.get("failed") and self.problems:
             report["note"] = self.why(str(report["note"]))
@@ -292,6 +293,21 @@ class Steps:
             note = f"emotion records: {report['note']}"
             result.note = f"{result.note}; {note}" if result.note else note
         return result
+
+    # -- how many calls the steps make (what ZeroGPU's time estimate counts: chatbot/deploy/zerogpu.py) ----------
+    # Each is the most a step asks when no answer is cut at its budget (a cut one is asked once more, as `_call`
+    # says; that is not counted), and 0 for a model that is not asked at all.
+    def calls(self, n: int = 1) -> int:
+        """`n` one-call steps (summarize, reflect, verify, an operation's choice, a cue chunk): one call each."""
+        return 0 if self.not_asked else n
+
+    def record_calls(self) -> int:
+        """`emotions` (every strategy's last stage, `with_records`): one call, tried again when it fails."""
+        return self.calls(RECORD_TRIES)
+
+    def update_calls(self, attempts: int) -> int:
+        """`update`: per attempt the rewrite, the guard's judge (one call for all its pairs) and the verification."""
+        return self.calls(attempts * (3 if self.use_guard else 2))
 
     # -- the update: scope, rewrite, guard, verify ---------------------------------------------------
     def scope(self, previous: list[Sentence], reflected: list[str], user_turns: list[str]) -> list[int] | None:

@@ -1,0 +1,56 @@
+"""The page's side of ZeroGPU (chatbot/deploy/zerogpu.py): there a user's memory updates run in that user's own
+events, chained after each event that starts, ends or renews a conversation. The progress line's poll timer shows
+each stage (MemoryTab.poll, which refreshes the memory tab when the update is done); an update ZeroGPU stops stays
+pending and the progress line says so in Korean (chatbot/web/messages.py, code `gpu_stopped`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import gradio as gr
+
+from chatbot.web.backend import AppContext
+from chatbot.web.messages import korean_error
+from chatbot.web.state import UserState
+from chatbot.web.view import Page, PageView
+from models.errors import UserForgottenError
+
+log = logging.getLogger(__name__)
+
+
+class CatchUp:
+    def __init__(self, ctx: AppContext):
+        self.ctx = ctx
+
+    def run(self, state: UserState | None) -> Iterator[PageView]:
+        """Run this tab's user's waiting memory updates, oldest first (the event re-checks whose tab it is first)."""
+        zero = self.ctx.zero
+        if state is None or zero is None or self.ctx.backend.bot is None:
+            yield PageView()
+            return
+        if (gone := self.ctx.gone(state)) is not None:
+            yield gone
+            return
+        for job in self.ctx.bot.store.queue.jobs(state.user_id, statuses=("pending",)):
+            if state.job_id is None:
+                state.job_id = job["id"]  # the progress line follows the first one
+            yield PageView(timer=gr.Timer(active=True))
+            try:
+                zero.run(job["id"])
+            except UserForgottenError:  # forgotten while it ran: the wiring shows the notice
+                raise
+            except Exception as exc:  # recorded on the job, which stays pending for the next event
+                log.warning("memory update job %s stopped on ZeroGPU: %s", job["id"], exc)
+                state.job_id = None
+                yield PageView(progress=korean_error(exc), timer=gr.Timer(active=False))
+                return
+        yield PageView()
+
+
+def wire_catch_up(page: Page, catch_up: CatchUp, events: list[Any]) -> None:
+    """After each of these events (a login or a study's admission, 대화 끝내기, 새 대화, 실패한 갱신 다시 시도), run
+    the user's waiting updates."""
+    for event in events:
+        page.on(None, catch_up.run, [page["state"]], ["progress", "timer"], after=event, show_progress="hidden")
