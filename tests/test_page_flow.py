@@ -15,8 +15,8 @@ from chatbot.web.flow import Flow
 from chatbot.web.messages import korean_stored_error
 from chatbot.web.render import stage_text
 from chatbot.web.state import UserState
-from chatbot.web.view import KEEP as KEEP_
 from chatbot.web.used import relevance, render_used
+from chatbot.web.view import KEEP
 from chatbot.worker import Worker
 from memory.engine import Hit
 from memory.store import Sentence
@@ -240,7 +240,7 @@ def test_stop_and_regenerate_show_only_when_they_can_act_after_each_event(tmp_pa
         assert shown_actions(sent) == (True, False)  # its reply is about to stream
         frames = drain(ui.chat.respond(state))
         assert shown_actions(frames[0]) == (True, False)  # streaming
-        assert all(f.stop is KEEP_ for f in frames[1:-1])  # the frames between send no visibility
+        assert all(f.stop is KEEP for f in frames[1:-1])  # the frames between send no visibility
         assert shown_actions(frames[-1]) == (False, True)  # a finished reply: 다시 생성
 
         again = fl.replies.again(state)
@@ -251,7 +251,7 @@ def test_stop_and_regenerate_show_only_when_they_can_act_after_each_event(tmp_pa
         replying = ui.chat.respond(state)
         assert shown_actions(next(replying)) == (True, False)
         stopping = fl.replies.stop(state)
-        assert stopping.stop["visible"] is False and stopping.regenerate is KEEP_
+        assert stopping.stop["visible"] is False and stopping.regenerate is KEEP
         assert shown_actions(list(replying)[-1]) == (False, True)  # a stopped reply may be asked again
 
         model.enqueue(GenerationError("down", code="model_server_down"))
