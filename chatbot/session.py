@@ -178,6 +178,8 @@ class ChatSession:
         `at`, `to`: answer instead the user message at that index of the history, stored as turn `to`, from the
         conversation up to it (a message whose reply failed, answered again after later ones): the reply goes right
         after it, in the history as in the stored record (turns.of_session orders replies by `reply_to`)."""
+        if at is not None and not (0 <= at < len(self.history) and self.history[at]["role"] == "user"):
+            raise InputError(f"turn {at} of this session is not a user message to answer")
         if at is not None and at == len(self.history) - 1:
             at = None  # the last message: the usual reply
         self.stored_reply = None
@@ -200,7 +202,7 @@ class ChatSession:
         finally:
             reply = "".join(pieces).replace("\ufffd", "").strip()
             if reply:
-                answers = self.replying_to if at is None else to
+                answers = to if to is not None else self.replying_to
                 self.stored_reply = self.bot.store.turns.add(
                     self.session_id, self.user_id, "assistant", reply, reply_to=answers, mark=mark
                 )

@@ -237,7 +237,8 @@ class Conversation:
             raise
         except Exception as exc:  # what streamed so far is already saved by the session; the chat shows a notice
             failed = True
-            state.failures.append(failure(exc, session, nth, turn, session.stored_reply))
+            notice = failure(exc, session, nth, turn, session.stored_reply)
+            state.failures = [f for f in state.failures if f.session is session] + [notice]  # earlier sessions': gone
         finally:
             replying.close()
             worker.touch(session)
