@@ -178,11 +178,11 @@ class ChatSession:
         `at`, `to`: answer instead the user message at that index of the history, stored as turn `to`, from the
         conversation up to it (a message whose reply failed, answered again after later ones): the reply goes right
         after it, in the history as in the stored record (turns.of_session orders replies by `reply_to`)."""
+        self.stored_reply = None
         if at is not None and not (0 <= at < len(self.history) and self.history[at]["role"] == "user"):
             raise InputError(f"turn {at} of this session is not a user message to answer")
         if at is not None and at == len(self.history) - 1:
             at = None  # the last message: the usual reply
-        self.stored_reply = None
         messages = self.prompt(None if at is None else at + 1)
         pieces: list[str] = []
         mark: str | None = None

@@ -239,7 +239,13 @@ class Page:
         kwargs = {**self.options, **options}
         if "state" in self.parts and any(i is self.parts["state"] for i in inputs or ()):
             # the progress animation stays on the parts the event is about, not on the start screen's
-            own = [c for name in outputs for c in _flat(self.parts[name]) if not isinstance(c, gr.State)]
+            own = [
+                c
+                for name in outputs
+                if name not in QUIET
+                for c in _flat(self.parts[name])
+                if not isinstance(c, gr.State)
+            ]
             if own:
                 kwargs.setdefault("show_progress_on", own)
             outputs = [*outputs, *(name for name in FORGOTTEN if name not in outputs)]
@@ -266,3 +272,4 @@ LOGGED_IN = (
 )
 SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL, *AWAY)
 FORGOTTEN = (*SIGNED_OUT, "timer", "note")  # what `forgotten` sets
+QUIET = ("stop", "regenerate")  # shown or hidden by an event, never spun on: a reply spins on the chat only
