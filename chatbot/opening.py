@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 from memory.followup import choose
@@ -111,7 +111,7 @@ def fallback(record: EmotionRecord) -> str:
     return f"지난번에 이야기한 '{record.cause}' 일은 어떻게 됐어요?"
 
 
-def open_session(session: ChatSession, record: EmotionRecord | None = None) -> Iterator[str]:
+def open_session(session: ChatSession, record: EmotionRecord | None = None) -> Generator[str, None, None]:
     """Stream the session's opening, if one is due, and store it as its first assistant turn (with the record it
     asked about, so the next opening asks something else). Yields nothing when none is due. A model failure
     before anything streamed gives the plain-words question; after, what streamed stands."""

@@ -74,6 +74,7 @@ class ChatSession:
     queued: list[tuple[int, str]] = field(default_factory=list)
     replying_to: int | None = None  # the stored user turn the next reply answers
     last_reply: int | None = None  # the stored turn of the last reply (`redo` marks it replaced)
+    stored_reply: int | None = None  # what the latest `reply` call stored (None: nothing), wherever it answered
 
     notes: dict[int, list[str]] = field(default_factory=dict)  # history index of a user turn -> its memory note
     pinned: tuple[int | None, list[Hit]] | None = None  # (memory version, what the system prompt holds)
@@ -117,13 +118,15 @@ class ChatSession:
         self.history.append({"role": "user", "content": text})
         return text
 
-    def prompt(self) -> list[Message]:
+    def prompt(self, upto: int | None = None) -> list[Message]:
         """The chat prompt for the last recorded user message, laid out so a server can cache it: the system
         prompt holds the memory pinned for the session (byte-identical from turn to turn), and what is retrieved
         for this message beyond it goes in a note before this message, kept there for later turns, so each
-        turn's prompt extends the previous one's."""
+        turn's prompt extends the previous one's. `upto`: the conversation up to that many turns only (a message
+        answered again after the conversation went on: chatbot/web/replies.py)."""
         settings, model, engine = self.bot.settings, self.bot.chat_model, self.bot.engine
-        text = self.history[-1]["content"]
+        history = self.history if upto is None else self.history[:upto]
+        text = history[-1]["content"]
         room = (
             model.context_window
             - settings.reply_max_tokens
@@ -137,7 +140,7 @@ class ChatSession:
         pinned = self.pinned[1]
         room -= sum(model.count_tokens(h.text) + 4 for h in pinned)
         held = {h.text for h in pinned}
-        held.update(line for i, lines in self.notes.items() if i < len(self.history) - 1 for line in lines)
+        held.update(line for i, lines in self.notes.items() if i < len(history) - 1 for line in lines)
         hits = engine.search(self.user_id, text, k=settings.k, token_budget=settings.token_budget)
         self.last_hits, note = [], []
         for hit in hits[: settings.k]:  # the most relevant; those neither pinned nor noted earlier go in the note
@@ -148,12 +151,12 @@ class ChatSession:
                 note.append(hit.text)
             self.last_hits.append(hit)
         if note:
-            self.notes[len(self.history) - 1] = note
+            self.notes[len(history) - 1] = note
         else:
-            self.notes.pop(len(self.history) - 1, None)
+            self.notes.pop(len(history) - 1, None)
         turns: list[Message] = [
             {"role": m["role"], "content": chat_note(self.notes[i], m["content"])} if i in self.notes else m
-            for i, m in enumerate(self.history)
+            for i, m in enumerate(history)
         ]
         if turns[0]["role"] == "assistant":  # the bot opened (chatbot/opening.py): strict templates want a user first
             turns.insert(0, {"role": "user", "content": START})
@@ -169,9 +172,18 @@ class ChatSession:
         self.record(text)
         return self.reply()
 
-    def reply(self) -> Generator[str, None, None]:
-        """Stream the reply to the last recorded user message; what streamed is stored even if generation fails."""
-        messages = self.prompt()
+    def reply(self, at: int | None = None, to: int | None = None) -> Generator[str, None, None]:
+        """Stream the reply to the last recorded user message; what streamed is stored even if generation fails.
+
+        `at`, `to`: answer instead the user message at that index of the history, stored as turn `to`, from the
+        conversation up to it (a message whose reply failed, answered again after later ones): the reply goes right
+        after it, in the history as in the stored record (turns.of_session orders replies by `reply_to`)."""
+        self.stored_reply = None
+        if at is not None and not (0 <= at < len(self.history) and self.history[at]["role"] == "user"):
+            raise InputError(f"turn {at} of this session is not a user message to answer")
+        if at is not None and at == len(self.history) - 1:
+            at = None  # the last message: the usual reply
+        messages = self.prompt(None if at is None else at + 1)
         pieces: list[str] = []
         mark: str | None = None
         try:
@@ -190,10 +202,15 @@ class ChatSession:
         finally:
             reply = "".join(pieces).replace("\ufffd", "").strip()
             if reply:
-                self.last_reply = self.bot.store.turns.add(
-                    self.session_id, self.user_id, "assistant", reply, reply_to=self.replying_to, mark=mark
+                answers = to if to is not None else self.replying_to
+                self.stored_reply = self.bot.store.turns.add(
+                    self.session_id, self.user_id, "assistant", reply, reply_to=answers, mark=mark
                 )
-                self.history.append({"role": "assistant", "content": reply})
+                if at is None:
+                    self.last_reply = self.stored_reply
+                    self.history.append({"role": "assistant", "content": reply})
+                else:
+                    self._insert(at + 1, {"role": "assistant", "content": reply})
 
     def redo(self) -> None:
         """Make the last user message the one the next `reply` answers again (a retry after a failure, or "다시
@@ -207,6 +224,29 @@ class ChatSession:
             self.last_reply = None
         if not self.history or self.replying_to is None:
             raise InputError("nothing to answer again: send a message first")
+
+    def retract(self, at: int, turn_id: int) -> None:
+        """Take the reply at index `at` (stored as `turn_id`, e.g. one cut by a failure) out of the conversation
+        before its message is answered again: it stays stored, marked 'replaced'."""
+        if self.ended:
+            raise InputError("this session has ended; start a new one")
+        if not (0 <= at < len(self.history)) or self.history[at]["role"] != "assistant":
+            raise InputError(f"turn {at} of this session is not a reply")
+        self.bot.store.turns.replace(turn_id, self.session_id, self.user_id)
+        del self.history[at]
+        self.notes = {i - 1 if i > at else i: lines for i, lines in self.notes.items()}
+        if at == len(self.history):  # it was the last reply
+            self.last_reply = None
+
+    def _insert(self, at: int, message: Message) -> None:
+        """A turn into the conversation at `at`; the memory notes keep their messages."""
+        self.history.insert(at, message)
+        self.notes = {i + 1 if i >= at else i: lines for i, lines in self.notes.items()}
+
+    def user_index(self, nth: int) -> int | None:
+        """Where the conversation's `nth` user message (0-based) is in the history; None: there are fewer."""
+        users = [i for i, m in enumerate(self.history) if m["role"] == "user"]
+        return users[nth] if 0 <= nth < len(users) else None
 
     def end(self, reason: str = "user") -> int | None:
         """End the session and enqueue its memory update; returns the job id (None when nothing was said)."""

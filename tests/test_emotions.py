@@ -388,8 +388,12 @@ def test_the_page_streams_the_opening_into_the_chat_after_login(oracle_bot, stor
     ui = ChatUI(bot, Worker(bot))
     opening = Opening(ui.ctx, ui.chat)
     state = ui.entry.login("지수").state
-    chats = [f.chat for f in opening.open(state) if isinstance(f.chat, list)]
+    frames = list(opening.open(state))
+    chats = [f.chat for f in frames if isinstance(f.chat, list)]
     (shown,) = chats[-1]
+    assert frames[0].stop["visible"] and not frames[0].regenerate["visible"]  # 멈추기 while the question streams
+    last = [f for f in frames if isinstance(f.stop, dict)][-1]
+    assert not last.stop["visible"] and not last.regenerate["visible"]  # the question answers no message
     assert shown["role"] == "assistant" and "면접" in shown["content"] and shown["content"].endswith("?")
     assert [t["role"] for t in store.turns.of_session(state.session.session_id)] == ["assistant"]
     assert [f.chat for f in opening.open(state)] == [PageView().chat]  # once per session: nothing more

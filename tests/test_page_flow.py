@@ -16,6 +16,7 @@ from chatbot.web.messages import korean_stored_error
 from chatbot.web.render import stage_text
 from chatbot.web.state import UserState
 from chatbot.web.used import relevance, render_used
+from chatbot.web.view import KEEP
 from chatbot.worker import Worker
 from memory.engine import Hit
 from memory.store import Sentence
@@ -217,3 +218,138 @@ def test_memory_editing_in_place_shows_each_sentence_and_goes_through_compare_an
     fl.editing.deleter("2:1")(state)
     assert [s.text for s in engine.current(state.user_id).sentences] == ["사용자는 부산에 산다."]
     assert fl.editing.snapshot(None).rows is None  # nobody: no rows
+
+
+# -- the reply actions (chatbot/web/actions.py) and 다시 보내기 for every failed message -----------------------------
+def shown_actions(view: Any) -> tuple[bool, bool]:
+    """(■ 멈추기 visible, ↻ 다시 생성 visible) as the view sets them; both must be set."""
+    return view.stop["visible"], view.regenerate["visible"]
+
+
+def picked() -> Any:
+    return type("Picked", (), {"value": "retry"})()  # the notice's 다시 보내기
+
+
+def test_stop_and_regenerate_show_only_when_they_can_act_after_each_event(tmp_path: Path) -> None:
+    model = ScriptedChatModel(responder=answer)
+    ui, fl = page(tmp_path, model)
+    try:
+        state = login(ui, "민수")
+        assert shown_actions(ui.entry.login("민수")) == (False, False)  # an empty chat: nothing to stop or redo
+        sent = ui.chat.send("오늘 바다에 다녀왔어", state)
+        assert shown_actions(sent) == (True, False)  # its reply is about to stream
+        frames = drain(ui.chat.respond(state))
+        assert shown_actions(frames[0]) == (True, False)  # streaming
+        assert all(f.stop is KEEP for f in frames[1:-1])  # the frames between send no visibility
+        assert shown_actions(frames[-1]) == (False, True)  # a finished reply: 다시 생성
+
+        again = fl.replies.again(state)
+        assert shown_actions(again) == (True, False)
+        assert shown_actions(drain(ui.chat.respond(state))[-1]) == (False, True)
+
+        ui.chat.send("천천히 세어 줘", state)
+        replying = ui.chat.respond(state)
+        assert shown_actions(next(replying)) == (True, False)
+        stopping = fl.replies.stop(state)
+        assert stopping.stop["visible"] is False and stopping.regenerate is KEEP
+        assert shown_actions(list(replying)[-1]) == (False, True)  # a stopped reply may be asked again
+
+        model.enqueue(GenerationError("down", code="model_server_down"))
+        ui.chat.send("하나 더", state)
+        failed = drain(ui.chat.respond(state))[-1]
+        assert shown_actions(failed) == (False, False)  # the notice's 다시 보내기 is the action now
+        assert failed.chat[-1]["options"] == [{"value": "retry", "label": "다시 보내기"}]
+        retried = fl.replies.option(state, picked())
+        assert shown_actions(retried) == (True, False)
+        assert shown_actions(drain(ui.chat.respond(state))[-1]) == (False, True)
+
+        other = login(ui, "민수")  # the same user's second tab has its own state and its own buttons
+        assert shown_actions(ui.chat.send("다른 탭이야", other)) == (True, False)
+        from chatbot.web.actions import actions
+
+        assert shown_actions(actions(state)) == (False, True)  # the first tab is not confused by it
+        drain(ui.chat.respond(other))
+
+        ended = fl.ending.end_session(state)
+        assert shown_actions(ended) == (False, False)  # nothing to redo in an ended conversation
+        with pytest.raises(InputError, match="끝난 대화"):
+            fl.replies.again(state)
+        with pytest.raises(InputError, match="멈출 답변이 없습니다"):  # a click the page no longer offers
+            fl.replies.stop(state)
+        assert shown_actions(fl.ending.new_session(state)) == (False, False)
+
+        ui.memory.forget("민수", other)  # forgotten in the other tab: this tab's next event hides both
+        gone = ui.chat.send("안녕", state)
+        assert shown_actions(gone) == (False, False) and gone.main_box == {"visible": False, "__type__": "update"}
+    finally:
+        ui.worker.stop()
+
+
+def test_two_queued_messages_that_both_fail_are_each_answered_again_in_their_place(tmp_path: Path) -> None:
+    down = GenerationError("lost the server", code="model_server_down")
+    model = ScriptedChatModel(replies=["바다 좋았겠네요. 오늘 무엇을 봤어요?", down, down], responder=answer)
+    ui, fl = page(tmp_path, model)
+    try:
+        state = login(ui, "민수")
+        ui.chat.send("오늘 바다에 다녀왔어", state)
+        replying = ui.chat.respond(state)
+        next(replying)  # the first reply streams; two messages typed meanwhile wait, stored
+        ui.chat.send("파도가 높았어", state)
+        ui.chat.send("사진도 찍었어", state)
+        chat = list(replying)[-1].chat
+        texts = [str(r["content"]) for r in chat]
+        assert texts[2] == "파도가 높았어" and texts[3].startswith("⚠️") and "다시 보내기'를 누르면" in texts[3]
+        assert "options" not in chat[4] and texts[5] == "사진도 찍었어" and texts[6].startswith("⚠️")
+        assert chat[-1]["options"] == [{"value": "retry", "label": "다시 보내기 (메시지 2개)"}]  # under the last
+
+        again = fl.replies.option(state, picked())
+        assert [str(r["content"]) for r in again.chat][2:] == ["파도가 높았어", "…", "사진도 찍었어", "…"]
+        final = drain(ui.chat.respond(state))[-1].chat
+        assert [r["role"] for r in final] == ["user", "assistant"] * 3 and not any("⚠️" in str(r) for r in final)
+        assert "파도가 높았어" in final[3]["content"] and "사진도 찍었어" in final[5]["content"]
+        first_retry = model.calls[-2]  # the first message answered again, from the conversation up to it
+        assert first_retry[-1]["content"] == "파도가 높았어" and "사진도" not in str(first_retry)
+        stored = ui.bot.store.turns.of_session(state.session.session_id)
+        assert [(t["role"], t["text"][:6]) for t in stored] == [
+            ("user", "오늘 바다에"),
+            ("assistant", "바다 좋았겠"),
+            ("user", "파도가 높았"),
+            ("assistant", "네, 잘 들"),
+            ("user", "사진도 찍었"),
+            ("assistant", "네, 잘 들"),
+        ]  # each message stored once, each reply right after the message it answers
+        assert "파도가 높았어" in stored[3]["text"] and stored[3]["reply_to"] == stored[2]["id"]
+        assert [m["content"] for m in state.session.history] == [t["text"] for t in stored]  # the same dialogue
+    finally:
+        ui.worker.stop()
+
+
+def test_a_retried_failure_that_fails_again_and_a_later_failure_are_both_answered_by_one_retry(
+    tmp_path: Path,
+) -> None:
+    model = Breaking(responder=answer)
+    ui, fl = page(tmp_path, model)
+    try:
+        state = login(ui, "민수")
+        model.broken = True
+        say(ui, "부산으로 이사했어", state)
+        fl.replies.again(state)  # retried, and it fails again: one notice, in the same place
+        chat = drain(ui.chat.respond(state))[-1].chat
+        assert sum("⚠️" in str(r["content"]) for r in chat) == 1 and chat[0]["content"] == "부산으로 이사했어"
+        chat = say(ui, "집이 바다 옆이야", state)[1][-1].chat  # the next message fails too
+        contents = [str(r["content"]) for r in chat]
+        assert contents[0] == "부산으로 이사했어" and contents[2].startswith("⚠️")  # after the cut reply
+        assert "다시 보내기'를 누르면" in contents[2] and contents[4] == "집이 바다 옆이야"
+        assert chat[-1]["options"] == [{"value": "retry", "label": "다시 보내기 (메시지 2개)"}]
+
+        model.broken = False
+        fl.replies.option(state, picked())
+        final = drain(ui.chat.respond(state))[-1].chat
+        assert [r["role"] for r in final] == ["user", "assistant", "user", "assistant"]
+        assert "부산으로" in final[1]["content"] and "바다 옆" in final[3]["content"]
+        assert roles(ui, state) == [("user", None), ("assistant", None), ("user", None), ("assistant", None)]
+        marks = [m for _, m in roles(ui, state, replaced=True)]
+        assert marks.count("replaced") == 3 and marks.count(None) == 4  # the cut replies stay stored, replaced
+        assert [m["role"] for m in state.session.history] == ["user", "assistant", "user", "assistant"]
+    finally:
+        ui.worker.stop()

@@ -147,3 +147,39 @@ def test_each_turn_extends_the_previous_prompt_and_the_system_prompt_stays_byte_
     assert [t["text"] for t in store.turns.of_session(session.session_id) if t["role"] == "user"][1] == (
         "요즘 배우고 있는 피아노 학원에 다녀왔어"
     )  # the note is prompt only, never stored as what the user said
+
+
+def test_a_message_whose_reply_failed_is_answered_later_in_its_place_and_a_cut_reply_can_be_retracted(store):
+    """다시 보내기 after the conversation went on (chatbot/web/replies.py): the earlier message is answered from the
+    conversation up to it, the reply goes right after it (history and stored record alike), later notes stay with
+    their messages, and the last reply is still the one 다시 생성 replaces."""
+    model = ScriptedChatModel(replies=[GenerationError("down")], responder=lambda msgs: "그랬구나!")
+    bot = Chatbot(
+        Settings(db=store.path, token_budget=60, k=3), chat_model=model, embedder=NgramEmbedder(), store=store
+    )
+    user_id = bot.start("minsu").user_id
+    bot.engine.commit(user_id, [Sentence(t) for t in MANY], base=None, strategy="import", status="ok", author="import")
+    session = bot.start("minsu")
+    with pytest.raises(GenerationError):
+        list(session.send("테니스 치다가 다친 손목은 좀 나았어"))
+    first = session.replying_to
+    list(session.send("요즘 배우고 있는 피아노 학원에 다녀왔어"))
+    assert MANY[6] in "\n".join(session.notes[1])  # the second message's note
+    piano_note = session.notes[1]
+    assert "".join(session.reply(at=0, to=first)) == "그랬구나!"
+    asked = model.calls[-1]
+    assert asked[-1]["content"].endswith("손목은 좀 나았어") and "피아노 학원" not in str(asked)
+    assert [m["role"] for m in session.history] == ["user", "assistant", "user", "assistant"]
+    assert session.notes[2] == piano_note and 1 not in session.notes  # the note moved with its message
+    turns = store.turns.of_session(session.session_id)
+    assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant"]
+    assert turns[1]["reply_to"] == first and [t["text"] for t in turns] == [m["content"] for m in session.history]
+    assert session.last_reply == turns[3]["id"] and session.stored_reply == turns[1]["id"]
+    with pytest.raises(InputError, match="not a user message"):
+        list(session.reply(at=1))
+
+    session.retract(1, turns[1]["id"])  # taken out again: stored, marked replaced
+    assert [m["role"] for m in session.history] == ["user", "user", "assistant"] and session.notes[1] == piano_note
+    assert [t["role"] for t in store.turns.of_session(session.session_id)] == ["user", "user", "assistant"]
+    assert store.turns.of_session(session.session_id, replaced=True)[1]["mark"] == "replaced"
+    assert session.last_reply == turns[3]["id"]  # the last reply is still the last

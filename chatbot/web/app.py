@@ -13,6 +13,7 @@ from chatbot.bot import Chatbot
 from chatbot.trials.study import Study
 from chatbot.web import identity as hf_login
 from chatbot.web import login
+from chatbot.web.actions import REPLY_ACTIONS
 from chatbot.web.backend import Backend
 from chatbot.web.catch_up import CatchUp, wire_catch_up
 from chatbot.web.chat import PLACEHOLDER, ChatUI
@@ -155,10 +156,14 @@ def chat_tab(page: Page) -> None:
             placeholder="메시지를 입력해 대화를 시작하세요.",
         )
     )
-    with gr.Row(elem_id="reply-actions"):  # stop a streaming reply; ask again for the last (chatbot/web/replies.py)
+    # stop a streaming reply; ask again for the last (chatbot/web/replies.py); each shown only when it can act
+    # (chatbot/web/actions.py)
+    with gr.Row(elem_id="reply-actions"):
         page.add(
-            stop=gr.Button("■ 멈추기", size="sm", scale=0, min_width=90, elem_id="stop-button"),
-            regenerate=gr.Button("↻ 다시 생성", size="sm", scale=0, min_width=110, elem_id="regenerate-button"),
+            stop=gr.Button("■ 멈추기", size="sm", scale=0, min_width=90, visible=False, elem_id="stop-button"),
+            regenerate=gr.Button(
+                "↻ 다시 생성", size="sm", scale=0, min_width=110, visible=False, elem_id="regenerate-button"
+            ),
         )
     with gr.Row(elem_id="message-row"):
         page.add(
@@ -301,7 +306,7 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
         [p["send"].click, p["message"].submit],
         ui.chat.send,
         [p["message"], state],
-        ["message", "chat", "note"],
+        ["message", "chat", "note", *REPLY_ACTIONS],
         concurrency_limit=None,
         show_progress="hidden",
     )
@@ -309,7 +314,7 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
         None,
         ui.chat.respond,
         [state],
-        ["chat", "hits", "note"],
+        ["chat", "hits", "note", *REPLY_ACTIONS],
         after=sent,
         concurrency_limit=4,
         trigger_mode="multiple",
@@ -320,7 +325,7 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
         [p["end"].click],
         flow.ending.end_session,
         [state, p["message"]],
-        ["state", "progress", "timer", "message", "again", "card", "steps", "end", "send"],
+        ["state", "progress", "timer", "message", "again", "card", "steps", "end", "send", *REPLY_ACTIONS],
         queue=False,
         show_progress="hidden",
     )
@@ -336,7 +341,7 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
         [p["again"].click],
         flow.ending.new_session,
         [state],
-        ["state", "chat", "message", "again", "hits", "progress", "card", "steps", "end", "send"],
+        ["state", "chat", "message", "again", "hits", "progress", "card", "steps", "end", "send", *REPLY_ACTIONS],
     )
     retried = p.on(
         [p["retry"].click], ui.memory.retry_failed, [state], ["progress", "timer", *PANEL], show_progress="hidden"

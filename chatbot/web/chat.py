@@ -7,7 +7,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import gradio as gr
@@ -16,13 +16,14 @@ from chatbot.bot import Chatbot
 from chatbot.session import ChatSession, check_user_name, clean_message
 from chatbot.trials.study import Study
 from chatbot.web import identity as hf_login
+from chatbot.web.actions import actions, hidden
 from chatbot.web.backend import AppContext, Backend
 from chatbot.web.calm import calm_notice
 from chatbot.web.memory_tab import MemoryTab, panel
 from chatbot.web.messages import korean_error
-from chatbot.web.notices import STOPPED, failure, place
+from chatbot.web.notices import STOPPED, failure, notices
 from chatbot.web.render import md, render_hits, shown
-from chatbot.web.state import Answering, Identity, UserState
+from chatbot.web.state import Answering, Failure, Identity, UserState
 from chatbot.web.used import render_used
 from chatbot.web.view import PageView, signed_out
 from chatbot.worker import Worker
@@ -89,17 +90,21 @@ class Entry:
         session = self.bot.start(who.name, strategy=strategy, browser_key=who.browser_key, hf_user=who.hf_user)
         self.ctx.track(session)
         state = UserState(session.user_id, who.name, session)
-        view = PageView(
-            state=state,
-            login_box=gr.update(visible=False),
-            main_box=gr.update(visible=True),
-            greeting=f"**{md(who.name)}** 님, 안녕하세요. 편하게 이야기해 주세요.",
-            chat=[],
-            hits=render_hits([]),
-            message=gr.update(interactive=True, placeholder=PLACEHOLDER),
-            progress="",
-            again=gr.update(visible=False),
-        ) | panel(self.ctx, state)
+        view = (
+            PageView(
+                state=state,
+                login_box=gr.update(visible=False),
+                main_box=gr.update(visible=True),
+                greeting=f"**{md(who.name)}** 님, 안녕하세요. 편하게 이야기해 주세요.",
+                chat=[],
+                hits=render_hits([]),
+                message=gr.update(interactive=True, placeholder=PLACEHOLDER),
+                progress="",
+                again=gr.update(visible=False),
+            )
+            | panel(self.ctx, state)
+            | hidden()
+        )
         if self.ctx.browser_identity and not who.hf_user:  # a signed-in account leaves this browser's own key
             view.key = who.browser_key
         return view
@@ -146,7 +151,7 @@ class Conversation:
                 if state.session.ended:  # it opens the tab's next session: in a study, only when allowed
                     self.ctx.fresh_session(state)
                     gr.Info("이전 대화가 끝나 새 대화를 시작했습니다.")
-                busy = state.answering or state.awaiting or bool(state.session.queued)
+                busy = state.busy
                 state.session.record(clean, queued=busy)  # in a study, its first message must pass the rules
             except UserForgottenError:  # forgotten between the check and the insert: the wiring shows the notice
                 raise
@@ -157,12 +162,14 @@ class Conversation:
                 return PageView()
             state.awaiting = state.awaiting or not busy
         self.ctx.worker.touch(state.session)
-        return PageView(message="", chat=rows(state), note=waiting_note(state))
+        return PageView(message="", chat=rows(state), note=waiting_note(state)) | actions(state)
 
     def respond(self, state: UserState | None) -> Iterator[PageView]:
-        """Stream replies to the waiting messages, oldest first (chat, hits, note). It never touches the textbox,
-        so a draft typed meanwhile stays. A second call while one is answering returns at once (the first one
-        answers everything queued, including messages that arrive while it streams)."""
+        """Stream replies to the waiting messages, oldest first (chat, hits, note): a failed message to be answered
+        again (다시 보내기) first, then the queue. It never touches the textbox, so a draft typed meanwhile stays. A
+        second call while one is answering returns at once (the first one answers everything queued, including
+        messages that arrive while it streams). The first and last frame of each reply set the reply actions
+        (chatbot/web/actions.py): the last one's only once it is known whether another reply follows."""
         if state is None:
             yield PageView()
             return
@@ -174,34 +181,47 @@ class Conversation:
                 yield PageView()
                 return
             state.answering = True
-        answered = 0
+        answered, last = False, None
         try:
             while True:
+                retry = None
                 with state.lock:  # checked and taken together: a message queued after this is another's
-                    session = state.session
+                    session, more = state.session, True
                     if state.awaiting:
                         state.awaiting = False
+                    elif state.retrying and not session.ended:
+                        retry = state.retrying.pop(0)
                     elif session.ended or session.take_queued() is None:
-                        state.answering = False
-                        break
-                yield from self._answer(state, session)
-                answered += 1
+                        state.answering = more = False
+                if last is not None:  # the previous reply's last frame, and whether another streams now
+                    yield last | actions(state)
+                if not more:
+                    break
+                last = yield from self._answer(state, session, retry)
+                answered = True
         finally:
             with state.lock:
-                state.answering, state.current = False, None
+                state.answering, state.current, state.stopping = False, None, False
         if not answered:  # e.g. the message was refused: nothing to show
             yield PageView()
 
-    def _answer(self, state: UserState, session: ChatSession) -> Iterator[PageView]:
-        """Stream the reply to the session's last message (stored already)."""
+    def _answer(
+        self, state: UserState, session: ChatSession, retry: Failure | None = None
+    ) -> Generator[PageView, None, PageView]:
+        """Stream the reply to the session's last message (stored already), or to the failed one `retry` names;
+        returns the reply's last frame (`respond` shows it)."""
         worker = self.ctx.worker
         worker.touch(session)
-        text = str(session.history[-1]["content"])
-        state.current = Answering(session, len(session.history) - 1, text)  # shown as "…" until the first piece
-        state.stopping = stopped = False
-        replying = session.reply()
+        at = len(session.history) - 1 if retry is None else session.user_index(retry.nth)
+        if at is None:  # its message is gone with its user (a forget in another tab)
+            return PageView(chat=rows(state))
+        nth = sum(m["role"] == "user" for m in session.history[:at])
+        turn = session.replying_to if retry is None else retry.turn
+        state.current = Answering(session, at, str(session.history[at]["content"]))  # "…" until the first piece
+        stopped = failed = False
+        replying = session.reply(at=at, to=turn)
         try:
-            shown_at = 0.0
+            shown_at, first = 0.0, True
             for piece in replying:
                 state.current.reply += piece
                 if state.stopping:  # 멈추기: what was shown (and this piece) is kept, stored as a stopped reply
@@ -209,18 +229,26 @@ class Conversation:
                     break
                 if time.monotonic() - shown_at >= FRAME_S:  # the rest of this frame's pieces come with the next
                     shown_at = time.monotonic()
-                    yield PageView(chat=rows(state), note=waiting_note(state))
+                    frame = PageView(chat=rows(state), note=waiting_note(state))
+                    yield frame | actions(state) if first else frame
+                    first = False
             replying.close()
         except UserForgottenError:  # forgotten while it streamed: nothing of it is stored, the wiring shows the notice
             raise
         except Exception as exc:  # what streamed so far is already saved by the session; the chat shows a notice
-            state.failure = failure(exc, session)
+            failed = True
+            notice = failure(exc, session, nth, turn, session.stored_reply)
+            state.failures = [f for f in state.failures if f.session is session] + [notice]  # earlier sessions': gone
         finally:
             replying.close()
             worker.touch(session)
             state.current, state.stopping = None, False
+        if not failed:  # answered: the notices of messages before it offer no retry any more
+            for earlier in state.failures:
+                if earlier.session is session and earlier.nth < nth:
+                    earlier.open = False
         note = STOPPED if stopped else waiting_note(state)
-        yield PageView(chat=rows(state), hits=render_used(self.ctx.bot, session), note=note)
+        return PageView(chat=rows(state), hits=render_used(self.ctx.bot, session), note=note)
 
     def end_session(self, state: UserState | None, draft: str = "") -> PageView:
         """Queue the memory update and answer at once; the timer then polls its progress.
@@ -252,7 +280,7 @@ class Conversation:
             timer=gr.Timer(active=job_id is not None),
             message=box,
             again=gr.update(visible=True),
-        )
+        ) | actions(state)  # nothing to ask again; 멈추기 stays while a reply still streams
 
     def new_session(self, state: UserState | None) -> PageView:
         if state is None:
@@ -274,7 +302,7 @@ class Conversation:
             again=gr.update(visible=False),
             hits=render_hits([]),
             progress=gr.update() if state.job_id is not None else "",  # a running update keeps showing
-        )
+        ) | actions(state)
 
 
 def refused(exc: KeemError) -> str:
@@ -286,13 +314,19 @@ def refused(exc: KeemError) -> str:
 
 
 def rows(state: UserState) -> list[dict[str, Any]]:
-    """The chat as shown: the session's turns, the reply streaming now, then the messages still waiting."""
+    """The chat as shown: the session's turns with each failed reply's notice in its place, the reply streaming
+    now (after its message), "…" for failed messages about to be answered again, then the messages still waiting."""
     session, current = state.session, state.current
     shown_rows = [shown(m) for m in session.history]
-    place(shown_rows, state.failure, session, idle=current is None and not state.pending and not state.awaiting)
-    if current is not None and current.session is session:
-        if len(session.history) - current.base < 2:  # the reply is not stored yet
-            shown_rows.append(shown({"role": "assistant", "content": current.reply or "…"}))
+    idle = current is None and not state.pending and not state.awaiting and not state.retrying
+    placed = notices(state, idle)
+    if current is not None and current.session is session and not current.stored():
+        placed.append((current.base + 1, [shown({"role": "assistant", "content": current.reply or "…"})]))
+    for f in state.retrying:
+        if f.session is session and (at := session.user_index(f.nth)) is not None:
+            placed.append((at + 1, [{"role": "assistant", "content": "…"}]))
+    for at, more in sorted(placed, key=lambda p: p[0], reverse=True):  # from the end: earlier places stay put
+        shown_rows[at:at] = more
     waiting = list(state.pending)
     shown_rows += [shown({"role": "user", "content": t}) for t in waiting]
     if (waiting or state.awaiting) and current is None:  # its reply is about to begin

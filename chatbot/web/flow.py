@@ -7,6 +7,7 @@ from typing import Any
 
 import gradio as gr
 
+from chatbot.web.actions import REPLY_ACTIONS
 from chatbot.web.chat import ChatUI
 from chatbot.web.editing import Editing
 from chatbot.web.ending import Ending
@@ -14,7 +15,7 @@ from chatbot.web.past import Past
 from chatbot.web.replies import Replies
 from chatbot.web.view import Page, PageView
 
-ANSWERED = ["chat", "hits", "note"]  # what a streamed reply changes (ChatUI.chat.respond)
+ANSWERED = ["chat", "hits", "note", *REPLY_ACTIONS]  # what a streamed reply changes (ChatUI.chat.respond)
 
 
 class Flow:
@@ -44,12 +45,14 @@ class Flow:
         """The events of the replies, the card's stages, the past conversations and the editing rows' data (ending a
         conversation and starting the next are wired with the chat page's: chatbot/web/app.py `wire`)."""
         p, state = page, page["state"]
-        again = p.on([p["regenerate"].click, p["chat"].retry], self.replies.again, [state], ["chat", "note"])
+        asked = ["chat", "note", *REPLY_ACTIONS]
+        again = p.on([p["regenerate"].click, p["chat"].retry], self.replies.again, [state], asked)
         self.answer_after(p, again)
-        picked = p.on([p["chat"].option_select], self.replies.option, [state], ["chat", "note"])
+        picked = p.on([p["chat"].option_select], self.replies.option, [state], asked)
         self.answer_after(p, picked)
         # not behind the streaming replies: a stop must reach the reply it stops
-        p.on([p["stop"].click], self.replies.stop, [state], ["note"], concurrency_limit=None, show_progress="hidden")
+        stopped = ["note", "stop"]
+        p.on([p["stop"].click], self.replies.stop, [state], stopped, concurrency_limit=None, show_progress="hidden")
         p.on([p["chat"].clear], self.replies.redraw, [state], ["chat"])
         p.on([p["timer"].tick], self.ending.tick, [state], ["steps"], concurrency_limit=None, show_progress="hidden")
         p.on([p["past_tab"].select], self.past.listing, [state], ["past_pick", "transcript"])

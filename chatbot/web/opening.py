@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chatbot.opening import due_opening, open_session
+from chatbot.web.actions import REPLY_ACTIONS, actions
 from chatbot.web.backend import AppContext
 from chatbot.web.chat import FRAME_S, Conversation, rows, waiting_note
 from chatbot.web.state import Answering, UserState
@@ -38,11 +39,15 @@ class Opening:
                 yield PageView()
                 return
             state.answering = True  # a message sent meanwhile is stored and waits for `respond` below
+        opening = open_session(session, record)
         try:
             state.current = Answering(session, len(session.history) - 1, "")
+            yield actions(state)  # 멈추기 while it streams
             shown_at = 0.0
-            for piece in open_session(session, record):
+            for piece in opening:
                 state.current.reply += piece
+                if state.stopping:  # 멈추기: what was shown (and this piece) is kept as the opening
+                    break
                 if time.monotonic() - shown_at >= FRAME_S:
                     shown_at = time.monotonic()
                     yield PageView(chat=rows(state), note=waiting_note(state))
@@ -51,9 +56,10 @@ class Opening:
         except Exception:  # the opening is a courtesy: the conversation goes on without it
             log.exception("opening failed")
         finally:
+            opening.close()  # stored as far as it streamed (chatbot/opening.py)
             with state.lock:
-                state.answering, state.current = False, None
-        yield PageView(chat=rows(state), note=waiting_note(state))
+                state.answering, state.current, state.stopping = False, None, False
+        yield PageView(chat=rows(state), note=waiting_note(state)) | actions(state)
         yield from self.chat.respond(state)
 
 
@@ -64,7 +70,7 @@ def wire_openings(page: Page, opening: Opening, events: list[Any]) -> None:
             None,
             opening.open,
             [page["state"]],
-            ["chat", "hits", "note"],
+            ["chat", "hits", "note", *REPLY_ACTIONS],
             after=event,
             concurrency_limit=4,
             show_progress="hidden",

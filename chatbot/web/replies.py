@@ -1,16 +1,17 @@
-"""What a user can do about a reply: send the last message again after a failure (다시 보내기), ask for another
+"""What a user can do about a reply: send again the messages whose reply failed (다시 보내기), ask for another
 reply (다시 생성), and stop a streaming one (멈추기). The stored turns stay honest: a retried message is not stored
 twice, a replaced reply stays stored marked 'replaced', a stopped one keeps what was shown, marked 'stopped'
-(chatbot/session.py ChatSession.reply and redo)."""
+(chatbot/session.py ChatSession.reply, redo and retract). Which of the buttons shows is actions.py's to say."""
 
 from __future__ import annotations
 
 import gradio as gr
 
+from chatbot.web.actions import actions
 from chatbot.web.backend import AppContext
 from chatbot.web.chat import rows
 from chatbot.web.notices import RETRY, STOPPED
-from chatbot.web.state import UserState
+from chatbot.web.state import Failure, UserState
 from chatbot.web.view import PageView
 from models.errors import InputError
 
@@ -22,28 +23,29 @@ class Replies:
         self.ctx = ctx
 
     def again(self, state: UserState | None) -> PageView:
-        """Answer the conversation's last message again: after a failure (its notice goes), or in place of the
-        last reply. The chained `respond` streams the new reply; nothing new is stored for the message."""
+        """After a failure, answer again every message that got no reply since the last answer (its notice goes,
+        each reply comes right after its message); else ask for another reply in place of the last. The chained
+        `respond` streams them; nothing new is stored for the messages."""
         if state is None:
             raise InputError("먼저 이름을 입력하고 대화를 시작하세요.")
         if (gone := self.ctx.gone(state)) is not None:
             return gone
         with state.lock:
             session = state.session
-            if state.answering or state.awaiting or session.queued:
+            if state.busy:
                 raise InputError("지금 답하는 중입니다. 답변이 끝난 뒤 다시 눌러 주세요.")
             if session.ended:
                 raise InputError("끝난 대화입니다. 새 대화를 시작해 주세요.")
-            failure = state.failure
-            if failure is not None and failure.session is session and failure.at != len(session.history):
-                failure = None  # the conversation went on after it: "again" is about the last reply now
-            if failure is None and not (session.history and session.history[-1]["role"] == "assistant"):
+            failed = [f for f in state.failures if f.open and f.session is session]
+            if failed:
+                resend(state, failed)
+            elif session.history and session.history[-1]["role"] == "assistant" and session.last_reply is not None:
+                session.redo()
+                state.awaiting = True  # the chained respond answers it
+            else:
                 raise InputError("다시 답할 메시지가 없습니다. 먼저 메시지를 보내 주세요.")
-            session.redo()
-            state.failure = None
-            state.awaiting = True  # the chained respond answers it
         self.ctx.worker.touch(session)
-        return PageView(chat=rows(state), note="")
+        return PageView(chat=rows(state), note="") | actions(state)
 
     def option(self, state: UserState | None, evt: gr.SelectData) -> PageView:
         """A chat message's option was picked: the failure notice's 다시 보내기."""
@@ -52,17 +54,17 @@ class Replies:
         return self.again(state)
 
     def stop(self, state: UserState | None) -> PageView:
-        """Stop the reply streaming now: it ends after its next piece, and what was shown stays, stored as a
-        stopped reply. Messages sent meanwhile are still answered."""
+        """Stop the reply (or opening question) streaming now, or the one about to: it ends after its next piece,
+        and what was shown stays, stored as a stopped reply. Messages sent meanwhile are still answered."""
         if state is None:
             return PageView()
         if (gone := self.ctx.gone(state)) is not None:
             return gone
         with state.lock:
-            if state.current is None:
+            if not state.busy:
                 raise InputError("멈출 답변이 없습니다.")
             state.stopping = True
-        return PageView(note=STOPPED)
+        return PageView(note=STOPPED, stop=gr.update(visible=False))
 
     def redraw(self, state: UserState | None) -> PageView:
         """The chat's own clear icon was used (the page hides it): the conversation is stored and goes on, so the
@@ -73,3 +75,15 @@ class Replies:
             return gone
         gr.Info("대화는 지워지지 않습니다. 새로 시작하려면 '대화 끝내기' 뒤 '새 대화 시작'을 누르세요.")
         return PageView(chat=rows(state))
+
+
+def resend(state: UserState, failed: list[Failure]) -> None:
+    """Queue the failed messages for `respond`, oldest first; what streamed of their replies before the failure
+    leaves the conversation (stored, marked 'replaced'), later ones first so earlier places stay put."""
+    session = state.session
+    for f in sorted(failed, key=lambda f: f.nth, reverse=True):
+        at = session.user_index(f.nth)
+        if f.cut is not None and at is not None:
+            session.retract(at + 1, f.cut)
+    state.failures = [f for f in state.failures if not any(f is g for g in failed)]
+    state.retrying = sorted(failed, key=lambda f: f.nth)

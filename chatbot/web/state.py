@@ -18,23 +18,34 @@ if TYPE_CHECKING:
 
 @dataclass
 class Answering:
-    """The message being answered now: its session, the history length before it, and the reply so far."""
+    """The message being answered now: its session, its index in the history, and the reply so far."""
 
     session: ChatSession
     base: int
     text: str
     reply: str = ""
 
+    def stored(self) -> bool:
+        """Whether the reply is in the session's history already (it is stored when it ends)."""
+        history = self.session.history
+        return self.base + 1 < len(history) and history[self.base + 1]["role"] == "assistant"
+
 
 @dataclass
 class Failure:
-    """A reply the model could not give: after which turns of which session (`at`: the history's length then), the
-    Korean notice, and the technical line (English, as logged) shown folded away."""
+    """A reply the model could not give: to which user message of which session (`nth`: its place among the
+    session's user messages, which stays when replies are added or taken out around it; `turn`: its stored id),
+    what streamed before it failed (`cut`: that reply's stored id, marked 'failed' and shown before the notice;
+    None: nothing streamed), the Korean notice, and the technical line (English, as logged) shown folded away.
+    `open` while no reply came after it: 다시 보내기 answers it again (chatbot/web/replies.py)."""
 
     session: ChatSession
-    at: int
+    nth: int
+    turn: int | None
+    cut: int | None
     text: str
     detail: str
+    open: bool = True
 
 
 @dataclass
@@ -53,7 +64,10 @@ class UserState:
     awaiting: bool = False  # the last user turn is stored and its reply not yet begun
     answering: bool = False
     current: Answering | None = None
-    failure: Failure | None = None  # the last reply that failed, shown inline where it would be (notices.py)
+    # the replies that failed in this tab, each shown inline where it would be (notices.py); those being answered
+    # again (다시 보내기), oldest first, wait in `retrying` until `respond` takes them
+    failures: list[Failure] = field(default_factory=list)
+    retrying: list[Failure] = field(default_factory=list)
     stopping: bool = False  # the user pressed stop: the reply streaming now ends after its next piece
     seen: list[str] = field(default_factory=list)  # stages the ended session's update was seen in (ending.py)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -65,13 +79,28 @@ class UserState:
         """The messages stored while a reply streamed, still waiting for theirs, oldest first."""
         return [text for _, text in self.session.queued]
 
+    @property
+    def busy(self) -> bool:
+        """A reply (or the opening question) streams now, or one is about to: a message waits for its reply, or a
+        failed one is to be answered again."""
+        return (
+            self.answering
+            or self.awaiting
+            or self.current is not None
+            or bool(self.retrying)
+            or bool(self.session.queued)
+        )
+
     def take_pending(self) -> list[str]:
         """Answer nothing more for this tab (it logs out, forgets, or ends the session): the messages still waiting
-        stay stored in their session, unanswered. Returns their texts."""
+        stay stored in their session, unanswered (a failed one to be answered again keeps its notice). Returns the
+        texts of those never answered."""
         with self.lock:
             taken = self.pending
             self.session.queued.clear()
             self.awaiting = False
+            self.failures += self.retrying
+            self.retrying.clear()
         return taken
 
 

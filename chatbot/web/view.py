@@ -86,6 +86,8 @@ class PageView(View):
     past_pick: Any = KEEP  # the 지난 대화 tab's list (chatbot/web/past.py)
     transcript: Any = KEEP  # the conversation picked there
     rows: Any = KEEP  # the memory's sentences as the in-place editing rows show them (chatbot/web/editing.py)
+    stop: Any = KEEP  # ■ 멈추기, shown only while a reply streams (chatbot/web/actions.py)
+    regenerate: Any = KEEP  # ↻ 다시 생성, shown only when the last turn is a finished reply (actions.py)
 
 
 def empty_panel() -> PageView:
@@ -120,6 +122,8 @@ def signed_out() -> PageView:
             send=gr.update(interactive=True),
             past_pick=gr.update(choices=[], value=None),
             transcript="",
+            stop=gr.update(visible=False),
+            regenerate=gr.update(visible=False),
         )
         | empty_panel()
     )
@@ -235,7 +239,13 @@ class Page:
         kwargs = {**self.options, **options}
         if "state" in self.parts and any(i is self.parts["state"] for i in inputs or ()):
             # the progress animation stays on the parts the event is about, not on the start screen's
-            own = [c for name in outputs for c in _flat(self.parts[name]) if not isinstance(c, gr.State)]
+            own = [
+                c
+                for name in outputs
+                if name not in QUIET
+                for c in _flat(self.parts[name])
+                if not isinstance(c, gr.State)
+            ]
             if own:
                 kwargs.setdefault("show_progress_on", own)
             outputs = [*outputs, *(name for name in FORGOTTEN if name not in outputs)]
@@ -254,7 +264,12 @@ def _flat(target: Any) -> list[Any]:
 
 RESTORE_SLOTS = 4  # "되살리기" buttons for the latest version's dropped sentences (chatbot/web/why.py)
 PANEL = ("memory", "history", "pick", "retry", "why", "changelog", "restore", "revert", "emotions")
-AWAY = ("card", "steps", "end", "send", "past_pick", "transcript")  # what leaving clears besides the chat and the panel
-LOGGED_IN = ("state", "login_box", "main_box", "greeting", "chat", "hits", "message", "progress", "again", *PANEL)
+# what leaving clears besides the chat and the panel
+AWAY = ("card", "steps", "end", "send", "past_pick", "transcript", "stop", "regenerate")
+LOGGED_IN = (
+    *("state", "login_box", "main_box", "greeting", "chat", "hits", "message", "progress", "again", *PANEL),
+    *("stop", "regenerate"),  # the reply actions (chatbot/web/actions.py): hidden on an empty chat
+)
 SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL, *AWAY)
 FORGOTTEN = (*SIGNED_OUT, "timer", "note")  # what `forgotten` sets
+QUIET = ("stop", "regenerate")  # shown or hidden by an event, never spun on: a reply spins on the chat only

@@ -1,7 +1,8 @@
 """The page a Korean user meets (issue 24), in chromium at desktop size, against a loopback OpenAI-compatible
 server: the server goes down, the reply is a Korean notice in the chat with 다시 보내기, the server comes back and
-the retried message is answered (stored once); a slow reply stopped keeps what was shown; after 대화 끝내기 the
-status card and the 지난 대화 tab; a memory sentence edited in place from a prefilled box."""
+the retried message is answered (stored once); a slow reply stopped keeps what was shown; ■ 멈추기 and ↻ 다시 생성
+show only when they can act (chatbot/web/actions.py); after 대화 끝내기 the status card and the 지난 대화 tab; a
+memory sentence edited in place from a prefilled box."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             page = new_page(viewport={"width": 1280, "height": 900})
             enter(page, url, "민수")
             box = page.locator("#message-input textarea")
+            stop, redo = page.locator("#stop-button"), page.locator("#regenerate-button")
+            assert not stop.is_visible() and not redo.is_visible()  # an empty chat: nothing to stop or ask again
 
             server.down()  # the model server is gone: the reply's place holds a Korean notice
             box.fill("나 지난주에 부산으로 이사했어")
@@ -39,6 +42,7 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             assert "APIConnectionError" not in chat.inner_text() and "GenerationError" not in chat.inner_text()
             retry = chat.get_by_role("button", name="다시 보내기")
             retry.wait_for(timeout=10_000)
+            assert not stop.is_visible() and not redo.is_visible()  # the notice's 다시 보내기 is the action
 
             server.up()
             retry.click()
@@ -46,6 +50,8 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             assert "답변을 받지 못했습니다" not in chat.inner_text()
             session = bot.store.sessions.of_user(bot.store.users.require("민수"))[-1]["id"]
             assert [t["role"] for t in bot.store.turns.of_session(session)] == ["user", "assistant"]
+            redo.wait_for(state="visible", timeout=10_000)  # a finished reply may be asked again
+            assert not stop.is_visible()
 
             server.chunk_delay_s = 0.25  # a slow reply, stopped while it streams: what was shown is what is kept
             box.fill("하나부터 열까지 천천히 세어 줘")
@@ -55,7 +61,8 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
                 " return b.length && b[b.length-1].innerText.includes('하나부터'); }",  # this reply, streaming
                 timeout=15_000,
             )
-            page.locator("#stop-button").click()
+            assert stop.is_visible() and not redo.is_visible()  # streaming: 멈추기 only
+            stop.click()
             page.locator("#pending-note").get_by_text("답변을 멈췄습니다").wait_for(timeout=10_000)
             for _ in range(50):  # the reply ends after its next piece, and is stored then
                 stopped = bot.store.turns.of_session(session)[-1]
@@ -65,6 +72,8 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             server.chunk_delay_s = 0.0
             assert stopped["mark"] == "stopped" and "세어 줘" not in stopped["text"]
             last_bot_says(page, stopped["text"])
+            redo.wait_for(state="visible", timeout=10_000)  # the stopped reply may be asked again
+            stop.wait_for(state="hidden", timeout=10_000)
 
             page.locator("#end-button").click()  # the card beside the message box, the box and button off
             card = page.locator("#end-card")
@@ -72,6 +81,7 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             assert box.is_disabled() and "새 대화 시작" in (box.get_attribute("placeholder") or "")
             assert page.locator("#end-button").is_disabled()
             assert card.locator("#new-session-button").is_visible()
+            assert not stop.is_visible() and not redo.is_visible()  # an ended conversation: neither
             card.get_by_text("기억을 새로 썼어요").wait_for(timeout=30_000)
 
             open_tab(page, "지난 대화")
