@@ -155,9 +155,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         model = load_chat_model(args.model)
         assert isinstance(model, TransformersChatModel), "the KV reuse measured here is the transformers backend's"
-        settings = Settings(
-            db=f"{tmp}/bench.db", reply_max_tokens=args.max_new_tokens, token_budget=args.token_budget
-        )
+        settings = Settings(db=f"{tmp}/bench.db", reply_max_tokens=args.max_new_tokens, token_budget=args.token_budget)
         bot = Chatbot(settings, chat_model=model, embedder=load_embedder(args.embedder))
         user_id = bot.start("bench").user_id
         bot.engine.commit(
@@ -220,7 +218,8 @@ def report(rows: list[dict[str, object]], marks: list[int], args: argparse.Names
         shared = f"{r['shared']:.1%}" if r["shared"] is not None else "-"
         fresh = f"{r['ttft_fresh']:.2f} s" if "ttft_fresh" in r else ""
         print(
-            f"{r['turn']:>4} | {r['prompt']:>13} | {r['pinned']:>12} + {r['noted']:<6} | {shared:>20} | {r['cached'] or 0:>15} | {r['ttft_reuse']:.2f} s"
+            f"{r['turn']:>4} | {r['prompt']:>13} | {r['pinned']:>12} + {r['noted']:<6} | {shared:>20} | "
+            f"{r['cached'] or 0:>15} | {r['ttft_reuse']:.2f} s"
             f" | {fresh:>13} | {r['charged_True']:>6}, {r['remote_True']:.2f} s | {r['charged_False']:>6}, "
             f"{r['remote_False']:.2f} s"
         )

@@ -103,12 +103,12 @@ class JobRunner:
         return inp, previous.number if previous else None
 
     def calls(self, strategy: str, inp: UpdateInput) -> int:
-        """The most model calls `compute` makes for `inp` (when no answer is cut): the strategy's (Updater.calls),
-        and with cue words one per MAX_PER_CALL sentences that have none, counting every previous sentence as
-        rewritten plus the most one session adds (MAX_REFLECTED)."""
+        """The model calls `compute` makes for `inp` when its answers are good: the strategy's (Updater.calls), and
+        with cue words one per MAX_PER_CALL sentences that have none: the most one session adds (MAX_REFLECTED);
+        the others carry theirs."""
         calls = self.updater_for(strategy).calls(inp)
         if self.cue_writer is not None:
-            calls += self.cue_writer.calls(len(inp.previous) + MAX_REFLECTED)
+            calls += self.cue_writer.calls(MAX_REFLECTED)
         return calls
 
     def compute(self, strategy: str, inp: UpdateInput, stage: Callable[[str], None]) -> Computed:

@@ -10,10 +10,13 @@ that has none at startup):
 - `keem_update` runs the model part of one memory update (memory/jobs.py JobRunner.compute), yielding its stages
   as it goes, with a duration counted from the model calls its strategy makes (below).
 
-`keem_update`'s duration counts the model calls the chosen strategy makes for this input (memory/jobs.py
-JobRunner.calls, from the strategy's steps: summarize, reflect, the rewrite, the guard's judge and the verification
-per attempt, the records call and its retry; the operations strategy's choice per summary sentence; cue words),
-UPDATE_PER_CALL_S each, plus the memory and the session read, at most UPDATE_MAX_S.
+`keem_update`'s duration counts the model calls the chosen strategy makes for this input when its answers are good
+(memory/jobs.py JobRunner.calls, from the strategy's steps: summarize, reflect, the rewrite, the guard's judge, the
+verification, the records call; the operations strategy's choice per summary sentence; cue words), UPDATE_PER_CALL_S
+each, plus the memory and the session read, at most UPDATE_MAX_S. It asks for the smallest realistic time, since
+ZeroGPU refuses a call that asks for more than the visitor's quota has left; a failed verification or records call
+asks again inside the same time, and when that runs over, ZeroGPU cuts the update and the next event asks for twice
+as much.
 
 An update that ZeroGPU cuts (its time limit, the visitor's GPU quota, no free GPU) is a failed attempt of a durable
 job (code `gpu_stopped`): the job stays pending, the previous memory stays as it was, and the user's next event
@@ -41,7 +44,7 @@ REPLY_S = 60  # one reply of at most 256 tokens: seconds, with room for a 10.8B 
 # One memory update's GPU time: per model call the update makes (counted from its strategy's steps, memory/jobs.py
 # JobRunner.calls), plus reading what it is given; doubled for each try ZeroGPU cut, never more than UPDATE_MAX_S.
 UPDATE_BASE_S = 10  # the work between the calls: the input crossing over, Korean analysis, embeddings
-UPDATE_PER_CALL_S = 15  # one call of at most 512 tokens (KEEM_UPDATE_MAX_TOKENS' default) from a 10.8B model
+UPDATE_PER_CALL_S = 10  # one call of an 8-11B model: answers capped at 512 tokens, summaries ~150 (unmeasured)
 UPDATE_PER_SENTENCE_S = 2  # each memory sentence is read (and written back) by the update and verify calls
 UPDATE_PER_TURN_S = 1
 UPDATE_MAX_S = 240  # a visitor's daily quota is a few minutes: never ask for more than this at once

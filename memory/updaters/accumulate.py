@@ -23,7 +23,7 @@ class AccumulateUpdater:
         return Steps.for_model(self.model, self.embedder, ceiling=self.max_new_tokens)
 
     def calls(self, inp: UpdateInput) -> int:
-        """The most model calls `update(inp)` makes: summarize, then the records."""
+        """The model calls `update(inp)` makes when its answers are good: summarize, then the records."""
         steps = self.new_steps()
         return steps.calls() + steps.record_calls()
 

@@ -42,8 +42,9 @@ class Updater(Protocol):
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult: ...
 
     def calls(self, inp: UpdateInput) -> int:
-        """The most model calls `update(inp)` makes when no answer is cut at its budget (a cut answer is asked once
-        more), counted from its steps (memory/updaters/steps.py): ZeroGPU asks for GPU time by it."""
+        """The model calls `update(inp)` makes when its answers are good (a cut answer, a failed verification or a
+        failed records call asks again: not counted), from its steps (memory/updaters/steps.py): ZeroGPU asks for
+        GPU time by it (chatbot/deploy/zerogpu.py)."""
         ...
 
 

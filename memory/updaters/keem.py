@@ -40,10 +40,11 @@ class KeemUpdater:
         return Steps.for_model(self.model, self.embedder, ceiling=self.max_new_tokens)
 
     def calls(self, inp: UpdateInput) -> int:
-        """The most model calls `update(inp)` makes (memory/updaters/base.py Updater.calls): summarize and reflect;
-        a first memory is the reflected summary, verified; a later one goes through `Steps.update`; then records."""
+        """The model calls `update(inp)` makes when its answers are good (memory/updaters/base.py Updater.calls):
+        summarize and reflect; a first memory is the reflected summary, verified; a later one goes through
+        `Steps.update`; then records."""
         steps = self.new_steps()
-        rewrite = steps.update_calls(self.attempts) if inp.previous else steps.calls()
+        rewrite = steps.update_calls() if inp.previous else steps.calls()
         return steps.calls(2) + rewrite + steps.record_calls()
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:

@@ -75,10 +75,12 @@ class OperationsUpdater:
         return answer or "", op, None if index is None else part[index], shown is not None
 
     def calls(self, inp: UpdateInput) -> int:
-        """The most model calls `update(inp)` makes: summarize; with a previous memory, one choice per summary
-        sentence (at most MAX_SUMMARY are kept: the count is not known before the summary is); then the records."""
+        """The model calls `update(inp)` makes when its answers are good: summarize; with a previous memory, one
+        choice per summary sentence (not known before the summary is: counted as one per user turn, at most
+        MAX_SUMMARY); then the records."""
         steps = self.new_steps()
-        return steps.calls(1 + (MAX_SUMMARY if inp.previous else 0)) + steps.record_calls()
+        said = sum(turn.get("role") == "user" for turn in inp.dialogue)
+        return steps.calls(1 + (min(said, MAX_SUMMARY) if inp.previous else 0)) + steps.record_calls()
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
         steps = self.new_steps()

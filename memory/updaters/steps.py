@@ -295,19 +295,22 @@ class Steps:
         return result
 
     # -- how many calls the steps make (what ZeroGPU's time estimate counts: chatbot/deploy/zerogpu.py) ----------
-    # Each is the most a step asks when no answer is cut at its budget (a cut one is asked once more, as `_call`
-    # says; that is not counted), and 0 for a model that is not asked at all.
+    # Each is what a step asks when its answers are good: a call cut at its budget, a failed verification or a failed
+    # records call asks again, and that is not counted (ZeroGPU asks for the smallest realistic time: a visitor whose
+    # quota left is under the time asked is refused outright; an update it cuts runs again with twice the time).
+    # 0 for a model that is not asked at all.
     def calls(self, n: int = 1) -> int:
         """`n` one-call steps (summarize, reflect, verify, an operation's choice, a cue chunk): one call each."""
         return 0 if self.not_asked else n
 
     def record_calls(self) -> int:
-        """`emotions` (every strategy's last stage, `with_records`): one call, tried again when it fails."""
-        return self.calls(RECORD_TRIES)
+        """`emotions` (every strategy's last stage, `with_records`): one call (RECORD_TRIES when it fails)."""
+        return self.calls(1)
 
-    def update_calls(self, attempts: int) -> int:
-        """`update`: per attempt the rewrite, the guard's judge (one call for all its pairs) and the verification."""
-        return self.calls(attempts * (3 if self.use_guard else 2))
+    def update_calls(self) -> int:
+        """`update`: the rewrite, the guard's judge (one call for all its pairs) and the verification (all three
+        again for each further attempt a failed verification asks for)."""
+        return self.calls(3 if self.use_guard else 2)
 
     # -- the update: scope, rewrite, guard, verify ---------------------------------------------------
     def scope(self, previous: list[Sentence], reflected: list[str], user_turns: list[str]) -> list[int] | None:
