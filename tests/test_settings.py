@@ -78,3 +78,28 @@ def test_readme_settings_table_is_the_settings_class():
                     continue  # described, not a literal (an empty default: "the chat model", a per-user path)
                 assert value == (float(default) if type(default) in (int, float) else default), (name, cell)
     assert set(settings) <= listed, f"settings missing from README: {sorted(set(settings) - listed)}"
+
+
+def test_replies_stream_in_slots_sized_for_where_the_model_runs(tmp_path: Path) -> None:
+    """A model in this process streams 4 replies at once; an `openai:` server batches them, so 32 (the 20-160 user
+    load rows of benchmarks/load.py queued behind 4); KEEM_REPLY_CONCURRENCY decides when set. Every event that
+    streams a model's answer (a reply, a retry, the opening question) shares the one group of slots."""
+    from chatbot.bot import Chatbot
+    from chatbot.web.app import build_app
+    from models.embedders import NgramEmbedder
+    from models.fake import ScriptedChatModel
+    from tests.test_ui import answer
+
+    assert Settings.load({}).reply_slots == 4
+    assert Settings.load({"KEEM_MODEL": "openai:gpt-4o-mini"}).reply_slots == 32
+    assert Settings.load({"KEEM_MODEL": "openai:x", "KEEM_REPLY_CONCURRENCY": "64"}).reply_slots == 64
+    settings = Settings(db=str(tmp_path / "keem.db"), model="openai:served-elsewhere")
+    bot = Chatbot(settings, chat_model=ScriptedChatModel(responder=answer), embedder=NgramEmbedder())
+    app = build_app(bot)
+    streaming = {
+        fn.fn.__qualname__: (fn.concurrency_id, fn.concurrency_limit)
+        for fn in app.fns.values()
+        if fn.fn is not None and fn.fn.__qualname__ in ("Conversation.respond", "Opening.open")
+    }
+    assert streaming == {"Conversation.respond": ("replies", 32), "Opening.open": ("replies", 32)}
+    app.keem_ui.worker.stop()  # type: ignore[attr-defined]

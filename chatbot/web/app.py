@@ -68,6 +68,7 @@ def build_app(
     browser_identity: bool = False,
     study: Study | None = None,
     trial: Callable[[Entrance], Trial] | None = None,
+    reply_slots: int | None = None,
 ) -> gr.Blocks:
     """The Blocks app; every event is private to the page (api_visibility='private') and reads identity from state.
 
@@ -75,11 +76,16 @@ def build_app(
     `browser_identity` a random key kept in the browser's localStorage is part of who the user is. With a `study`
     (a user trial) strategies are hidden and sessions spaced; `trial` makes the study's part of the page (consent
     first, the questionnaire after each session, the organiser's view: chatbot/trials/web.py `trial_page`).
+    `reply_slots`: replies streaming at once, all users together (Settings.reply_slots; default: the bot's, when it
+    is already loaded, else 4).
     """
     ui = ChatUI(bot, worker, browser_identity=browser_identity, study=study)
     flow = Flow(ui)
     part = trial(ui.entry) if trial is not None else None
-    page = Page(api_visibility="private")
+    if reply_slots is None:
+        loaded = bot if isinstance(bot, Chatbot) else bot.bot
+        reply_slots = loaded.settings.reply_slots if loaded is not None else 4
+    page = Page(reply_slots=reply_slots, api_visibility="private")
     with gr.Blocks(title=title, analytics_enabled=False) as app:
         app.api_open = False  # /run/predict reaches only unqueued events (the page's end button), never the rest
         app.keem_ui = ui  # type: ignore[attr-defined]
@@ -316,7 +322,7 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
         [state],
         ["chat", "hits", "note", *REPLY_ACTIONS],
         after=sent,
-        concurrency_limit=4,
+        **p.streams,
         trigger_mode="multiple",
         show_progress="minimal",
     )

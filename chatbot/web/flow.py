@@ -36,7 +36,7 @@ class Flow:
             [page["state"]],
             ANSWERED,
             after=event,
-            concurrency_limit=4,
+            **page.streams,
             trigger_mode="multiple",
             show_progress="minimal",
         )

@@ -72,6 +72,6 @@ def wire_openings(page: Page, opening: Opening, events: list[Any]) -> None:
             [page["state"]],
             ["chat", "hits", "note", *REPLY_ACTIONS],
             after=event,
-            concurrency_limit=4,
+            **page.streams,
             show_progress="hidden",
         )

@@ -203,10 +203,12 @@ class Page:
     """The page's components by view field name, and its events wired by those names (every one private to the
     page: `options` go to each event)."""
 
-    def __init__(self, **options: Any):
+    def __init__(self, *, reply_slots: int = 4, **options: Any):
         self.parts: dict[str, Any] = {}
         self.events: dict[str, Any] = {}  # events other parts chain onto ("ended", "signed_out")
         self.options = options
+        # every event that streams a model's answer (a reply, a retry, the opening question) shares these slots
+        self.streams: dict[str, Any] = {"concurrency_limit": reply_slots, "concurrency_id": "replies"}
 
     def add(self, **parts: Any) -> None:
         self.parts.update(parts)
