@@ -392,6 +392,8 @@ def test_every_event_of_a_tab_can_return_it_to_the_start_screen_and_spins_only_o
         d["api_name"] for d in guarded
     }
     for dep in guarded:
-        assert {by_elem["login"], by_elem["main"], by_elem["memory-jobs"], state} <= set(dep["outputs"]), dep["api_name"]
+        assert {by_elem["login"], by_elem["main"], by_elem["memory-jobs"], state} <= set(dep["outputs"]), dep[
+            "api_name"
+        ]
     respond = next(d for d in guarded if d["api_name"] == "respond")
     assert set(respond["show_progress_on"]) == {by_elem["chat"], by_elem["hits"], by_elem["pending-note"]}

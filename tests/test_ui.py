@@ -703,11 +703,12 @@ def test_a_trial_participant_never_sees_their_strategy(tmp_path: Path) -> None:
     bot.engine.commit(
         state.user_id, [Sentence("사용자는 고양이를 키운다")], base=None, strategy="keem", status="ok", author="updater"
     )
+    ui.memory.add_sentence("사용자는 수영을 배운다.", state)  # the updater's v1 is in the history now
     panel = ui.memory.panel(state)
     shown = f"{panel.memory.text}{panel.changelog}{panel.history}{panel.jobs}"
-    assert "keem" not in shown and "기억을 새로 썼습니다" in panel.changelog
-    plain = make_bot(tmp_path / "k.db")  # an operator's app names it
-    assert "keem 방식" in ChatUI(plain, Worker(plain)).memory.panel(state).changelog
+    assert "keem" not in shown and "기억을 새로 썼습니다" in panel.history
+    plain = make_bot(tmp_path / "k.db")  # an operator's app names it in the history
+    assert "keem 방식" in ChatUI(plain, Worker(plain)).memory.panel(state).history
 
 
 def test_with_browser_identity_a_typed_name_opens_only_that_browsers_memory(tmp_path: Path) -> None:

@@ -153,10 +153,12 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
     known = max(len(versions) - HISTORY_SHOWN - 1, 0)  # the latest and the HISTORY_SHOWN before it get changelogs
     pairs = list(zip([None, *versions], versions, strict=False))
     logs = [changelog(store, p, v, blind=ctx.blind) if i >= known else None for i, (p, v) in enumerate(pairs)]
-    local, named = ctx.bot.settings.local_time, not ctx.blind  # KEEM_TIMEZONE; no strategy in a blind trial
+    local, named = ctx.bot.settings.local_time, not ctx.blind  # KEEM_TIMEZONE; the history names no strategy in a
+    # blind trial (an operator's history does; the latest's title and the header never do)
     latest_log = logs[-1]
     assert latest_log is not None
-    text = render_changelog(latest_log, f"이번 변경 ({_title(latest, local, named)})", local, version_reasons(latest))
+    title = _title(latest, local, show_strategy=False)  # as the memory's header names it
+    text = render_changelog(latest_log, f"이번 변경 ({title})", local, version_reasons(latest))
     history = render_versions(older, logs[:-1], named, local) if older else "이전 버전이 없습니다."
     if known:
         history += (
