@@ -36,16 +36,19 @@ def last_bot_says(page: Any, text: str, timeout: int = 30_000) -> None:
 
 
 # -- the memory tab's one list: a row per sentence with its actions (chatbot/web/editing.py) ----------------------
+SENTENCES = "[id^=sentence-][id$=-text]"  # each row's sentence (Gradio repeats elem_classes inside; ids are one)
+
+
 def memory_row(page: Any, text: str, timeout: int = 15_000) -> str:
     """The id ("sentence-2") of the memory tab's row whose sentence contains `text`, once it is shown."""
-    found = page.locator(".keem-sentence-text").filter(has_text=text).first
+    found = page.locator(SENTENCES).filter(has_text=text).first
     found.wait_for(timeout=timeout)
     return str(found.get_attribute("id")).removesuffix("-text")
 
 
 def memory_sentences(page: Any) -> list[str]:
     """The list's sentences as the page shows them, numbers included ("1. 사용자는 ...")."""
-    return [t.strip() for t in page.locator(".keem-sentence-text").all_inner_texts()]
+    return [t.strip() for t in page.locator(SENTENCES).all_inner_texts()]
 
 
 def edit_sentence(page: Any, old: str, new: str) -> None:
