@@ -453,7 +453,7 @@ def test_reverting_an_update_brings_back_the_records_as_they_were(oracle_bot, st
 
 
 def test_why_and_the_memory_tab_take_the_emotion_and_cause_from_the_record(oracle_bot, store):
-    """ "왜 기억해요?" names the record's emotion and cause (the model's reading, backed by the user's words) for the
+    """A sentence's "왜?" names the record's emotion and cause (the model's reading, backed by the user's words) for the
     sentence it belongs to, and the memory tab marks that sentence, whatever its surface words."""
     from chatbot.web.render import render_sentences
     from memory.provenance import explain_all

@@ -1,4 +1,4 @@
-"""Forgetting with the app running: after "나를 잊기" of a trial participant, or "이 내용을 완전히 지우기" of one
+"""Forgetting with the app running: after "나를 잊기" of a trial participant, or "완전히 지우기" of one
 sentence, a byte search of every file under the data directory (db, -wal, -shm), the backup folder and Gradio's
 file cache (where the organiser's export zips live) finds none of the erased strings; the rest stays."""
 

@@ -100,7 +100,7 @@ def test_the_memory_tab_the_export_and_the_cli_show_the_same_korean_time(tmp_pat
     assert exported["created_at"] == local_time().iso(version.created_at)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["timezone"] == "Asia/Seoul" and manifest["created_at"].endswith("+09:00")
-    # the changelog, "왜 기억해요?" and 지난 대화 too (chatbot/web/why.py, past.py), and their JSON
+    # the changelog, a sentence's 왜? and 지난 대화 too (chatbot/web/why.py, past.py), and their JSON
     from chatbot.web.past import transcript
     from chatbot.web.why import render_changelog, render_why
     from memory.changelog import changelog
