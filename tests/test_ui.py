@@ -314,8 +314,9 @@ def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
         with pytest.raises(InputError):
             ui.memory.delete_sentence(forged, state)
     ui.memory.delete_sentence("1:1", state)  # also version 1's list, but the cat is unchanged: it applies on top
-    ui.memory.add_sentence("사용자는 수영을 배운다.", state)
+    added = ui.memory.add_sentence("사용자는 수영을 배운다.", state)
     assert ui.bot.engine.current(state.user_id).texts == ["사용자는 부산에 산다.", "사용자는 수영을 배운다."]
+    assert added.add_text == "" and added.memory.rows[-1].shown == "2\\. 사용자는 수영을 배운다\\."  # the box empties
     history = ui.memory.panel(state).history
     assert "직접 고쳤습니다" in history and "**더 이상 기억하지 않음**" in history and "**고쳐 씀**" in history
     ui.memory.delete_sentence("4:1", state)

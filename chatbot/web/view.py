@@ -116,6 +116,7 @@ def signed_out() -> PageView:
             send=gr.update(interactive=True),
             past_pick=gr.update(choices=[], value=None),
             transcript="",
+            add_text="",  # a sentence typed for one user is not left for the next (a shared lab PC)
         )
         | empty_panel()
     )
@@ -250,7 +251,15 @@ def _flat(target: Any) -> list[Any]:
 
 RESTORE_SLOTS = 4  # "되살리기" buttons for the latest version's dropped sentences (chatbot/web/why.py)
 PANEL = ("jobs", "memory", "history", "retry", "changelog", "restore", "revert", "emotions")
-AWAY = ("card", "steps", "end", "send", "past_pick", "transcript")  # what leaving clears besides the chat and the panel
+AWAY = (
+    "card",
+    "steps",
+    "end",
+    "send",
+    "past_pick",
+    "transcript",
+    "add_text",
+)  # cleared on leaving, with chat and panel
 LOGGED_IN = ("state", "login_box", "main_box", "greeting", "chat", "hits", "message", "progress", "again", *PANEL)
 SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL, *AWAY)
 FORGOTTEN = (*SIGNED_OUT, "timer", "note")  # what `forgotten` sets

@@ -11,7 +11,7 @@ from typing import Any
 
 from models.openai_backend import OpenAIChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import enter, last_bot_says, memory_sentences, open_tab, shown_once
+from tests.e2e.pages import enter, last_bot_says, memory_row, memory_sentences, open_tab, shown_once
 from tests.fake_openai import FakeOpenAIServer
 from tests.test_ui import answer, serve
 
@@ -98,6 +98,12 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             shown_once(page, sentences)  # one list: each sentence once in the tab, beside what changed
             page.locator("#sentence-0-delete").click()  # deleting asks first
             page.get_by_text("이 문장을 기억에서 지울까요?").wait_for(timeout=10_000)
+            page.locator("#add-text textarea").fill("사용자는 바다 수영을 배우고 싶어 한다.")  # one box under the list
+            page.locator("#add-button").click()
+            page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=10_000)
+            memory_row(page, "바다 수영")  # a numbered row of its own, the last
+            assert memory_sentences(page)[-1] == f"{len(sentences) + 1}. 사용자는 바다 수영을 배우고 싶어 한다."
+            assert page.locator("#add-text textarea").input_value() == ""
         finally:
             app.close()
             worker.stop()
