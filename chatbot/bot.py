@@ -88,7 +88,7 @@ class Chatbot:
         return erased
 
     def forget_sentence(self, user_id: int, text: str) -> Erased:
-        """Erase one sentence of the user's current memory completely ("이 내용을 완전히 지우기",
+        """Erase one sentence of the user's current memory completely ("완전히 지우기",
         MemoryEngine.forget_sentence), and every export zip, as `forget` does."""
         erased = self.engine.forget_sentence(user_id, text)
         Exports().remove_all()

@@ -1,5 +1,5 @@
 """Where the organiser's export zips live, and their removal: one known folder, every zip gone within minutes of
-being made, and all of them on any forget ("나를 잊기", "이 내용을 완전히 지우기", `keem memory forget`).
+being made, and all of them on any forget ("나를 잊기", "완전히 지우기", `keem memory forget`).
 
 The folder is `keem-exports` inside Gradio's file cache (GRADIO_TEMP_DIR, else the system temp folder's `gradio`).
 Gradio serves a file already inside its cache without copying it, so the zip in this folder is the only copy on

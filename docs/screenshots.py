@@ -18,7 +18,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.e2e.conftest import ARGS, CHROMIUM, app_process  # noqa: E402
-from tests.e2e.pages import enter, last_bot_says, open_tab  # noqa: E402
+from tests.e2e.pages import (  # noqa: E402
+    edit_sentence,
+    enter,
+    last_bot_says,
+    memory_row,
+    memory_sentences,
+    open_tab,
+    open_why,
+)
 from tests.fake_openai import FakeOpenAIServer  # noqa: E402
 from tests.test_provenance import SESSION1, SESSION2, SUMMARIES, world  # noqa: E402
 from tests.test_ui import answer  # noqa: E402
@@ -68,12 +76,9 @@ def main(out: Path = ROOT / "docs") -> None:
             end_session(page)
             open_tab(page, "기억")
             page.locator("#memory").get_by_text("현재 기억 v2").wait_for(timeout=10_000)
-            page.get_by_text("문장 고치기 · 지우기 · 추가").click()
-            page.locator("#pick input").click()
-            page.get_by_role("option").filter(has_text="산책").click()
-            page.locator("#edit-text textarea").fill("사용자는 매일 저녁 바다 산책을 한다.")
-            page.locator("#edit-button").click()
+            edit_sentence(page, "산책", "사용자는 매일 저녁 바다 산책을 한다.")
             page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=10_000)
+            page.evaluate("document.querySelectorAll('.toast-wrap').forEach(t => t.remove())")  # "저장했습니다"
             page.screenshot(path=str(out / "screenshot-memory.png"), full_page=True)
 
             phone = browser.new_context(locale="ko-KR", viewport=PHONE, is_mobile=True, has_touch=True).new_page()
@@ -96,8 +101,8 @@ SHOTS = (
 
 def why_shots(page: Any, url: str, out: Path) -> None:
     """Two sessions of another user, the second of which moves house, quits smoking and starts the piano: its
-    changelog (docs/screenshot-changelog.png: a drop the model justified, one the guard restored) and "왜 기억해요?"
-    with a rewritten sentence opened (docs/screenshot-why.png)."""
+    changelog (docs/screenshot-changelog.png: a drop the model justified, one the guard restored) and the first
+    sentence's row with its 왜? opened (docs/screenshot-why.png)."""
     enter(page, url, "지우")
     for session in (SESSION1, SESSION2):
         if session is SESSION2:
@@ -114,10 +119,9 @@ def why_shots(page: Any, url: str, out: Path) -> None:
     open_tab(page, "기억")
     page.locator("#changelog").get_by_text("더 이상 기억하지 않음").first.wait_for(timeout=10_000)
     page.locator("#changelog").screenshot(path=str(out / "screenshot-changelog.png"))
-    page.locator("#why-accordion").get_by_text("왜 기억해요?").click()
-    page.locator("#why summary").first.click()
-    page.locator("#why details[open]").first.wait_for(timeout=10_000)
-    page.locator("#why-accordion").screenshot(path=str(out / "screenshot-why.png"))
+    first = memory_sentences(page)[0].split(". ", 1)[-1]
+    open_why(page, first)  # the first sentence's 왜?
+    page.locator(f"#{memory_row(page, first)}").first.screenshot(path=str(out / "screenshot-why.png"))
 
 
 if __name__ == "__main__":

@@ -1,15 +1,17 @@
-"""One version diff by origin (memory/diff.py): `keem memory history`, the memory tab and the trial export agree."""
+"""One version diff by origin (memory/diff.py): `keem memory history`, the memory tab's history (its changelogs)
+and the trial export agree."""
 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from chatbot.cli.main import main
 from chatbot.trials.export import export
-from chatbot.web.render import md, render_history
+from chatbot.web.render import md
+from chatbot.web.why import render_versions
+from memory.changelog import changelogs
 from memory.diff import version_diff
 from memory.engine import MemoryEngine
 from memory.store import Sentence, Store
@@ -64,21 +66,22 @@ def test_a_sentence_without_an_origin_is_kept_when_its_text_was_there():
     assert (d.kept, d.added, d.removed, d.rewritten) == ([CAT], [CAT, BUSAN], [SEOUL], [])
 
 
-def _tab_diff(markdown: str) -> dict[int, dict[str, object]]:
-    """What the memory tab's history shows, per version: its counts and its classified sentences."""
+def _tab_diff(store: Store, uid: int) -> dict[int, dict[str, object]]:
+    """What the memory tab's history shows, per version: its changelog (memory/changelog.py, drawn by
+    chatbot/web/why.py render_versions) classified, each sentence checked to be in that version's block."""
+    versions = store.versions.of_user(uid)
+    logs = changelogs(store, versions)
+    markdown = render_versions(versions, logs, show_strategy=True)
     shown = {}
-    for block in markdown.split("#### v")[1:]:
-        number = int(block.split(" ", 1)[0])
-        counts = re.search(r"유지 (\d+) · 추가 (\d+) · 삭제 (\d+) · 고쳐 씀 (\d+)", block)
-        assert counts, block
-        lines = block.splitlines()
-        shown[number] = {
-            "counts": tuple(map(int, counts.groups())),
-            "added": [ln.removeprefix("- **추가** ") for ln in lines if ln.startswith("- **추가** ")],
-            "removed": [ln[len("- **삭제** ~~") : -2] for ln in lines if ln.startswith("- **삭제** ")],
-            "rewritten": [
-                tuple(ln.removeprefix("- **고쳐 씀** ").split(" → ")) for ln in lines if ln.startswith("- **고쳐 씀** ")
-            ],
+    for v, log in zip(versions, logs, strict=True):
+        block = markdown.split(f'id="version-{v.number}"')[1].split("</details>")[0]
+        texts = [e.text for e in log.entries if e.kind in ("added", "dropped")]
+        assert all(md(t) in block for t in texts), block
+        shown[v.number] = {
+            "counts": tuple(len(log.of(k)) for k in ("kept", "added", "dropped", "rewritten")),
+            "added": [e.text for e in log.of("added")],
+            "removed": [e.text for e in log.of("dropped")],
+            "rewritten": [(e.old, e.text) for e in log.of("rewritten")],
         }
     return shown
 
@@ -87,15 +90,14 @@ def test_cli_history_and_the_memory_tab_classify_the_same_sentences_the_same_way
     store, uid = history
     assert main(["memory", "history", "--user", "민수", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    tab = _tab_diff(render_history(store.versions.of_user(uid)))
+    tab = _tab_diff(store, uid)
     assert rows[1]["kept"] == [CAT] and rows[1]["rewritten"] == [{"old": SEOUL, "new": BUSAN}]
     for row in rows:
         shown = tab[row["version"]]
         counts = tuple(len(row[k]) for k in ("kept", "added", "removed", "rewritten"))
         assert shown["counts"] == counts
-        assert shown["added"] == [md(t) for t in row["added"]]
-        assert shown["removed"] == [md(t) for t in row["removed"]]
-        assert shown["rewritten"] == [(md(c["old"]), md(c["new"])) for c in row["rewritten"]]
+        assert shown["added"] == row["added"] and shown["removed"] == row["removed"]
+        assert shown["rewritten"] == [(c["old"], c["new"]) for c in row["rewritten"]]
     # the trial export's memory_versions.jsonl carries the same diff
     export(store, tmp_path / "out", scrub=False)
     lines = (tmp_path / "out" / "memory_versions.jsonl").read_text(encoding="utf-8").splitlines()

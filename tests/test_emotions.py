@@ -457,9 +457,9 @@ def test_reverting_an_update_brings_back_the_records_as_they_were(oracle_bot, st
 
 
 def test_why_and_the_memory_tab_take_the_emotion_and_cause_from_the_record(oracle_bot, store):
-    """ "왜 기억해요?" names the record's emotion and cause (the model's reading, backed by the user's words) for the
+    """A sentence's "왜?" names the record's emotion and cause (the model's reading, backed by the user's words) for the
     sentence it belongs to, and the memory tab marks that sentence, whatever its surface words."""
-    from chatbot.web.render import render_memory
+    from chatbot.web.render import render_sentences
     from memory.provenance import explain_all
 
     bot = oracle_bot(fixture_users()[0])
@@ -468,7 +468,7 @@ def test_why_and_the_memory_tab_take_the_emotion_and_cause_from_the_record(oracl
     (r,) = version.records
     (why,) = [w for w in explain_all(store, version) if w.text == r.sentence]
     assert why.emotion is not None and (why.emotion.emotion, why.emotion.cause) == (["떨림"], "면접")
-    line = next(line for line in render_memory(version).split("\n\n") if "면접" in line)
+    line = next(line for line in render_sentences(version) if "면접" in line)
     assert "감정·원인" in line
 
 
@@ -477,7 +477,7 @@ def test_a_dated_plan_without_a_feeling_is_followed_up_after_its_date_and_not_ma
     plans as "계획" records, due once the date has passed; the memory tab does not mark its sentence 감정·원인 and the
     opening prompt names it a plan."""
     from chatbot.opening import messages
-    from chatbot.web.render import render_memory
+    from chatbot.web.render import render_sentences
     from memory.emotions import PLAN
     from memory.store import Version
 
@@ -502,7 +502,7 @@ def test_a_dated_plan_without_a_feeling_is_followed_up_after_its_date_and_not_ma
         (Sentence(sentence),),
         records=(plan,),
     )
-    assert "감정·원인" not in render_memory(version)
+    assert "감정·원인" not in "".join(render_sentences(version))
 
     class Opening:  # what chatbot/opening.py reads of a session
         today = date(2026, 12, 21)

@@ -1,4 +1,4 @@
-"""Forgetting forgets: after "나를 잊기" or "이 내용을 완전히 지우기" no byte of the erased text is left in the
+"""Forgetting forgets: after "나를 잊기" or "완전히 지우기" no byte of the erased text is left in the
 database file, its WAL or its -shm, also while another connection reads; the rest of the memory stays."""
 
 from __future__ import annotations

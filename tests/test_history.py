@@ -5,7 +5,9 @@ recorded; no internal codes, English notes or, in a blind trial, strategy names.
 from __future__ import annotations
 
 from chatbot.web.messages import LABELS
-from chatbot.web.render import md, render_history
+from chatbot.web.render import md
+from chatbot.web.why import render_versions
+from memory.changelog import changelogs
 from memory.engine import MemoryEngine
 from memory.store import Sentence
 from tests.test_updater import GOOD, PREVIOUS, StageModel, _run
@@ -36,7 +38,8 @@ def _history(engine: MemoryEngine, result, show_strategy: bool = True) -> str:
         author="user",
         note="사용자가 문장을 추가했습니다",
     )
-    return render_history(engine.store.versions.of_user(user_id), show_strategy=show_strategy)
+    versions = engine.store.versions.of_user(user_id)  # as "버전 기록" shows them, each with its changelog
+    return render_versions(versions, changelogs(engine.store, versions), show_strategy=show_strategy)
 
 
 def test_a_cut_summary_is_named_as_such_not_as_a_failed_verification(engine):

@@ -253,7 +253,7 @@ def assert_tab_was_told_and_nothing_crossed(ui: ChatUI, tab: UserState, a_id: in
     with pytest.warns(UserWarning, match="이 사용자의 데이터가 삭제되었습니다"):
         out = ui.chat.send("tab 2가 보내는 메시지", tab)
     assert out.state is None and out.login_box["visible"] is True and out.main_box["visible"] is False
-    assert out.chat == [] and out.hits == "" and out.memory == "" and out.history == ""
+    assert out.chat == [] and out.hits == "" and out.memory is None and out.history == ""
     shown = repr(out)
     assert "우산" not in shown and "userB" not in shown
     assert [t["text"] for t in store.rows("select text from turns where user_id = ?", [b.user_id])] == b_turns
@@ -392,6 +392,8 @@ def test_every_event_of_a_tab_can_return_it_to_the_start_screen_and_spins_only_o
         d["api_name"] for d in guarded
     }
     for dep in guarded:
-        assert {by_elem["login"], by_elem["main"], by_elem["memory"], state} <= set(dep["outputs"]), dep["api_name"]
+        assert {by_elem["login"], by_elem["main"], by_elem["memory-jobs"], state} <= set(dep["outputs"]), dep[
+            "api_name"
+        ]
     respond = next(d for d in guarded if d["api_name"] == "respond")
     assert set(respond["show_progress_on"]) == {by_elem["chat"], by_elem["hits"], by_elem["pending-note"]}

@@ -16,7 +16,7 @@ from chatbot.settings import Settings
 from chatbot.trials.export import export
 from chatbot.trials.study import refusal, refusal_message
 from chatbot.web.messages import korean_error
-from chatbot.web.render import render_history, render_jobs, render_memory
+from chatbot.web.render import memory_header, render_jobs
 from memory.provenance import attach
 from memory.store import Sentence
 from models.embedders import NgramEmbedder
@@ -84,7 +84,12 @@ def test_the_memory_tab_the_export_and_the_cli_show_the_same_korean_time(tmp_pat
     korean = local_time().stamp(version.created_at)
     assert korean.endswith(" KST") and korean[:16] != version.created_at[:16].replace("T", " ")
     versions = bot.store.versions.of_user(session.user_id)
-    assert korean in render_memory(version) and korean in render_history(versions)
+    from chatbot.web.why import render_versions
+    from memory.changelog import changelogs
+
+    assert korean in memory_header(version) and korean in render_versions(
+        versions, changelogs(bot.store, versions), True
+    )
     jobs = [{"status": "pending", "created_at": version.created_at, "attempts": 0, "stage": "queued"}]
     assert korean in render_jobs(jobs)
     export(bot.store, tmp_path / "out", scrub=False)
@@ -95,7 +100,7 @@ def test_the_memory_tab_the_export_and_the_cli_show_the_same_korean_time(tmp_pat
     assert exported["created_at"] == local_time().iso(version.created_at)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["timezone"] == "Asia/Seoul" and manifest["created_at"].endswith("+09:00")
-    # the changelog, "왜 기억해요?" and 지난 대화 too (chatbot/web/why.py, past.py), and their JSON
+    # the changelog, a sentence's 왜? and 지난 대화 too (chatbot/web/why.py, past.py), and their JSON
     from chatbot.web.past import transcript
     from chatbot.web.why import render_changelog, render_why
     from memory.changelog import changelog
@@ -105,7 +110,7 @@ def test_the_memory_tab_the_export_and_the_cli_show_the_same_korean_time(tmp_pat
     (why,) = explain_all(bot.store, version)
     assert why.quotes and why.quotes[0].text == "나 부산에 살아"
     quoted = local_time().stamp(why.quotes[0].at)
-    assert quoted.endswith(" KST") and quoted in render_why([why], blind=False)
+    assert quoted.endswith(" KST") and quoted in render_why(why, blind=False)
     assert quoted in render_changelog(log, "v1")
     assert all(at.endswith("+09:00") for at in (q["at"] for q in why.as_json(local_time().iso)["quotes"]))
     session.end()

@@ -210,14 +210,19 @@ def test_memory_editing_in_place_shows_each_sentence_and_goes_through_compare_an
     engine = ui.bot.engine
     facts = [Sentence("사용자는 서울에 산다.", "user"), Sentence("사용자는 고양이를 키운다.", "user")]
     engine.commit(state.user_id, facts, base=None, strategy="user", status="ok", author="user")
-    assert fl.editing.snapshot(state).rows == (1, ["사용자는 서울에 산다.", "사용자는 고양이를 키운다."])  # a row each
+    shown = ui.memory.panel(state).memory  # the one list: a row each, numbered, on the version it shows
+    assert shown.number == 1 and [r.text for r in shown.rows] == ["사용자는 서울에 산다.", "사용자는 고양이를 키운다."]
+    assert [r.shown.split(" ", 1)[0] for r in shown.rows] == ["1\\.", "2\\."]
+    assert shown.text.count("서울에 산다") == 1 and "사용자가 직접 쓴 문장" in shown.rows[0].why  # its 왜?
     edited = fl.editing.saver("1:0")("사용자는 부산에 산다.", state)
-    assert "부산에 산다" in edited.memory and engine.current(state.user_id).number == 2
+    assert "부산에 산다" in edited.memory.text and engine.current(state.user_id).number == 2
     stale = fl.editing.saver("1:0")("사용자는 대구에 산다.", state)  # the row showed v1; v2 changed that sentence
-    assert "대구" not in stale.memory and engine.current(state.user_id).number == 2
+    assert "대구" not in stale.memory.text and engine.current(state.user_id).number == 2
     fl.editing.deleter("2:1")(state)
     assert [s.text for s in engine.current(state.user_id).sentences] == ["사용자는 부산에 산다."]
-    assert fl.editing.snapshot(None).rows is None  # nobody: no rows
+    with pytest.raises(InputError, match="확인란"):  # 완전히 지우기 needs its row's confirmation
+        fl.editing.eraser("3:0")(False, state)
+    assert ui.entry.logout(state).memory is None  # nobody: no list
 
 
 # -- the reply actions (chatbot/web/actions.py) and 다시 보내기 for every failed message -----------------------------

@@ -358,7 +358,7 @@ def test_a_scoped_rewrite_carries_the_untouched_part_and_a_fallback_says_why(eng
     assert explain(store, v2, len(v2.sentences)).step == "fallback"
 
 
-def test_the_memory_tab_undoes_for_its_own_user_only(tmp_path):
+def test_the_memory_tab_undoes_for_its_own_user_only(tmp_path, monkeypatch):
     from chatbot.bot import Chatbot
     from chatbot.settings import Settings
     from chatbot.web.app import build_app
@@ -391,8 +391,13 @@ def test_the_memory_tab_undoes_for_its_own_user_only(tmp_path):
         latest = bot.engine.current(minsu)
         mine = [Sentence(s.text, "kept", s.id, sources=s.sources) for s in latest.sentences]
         bot.engine.commit(minsu, [*mine, Sentence(f"사용자는 {n}번째 메모를 남겼다.", "user")], base=n - 1, **BY_USER)
-    text = ui.memory.panel(tab).changelog
-    assert "v15 · " in text and "v5 · " in text and "v4 · " not in text and "그 전 4개 버전은" in text
+    monkeypatch.setattr("chatbot.web.why.HISTORY_SHOWN", 10)  # a long history: changelogs for the 10 before
+    view = ui.memory.panel(tab)
+    assert "v15 · " in view.changelog and "v14 · " not in view.changelog  # the latest, open
+    history = view.history  # the earlier ones, newest first, each folded with its own changelog
+    assert history.index("v14 · ") < history.index("v5 · ") < history.index("v1 · ")
+    assert 'id="version-5"' in history and 'id="version-4"' not in history and "v4까지는 제목만" in history
+    assert "사용자는 5번째 메모를 남겼다" in history.split('id="version-5"')[1].split("</details>")[0]
 
 
 BY_USER = {"strategy": "user", "status": "ok", "author": "user"}

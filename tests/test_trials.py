@@ -16,7 +16,8 @@ import pytest
 from chatbot.bot import Chatbot
 from chatbot.cli.main import main
 from chatbot.settings import Settings
-from chatbot.web.render import render_history
+from chatbot.web.why import render_versions
+from memory.changelog import changelogs
 from memory.updaters import STRATEGIES
 from models.embedders import NgramEmbedder
 from models.errors import InputError
@@ -71,8 +72,9 @@ def test_history_hides_the_strategy_from_a_blind_participant(tmp_path):
         author="updater",
     )
     versions = bot.store.versions.of_user(session.user_id)
-    assert session.strategy in render_history(versions)
-    assert session.strategy not in render_history(versions, show_strategy=False)
+    logs = changelogs(bot.store, versions, blind=True)
+    assert session.strategy in render_versions(versions, logs, show_strategy=True)
+    assert session.strategy not in render_versions(versions, logs, show_strategy=False)
 
 
 def test_trial_export_writes_every_participant_session_turn_and_version(tmp_path, monkeypatch, capsys):

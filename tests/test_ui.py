@@ -29,8 +29,7 @@ from chatbot.web.render import (
     is_emotion,
     md,
     model_banner,
-    render_history,
-    render_memory,
+    render_sentences,
     shown,
     stage_text,
 )
@@ -281,9 +280,9 @@ def test_end_session_answers_at_once_and_the_worker_commits_a_version(ui: ChatUI
     assert time.perf_counter() - started < 0.5
     assert "대기 중" in out.progress and state.job_id is not None
     done = wait_job(ui, state)
-    memory_md, history_md = done.memory, done.history
+    memory_md, changes_md = done.memory.text, done.changelog
     assert "현재 기억 v1" in memory_md and "부산" in memory_md
-    assert "v1" in history_md and "추가 1" in history_md
+    assert "v1" in changes_md and "새로 기억함 1" in changes_md
     assert ui.bot.store.queue.get(ui.bot.store.queue.jobs(statuses=("done",))[0]["id"])["stage"] == "ok"
     # the next session starts from the new memory and the hits panel shows it
     ui.chat.new_session(state)
@@ -310,15 +309,16 @@ def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
     with pytest.warns(UserWarning, match="다시 불러왔으니"):  # another tab, still on version 1
         stale = ui.memory.edit_sentence("1:0", "사용자는 대구에 산다.", state)
     assert ui.bot.engine.current(state.user_id).number == 2  # refused: that sentence changed since
-    assert "부산" in stale.memory and [value for _, value in stale.pick["choices"]] == ["2:0", "2:1"]
+    assert "부산" in stale.memory.text and stale.memory.number == 2 and len(stale.memory.rows) == 2  # rows 2:0, 2:1
     for forged in ("x:y", "2:99", "2:-1", ":", "7:0"):
         with pytest.raises(InputError):
             ui.memory.delete_sentence(forged, state)
     ui.memory.delete_sentence("1:1", state)  # also version 1's list, but the cat is unchanged: it applies on top
-    ui.memory.add_sentence("사용자는 수영을 배운다.", state)
+    added = ui.memory.add_sentence("사용자는 수영을 배운다.", state)
     assert ui.bot.engine.current(state.user_id).texts == ["사용자는 부산에 산다.", "사용자는 수영을 배운다."]
-    history = render_history(ui.bot.store.versions.of_user(state.user_id))
-    assert "직접 고쳤습니다" in history and "**삭제**" in history and "**고쳐 씀**" in history
+    assert added.add_text == "" and added.memory.rows[-1].shown == "2\\. 사용자는 수영을 배운다\\."  # the box empties
+    history = ui.memory.panel(state).history
+    assert "직접 고쳤습니다" in history and "**더 이상 기억하지 않음**" in history and "**고쳐 씀**" in history
     ui.memory.delete_sentence("4:1", state)
     with pytest.raises(InputError, match="마지막"):
         ui.memory.delete_sentence("5:0", state)
@@ -393,7 +393,7 @@ def test_memory_tab_shows_the_cue_words_stored_for_a_sentence(ui: ChatUI) -> Non
         status="ok",
         author="import",
     )
-    shown_memory = render_memory(version)
+    shown_memory = "\n\n".join(render_sentences(version))
     assert "검색 단서: KTX, 금요일 밤" in shown_memory and "<b>" not in shown_memory
     assert shown_memory.count("검색 단서") == 1
     assert stage_text({"status": "running", "stage": "cues"}) == ("기억 갱신: 검색 단서 쓰는 중 …", False)
@@ -681,15 +681,15 @@ def test_a_failed_update_from_an_earlier_session_shows_its_error_and_a_retry_mak
 
     again = login(ui, "민수")  # a later visit: the failure is on the memory tab with its error
     panel = ui.memory.panel(again)
-    assert "실패했습니다" in panel.memory and "update server refused the connection" in panel.memory
-    assert "이전 기억은 그대로" in panel.memory and panel.retry["visible"] is True
+    assert "실패했습니다" in panel.jobs and "update server refused the connection" in panel.jobs
+    assert "이전 기억은 그대로" in panel.jobs and panel.retry["visible"] is True
     assert bot.store.versions.of_user(again.user_id) == []
 
     down[0] = False  # the model is back: the user's retry button turns the failed job into a version
     assert "다시 시도" in ui.memory.retry_failed(again).progress and again.job_id is not None
     worker.run_pending()
     done = wait_job(ui, again)
-    assert "완료" in done.progress and "부산" in done.memory and "실패" not in done.memory
+    assert "완료" in done.progress and "부산" in done.memory.text and done.jobs == ""
     assert done.retry["visible"] is False
     assert len(bot.store.versions.of_user(again.user_id)) == 1
     assert "없습니다" in ui.memory.retry_failed(again).progress  # nothing left to retry
@@ -704,9 +704,11 @@ def test_a_trial_participant_never_sees_their_strategy(tmp_path: Path) -> None:
     bot.engine.commit(
         state.user_id, [Sentence("사용자는 고양이를 키운다")], base=None, strategy="keem", status="ok", author="updater"
     )
+    ui.memory.add_sentence("사용자는 수영을 배운다.", state)  # the updater's v1 is in the history now
     panel = ui.memory.panel(state)
-    assert "keem" not in panel.history and "keem" not in panel.memory and "기억을 새로 썼습니다" in panel.history
-    plain = make_bot(tmp_path / "k.db")  # an operator's app names it
+    shown = f"{panel.memory.text}{panel.changelog}{panel.history}{panel.jobs}"
+    assert "keem" not in shown and "기억을 새로 썼습니다" in panel.history
+    plain = make_bot(tmp_path / "k.db")  # an operator's app names it in the history
     assert "keem 방식" in ChatUI(plain, Worker(plain)).memory.panel(state).history
 
 
@@ -725,9 +727,9 @@ def test_with_browser_identity_a_typed_name_opens_only_that_browsers_memory(tmp_
         author="updater",
     )
     back = ui.entry.login("민수", key)  # the same browser, later
-    assert back.state.user_id == state.user_id and back.key == key and "부산" in back.memory
+    assert back.state.user_id == state.user_id and back.key == key and "부산" in back.memory.text
     stranger = ui.entry.login("민수", "")  # another browser typing the same name
-    assert stranger.state.user_id != state.user_id and stranger.key != key and "부산" not in stranger.memory
+    assert stranger.state.user_id != state.user_id and stranger.key != key and "부산" not in stranger.memory.text
     forged = ui.entry.login("민수", "x' or 1=1")  # a malformed key is replaced, not used
     assert forged.state.user_id not in (state.user_id, stranger.state.user_id)
     assert bot.store.users.find("민수") is None  # no plain-name user to type into

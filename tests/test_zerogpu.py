@@ -88,7 +88,7 @@ def test_reply_and_update_run_inside_gpu_functions_called_from_the_users_events(
         assert ui.bot.store.queue.get(state.job_id)["status"] == "pending"
         catch_up(ui, state)  # the event chained to "대화 끝내기"
         progress = ui.memory.poll(state)
-        assert "완료" in progress.progress and "부산" in progress.memory  # the memory tab shows it
+        assert "완료" in progress.progress and "부산" in progress.memory.text  # the memory tab shows it
         chat = [running for kind, running in model.seen if kind == "chat"]
         update = [running for kind, running in model.seen if kind == "update"]
         assert chat == [["keem_reply"]] and update and all(r == ["keem_update"] for r in update)

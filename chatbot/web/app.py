@@ -101,9 +101,7 @@ def build_app(
     return app
 
 
-def components(
-    page: Page, ui: ChatUI, title: str, browser_identity: bool, part: Trial | None, flow: Flow | None = None
-) -> None:
+def components(page: Page, ui: ChatUI, title: str, browser_identity: bool, part: Trial | None, flow: Flow) -> None:
     """Every component of the page, registered under the name views use for it (chatbot/web/view.py PageView)."""
     page.add(state=gr.State(None, delete_callback=ui.entry.on_state_deleted))
     gr.Markdown(
@@ -195,33 +193,29 @@ def chat_tab(page: Page) -> None:
     page.add(progress=gr.Markdown(elem_id="progress"))
 
 
-def memory_tab(page: Page, flow: Flow | None = None) -> None:
+def memory_tab(page: Page, flow: Flow) -> None:
+    """Updates not yet in memory; the one list of the current memory, a row per sentence with its actions
+    (chatbot/web/editing.py), and "문장 추가" under it; what the latest update changed and why, with its undo
+    buttons; the emotions; every earlier version with its changelog; forgetting everything."""
     page.add(
-        memory=gr.Markdown(elem_id="memory"),
+        jobs=gr.Markdown(elem_id="memory-jobs"),
         retry=gr.Button("실패한 갱신 다시 시도", visible=False, size="sm", elem_id="retry-button"),
     )
-    why_parts(page)
-    if flow is not None:  # each sentence with 고치기 and 지우기 (chatbot/web/editing.py)
+    with gr.Column(elem_id="memory"):
         sentence_rows(page, flow.editing)
-    with gr.Accordion("문장 고치기 · 지우기 · 추가", open=False):
+    with gr.Row(equal_height=True, elem_id="add-row"):
         page.add(
-            pick=gr.Dropdown(label="문장 고르기", choices=[], elem_id="pick"),
-            edit_text=gr.Textbox(label="새 문장", max_lines=3, elem_id="edit-text"),
+            add_text=gr.Textbox(
+                show_label=False, placeholder="기억에 더할 문장", max_lines=3, scale=5, elem_id="add-text"
+            ),
+            add_button=gr.Button("문장 추가", scale=0, min_width=90, elem_id="add-button"),
         )
-        with gr.Row():
-            page.add(
-                edit_button=gr.Button("고른 문장을 새 문장으로 고치기", elem_id="edit-button"),
-                add_button=gr.Button("새 문장 추가", elem_id="add-button"),
-                delete_button=gr.Button("고른 문장 지우기", elem_id="delete-button"),
-                erase_button=gr.Button("이 내용을 완전히 지우기", variant="stop", elem_id="erase-button"),
-            )
+    gr.Markdown("### 바뀐 것과 그 이유")
+    page.add(changelog=gr.Markdown(elem_id="changelog"))
+    with gr.Row():
         page.add(
-            erase_sure=gr.Checkbox(
-                label="확인: 고른 문장을 모든 기억 버전에서 지우고, 그 내용을 말한 대화를 [삭제됨]으로 바꿉니다 "
-                "(되돌릴 수 없습니다)",
-                value=False,
-                elem_id="erase-sure",
-            )
+            restore=[gr.Button(visible=False, size="sm", elem_id=f"restore-{i}") for i in range(RESTORE_SLOTS)],
+            revert=gr.Button(visible=False, size="sm", elem_id="revert-button"),
         )
     with gr.Accordion("감정의 흐름", open=False):  # emotion-and-cause records, newest first
         page.add(emotions=gr.Markdown(elem_id="emotions"))
@@ -232,20 +226,6 @@ def memory_tab(page: Page, flow: Flow | None = None) -> None:
         page.add(
             confirm=gr.Textbox(label="이름 확인", max_lines=1, elem_id="forget-confirm"),
             forget_button=gr.Button("모두 삭제", variant="stop", elem_id="forget-button"),
-        )
-
-
-def why_parts(page: Page) -> None:
-    """ "왜 기억해요?" (each sentence opens its provenance) and the changelog with its undo buttons
-    (chatbot/web/why.py)."""
-    with gr.Accordion("왜 기억해요? (문장을 누르면 출처가 보입니다)", open=False, elem_id="why-accordion"):
-        page.add(why=gr.Markdown(elem_id="why"))
-    gr.Markdown("### 바뀐 것과 그 이유")
-    page.add(changelog=gr.Markdown(elem_id="changelog"))
-    with gr.Row():
-        page.add(
-            restore=[gr.Button(visible=False, size="sm", elem_id=f"restore-{i}") for i in range(RESTORE_SLOTS)],
-            revert=gr.Button(visible=False, size="sm", elem_id="revert-button"),
         )
 
 
@@ -352,12 +332,11 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
     retried = p.on(
         [p["retry"].click], ui.memory.retry_failed, [state], ["progress", "timer", *PANEL], show_progress="hidden"
     )
-    edited = [*PANEL, "edit_text"]
-    p.on([p["edit_button"].click], ui.memory.edit_sentence, [p["pick"], p["edit_text"], state], edited)
-    p.on([p["add_button"].click], ui.memory.add_sentence, [p["edit_text"], state], edited)
-    p.on([p["delete_button"].click], ui.memory.delete_sentence, [p["pick"], state], edited)
     p.on(
-        [p["erase_button"].click], ui.memory.erase_sentence, [p["pick"], p["erase_sure"], state], [*PANEL, "erase_sure"]
+        [p["add_button"].click, p["add_text"].submit],
+        ui.memory.add_sentence,
+        [p["add_text"], state],
+        [*PANEL, "add_text"],
     )
     p.on([p["forget_button"].click], ui.memory.forget, [p["confirm"], state], [*SIGNED_OUT, "confirm"])
     wire_why(p, ui)

@@ -1,7 +1,8 @@
-"""Memory editing in place, in the memory tab: every sentence of the current memory with 고치기 (an edit box that
-holds the sentence) and 지우기 (which asks first). A change goes through the memory tab's own handlers
-(chatbot/web/memory_tab.py MemoryTab.edit_sentence / delete_sentence): compare-and-swap on the version the row
-showed, and every event re-checks who the tab is for."""
+"""The memory tab's one list of the current memory: its header, then every sentence once, numbered, with its actions
+in its row: 고치기 (an edit box that holds the sentence), 지우기 (which asks first), 왜? (where it came from) and
+완전히 지우기 (erasure from every version and the turns that said it: an explicit confirmation, it cannot be undone).
+A change goes through the memory tab's own handlers (chatbot/web/memory_tab.py MemoryTab): compare-and-swap on the
+version the row showed, and every event re-checks who the tab is for."""
 
 from __future__ import annotations
 
@@ -10,40 +11,24 @@ from typing import Any
 
 import gradio as gr
 
-from chatbot.web.backend import AppContext
+from chatbot.web.memory_list import MemoryList, Row
 from chatbot.web.memory_tab import MemoryTab
-from chatbot.web.render import md
 from chatbot.web.state import UserState
 from chatbot.web.view import PANEL, Page, PageView
-from memory.store import Version
-from models.errors import KeemError
 
-EDITED = [*PANEL, "edit_text"]
 ASK = "이 문장을 기억에서 지울까요? 새 기억 버전이 만들어지고, 버전 기록에 남습니다."
+ERASE = (
+    "**완전히 지우기**: 이 문장을 모든 기억 버전에서 지우고, 그 내용을 말한 대화를 [삭제됨]으로 바꿉니다. "
+    "서버에 사본이 남지 않으며 **되돌릴 수 없습니다**."
+)
+SURE = "확인: 되돌릴 수 없다는 것을 알고 완전히 지웁니다"
 
 
 class Editing:
-    """The rows' data and their changes; the rows themselves are built by `build`."""
+    """The rows' changes, each made on the version the row showed ("version:index")."""
 
-    def __init__(self, ctx: AppContext, memory: MemoryTab):
-        self.ctx, self.memory = ctx, memory
-
-    def snapshot(self, state: UserState | None) -> PageView:
-        """What the rows show, taken whenever the memory panel changes: the version's number and its sentences (an
-        event of the tab's state like any other; the rows are built from this copy, not from the state)."""
-        version = self.shown(state)
-        return PageView(rows=None if version is None else (version.number, [s.text for s in version.sentences]))
-
-    def shown(self, state: UserState | None) -> Version | None:
-        """The memory the rows show: the tab's user's latest version (None: nobody, or no memory yet)."""
-        if not isinstance(state, UserState) or not self.ctx.backend.done.is_set():
-            return None
-        try:
-            if self.ctx.gone(state) is not None:
-                return None
-            return self.ctx.bot.engine.current(state.user_id)
-        except KeemError:  # the models failed to load: the rows stay empty, the banner says why
-            return None
+    def __init__(self, memory: MemoryTab):
+        self.memory = memory
 
     def saver(self, pick: str) -> Callable[[str, UserState | None], PageView]:
         def save_sentence(text: str, state: UserState | None) -> PageView:
@@ -57,6 +42,12 @@ class Editing:
 
         return delete_sentence
 
+    def eraser(self, pick: str) -> Callable[[bool, UserState | None], PageView]:
+        def erase_sentence(sure: bool, state: UserState | None) -> PageView:
+            return self.memory.erase_sentence(pick, sure, state)
+
+        return erase_sentence
+
 
 def toggle(*shown: bool) -> Callable[[], Any]:
     def show() -> Any:
@@ -66,30 +57,34 @@ def toggle(*shown: bool) -> Callable[[], Any]:
 
 
 def build(page: Page, editing: Editing) -> None:
-    """The rows, rebuilt whenever the memory panel changes (a login, an update, an edit)."""
-    page.add(rows=gr.State(None))  # filled by Editing.snapshot (wired in chatbot/web/flow.py)
+    """The list, redrawn whenever what it shows changes (a login, an update, an edit: the panel sets `memory`)."""
+    page.add(memory=gr.State(None))
 
-    @gr.render(inputs=[page["rows"]], triggers=[page["rows"].change])
-    def sentences(rows: tuple[int, list[str]] | None) -> None:
-        if not rows:
+    @gr.render(inputs=[page["memory"]], triggers=[page["memory"].change])
+    def memory_list(shown: MemoryList | None) -> None:
+        if shown is None:
             return
-        number, texts = rows
-        gr.Markdown("**문장마다 고치기 · 지우기**", elem_id="sentence-rows-title")
-        for i, text in enumerate(texts):
-            row(page, editing, f"{number}:{i}", i, text)
+        gr.Markdown(shown.header, elem_id="memory-head")
+        for i, r in enumerate(shown.rows):
+            row(page, editing, f"{shown.number}:{i}", i, r)
 
 
-def row(page: Page, editing: Editing, pick: str, i: int, text: str) -> None:
-    """One sentence: its text, 고치기 and 지우기; the edit box (prefilled), the delete question."""
+def row(page: Page, editing: Editing, pick: str, i: int, r: Row) -> None:
+    """One sentence: its text and its four actions; under it, folded, the edit box (prefilled), the delete question,
+    its provenance and the erasure's confirmation (one open at a time)."""
     quick = {**page.options, "concurrency_limit": None, "show_progress": "hidden"}
-    with gr.Group(elem_id=f"sentence-{i}"):
-        with gr.Row(equal_height=True):
-            gr.Markdown(f"{i + 1}\\. {md(text)}", elem_id=f"sentence-{i}-text")
-            edit = gr.Button("고치기", size="sm", scale=0, min_width=70, elem_id=f"sentence-{i}-edit")
-            drop = gr.Button("지우기", size="sm", scale=0, min_width=70, elem_id=f"sentence-{i}-delete")
+    state = page["state"]
+    with gr.Group(elem_id=f"sentence-{i}", elem_classes=["keem-sentence"]):
+        with gr.Row(equal_height=True, elem_classes=["keem-sentence-row"]):
+            gr.Markdown(r.shown, elem_id=f"sentence-{i}-text", elem_classes=["keem-sentence-text"])
+            with gr.Row(elem_classes=["keem-sentence-actions"]):
+                edit = gr.Button("고치기", size="sm", min_width=60, elem_id=f"sentence-{i}-edit")
+                drop = gr.Button("지우기", size="sm", min_width=60, elem_id=f"sentence-{i}-delete")
+                why = gr.Button("왜?", size="sm", min_width=50, elem_id=f"sentence-{i}-why-button")
+                erase = gr.Button("완전히 지우기", size="sm", min_width=100, elem_id=f"sentence-{i}-erase-button")
         with gr.Row(visible=False, equal_height=True) as editor:
             box = gr.Textbox(
-                value=text, show_label=False, max_lines=3, scale=5, interactive=True, elem_id=f"sentence-{i}-box"
+                value=r.text, show_label=False, max_lines=3, scale=5, interactive=True, elem_id=f"sentence-{i}-box"
             )
             save = gr.Button("저장", variant="primary", size="sm", scale=0, min_width=70, elem_id=f"sentence-{i}-save")
             cancel = gr.Button("취소", size="sm", scale=0, min_width=70, elem_id=f"sentence-{i}-cancel")
@@ -97,9 +92,20 @@ def row(page: Page, editing: Editing, pick: str, i: int, text: str) -> None:
             gr.Markdown(ASK)
             yes = gr.Button("지우기", variant="stop", size="sm", scale=0, min_width=70, elem_id=f"sentence-{i}-yes")
             no = gr.Button("취소", size="sm", scale=0, min_width=70, elem_id=f"sentence-{i}-no")
-    edit.click(toggle(True, False), None, [editor, asking], **quick)
-    drop.click(toggle(False, True), None, [editor, asking], **quick)
-    cancel.click(toggle(False), None, [editor], **quick)
-    no.click(toggle(False), None, [asking], **quick)
-    page.on([save.click, box.submit], editing.saver(pick), [box, page["state"]], EDITED)
-    page.on([yes.click], editing.deleter(pick), [page["state"]], EDITED)
+        with gr.Column(visible=False) as source:
+            gr.Markdown(r.why or "출처 기록이 없는 문장입니다.", elem_id=f"sentence-{i}-why")
+            close = gr.Button("접기", size="sm", elem_id=f"sentence-{i}-why-close")
+        with gr.Column(visible=False) as erasing:
+            gr.Markdown(ERASE)
+            sure = gr.Checkbox(label=SURE, value=False, elem_id=f"sentence-{i}-sure")
+            with gr.Row():
+                confirmed = gr.Button("완전히 지우기", variant="stop", size="sm", elem_id=f"sentence-{i}-erase")
+                back = gr.Button("취소", size="sm", elem_id=f"sentence-{i}-erase-cancel")
+    folds = [editor, asking, source, erasing]
+    for button, opened in ((edit, 0), (drop, 1), (why, 2), (erase, 3)):
+        button.click(toggle(*(k == opened for k in range(4))), None, folds, **quick)
+    for button, fold in ((cancel, editor), (no, asking), (close, source), (back, erasing)):
+        button.click(toggle(False), None, [fold], **quick)
+    page.on([save.click, box.submit], editing.saver(pick), [box, state], PANEL)
+    page.on([yes.click], editing.deleter(pick), [state], PANEL)
+    page.on([confirmed.click], editing.eraser(pick), [sure, state], PANEL)

@@ -1,5 +1,5 @@
 """The page's handlers beyond ChatUI's, and their events: 다시 보내기 / 다시 생성 / 멈추기 (replies.py), the status
-card after 대화 끝내기 (ending.py), the 지난 대화 tab (past.py) and memory editing in place (editing.py)."""
+card after 대화 끝내기 (ending.py), the 지난 대화 tab (past.py) and the memory list's rows (editing.py)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class Flow:
         self.replies = Replies(ui.ctx)
         self.ending = Ending(ui.ctx, ui.chat)
         self.past = Past(ui.ctx)
-        self.editing = Editing(ui.ctx, ui.memory)
+        self.editing = Editing(ui.memory)
 
     def answer_after(self, page: Page, event: Any) -> None:
         """Stream the reply an event asked for (as sending does: one respond per tab at a time)."""
@@ -42,7 +42,7 @@ class Flow:
         )
 
     def wire(self, page: Page) -> None:
-        """The events of the replies, the card's stages, the past conversations and the editing rows' data (ending a
+        """The events of the replies, the card's stages and the past conversations (ending a
         conversation and starting the next are wired with the chat page's: chatbot/web/app.py `wire`)."""
         p, state = page, page["state"]
         asked = ["chat", "note", *REPLY_ACTIONS]
@@ -57,8 +57,6 @@ class Flow:
         p.on([p["timer"].tick], self.ending.tick, [state], ["steps"], concurrency_limit=None, show_progress="hidden")
         p.on([p["past_tab"].select], self.past.listing, [state], ["past_pick", "transcript"])
         p.on([p["past_pick"].input], self.past.show, [p["past_pick"], state], ["transcript"])
-        if "rows" in p:  # memory editing in place: the rows follow the memory panel
-            p.on([p["memory"].change], self.editing.snapshot, [state], ["rows"], show_progress="hidden")
         p.on([p["to_memory"].click], to_memory, None, ["tabs"], concurrency_limit=None, show_progress="hidden")
 
 

@@ -1,6 +1,7 @@
-"""The memory tab's handlers: the panel (memory, history, sentence picker, retry button), the update's progress,
-retrying failed updates, editing / adding / deleting a sentence, erasing one completely ("이 내용을 완전히 지우기"), and
-forgetting the user."""
+"""The memory tab's handlers: the panel (updates not yet in memory, the one list of the current memory, the
+changelog and the history, the retry button), the update's progress, retrying failed updates, editing / adding /
+deleting a sentence, erasing one completely ("완전히 지우기"), and forgetting the user. A sentence's row
+(chatbot/web/editing.py) names it as "version:index" of the list it showed."""
 
 from __future__ import annotations
 
@@ -9,29 +10,31 @@ import gradio as gr
 from chatbot.session import clean_message
 from chatbot.web.backend import AppContext
 from chatbot.web.emotions import render_timeline
+from chatbot.web.memory_list import memory_list
 from chatbot.web.messages import korean_error
-from chatbot.web.render import choices, render_history, render_jobs, render_memory, stage_text
+from chatbot.web.render import render_jobs, stage_text
 from chatbot.web.state import UserState
 from chatbot.web.view import PageView, signed_out
 from chatbot.web.why import changes_hint, why_panel
+from memory.provenance import explain_all
 from memory.store import Sentence, Version
 from memory.updaters.base import carry_over
 from models.errors import InputError, MemoryChangedError
 
 
 def panel(ctx: AppContext, state: UserState) -> PageView:
-    """The memory tab: updates not yet in memory, then the current memory; the history; the sentence picker; the
-    retry button, shown while an update of this user's has failed (for good, or waiting in its backoff)."""
+    """The memory tab: updates not yet in memory; the current memory, each sentence once with its provenance; the
+    changelog and the history; the retry button, shown while an update of this user's has failed (for good, or
+    waiting in its backoff)."""
     store = ctx.bot.store
     versions = store.versions.of_user(state.user_id)
     latest = versions[-1] if versions else None
     waiting = store.queue.jobs(state.user_id, ("pending", "running", "failed"))
     local = ctx.bot.settings.local_time  # KEEM_TIMEZONE: every time shown, the zone named
-    jobs, memory = render_jobs(waiting, local), render_memory(latest, local)
+    whys = explain_all(store, latest) if latest else []
     return PageView(
-        memory=f"{jobs}\n\n---\n\n{memory}" if jobs else memory,
-        history=render_history(versions, show_strategy=not ctx.blind, local=local),
-        pick=gr.update(choices=choices(latest), value=None),
+        jobs=render_jobs(waiting, local),
+        memory=memory_list(latest, whys, ctx.blind, local),
         retry=gr.update(visible=any(store.queue.retryable(j) for j in waiting)),
         emotions=render_timeline(list(latest.records) if latest else []),
     ) | why_panel(ctx, state, versions)
@@ -101,10 +104,12 @@ class MemoryTab:
             raise InputError("그 사이 기억이 바뀌었습니다. 목록에서 다시 고르세요.")
         return shown, int(index)
 
-    def _commit(self, state: UserState, base: Version | None, sentences: list[Sentence], note: str) -> PageView:
-        """Store the user's own version on `base` (the version the change was made to); the panel shows the result
-        and the sentence box empties. Since the base, another tab's or an update's version may have come: the
-        change is then replayed onto the latest when it still applies, else refused (memory/store/rebase.py) and
+    def _commit(
+        self, state: UserState, base: Version | None, sentences: list[Sentence], note: str, done: PageView | None = None
+    ) -> PageView:
+        """Store the user's own version on `base` (the version the change was made to); the panel shows the result,
+        with `done` on top (the add box emptied). Since the base, another tab's or an update's version may have come:
+        the change is then replayed onto the latest when it still applies, else refused (memory/store/rebase.py) and
         the panel reloads with the latest memory and a notice, the typed text kept, so the user decides again."""
         try:
             self.ctx.bot.engine.commit(
@@ -120,7 +125,7 @@ class MemoryTab:
             gr.Warning(korean_error(exc))
             return self.panel(state)
         gr.Info("새 기억 버전을 저장했습니다.")
-        return self.panel(state) | PageView(edit_text="")
+        return self.panel(state) | (done or PageView())
 
     def edit_sentence(self, pick: str | None, new_text: str, state: UserState | None) -> PageView:
         if (gone := self.ctx.gone(state)) is not None:
@@ -145,8 +150,10 @@ class MemoryTab:
         return self._commit(state, shown, sentences, f"사용자가 {index + 1}번 문장을 지웠습니다")
 
     def erase_sentence(self, pick: str | None, sure: bool, state: UserState | None) -> PageView:
-        """ "이 내용을 완전히 지우기" once confirmed: the picked sentence leaves every version, the turns that said it
-        read [삭제됨], and no copy stays on the server (Chatbot.forget_sentence)."""
+        """ "완전히 지우기" once confirmed (its row's checkbox): the row's sentence leaves every version, the turns
+        that said it read [삭제됨], and no copy stays on the server (Chatbot.forget_sentence)."""
+        if (gone := self.ctx.gone(state)) is not None:
+            return gone
         latest, index = self._pick(state, pick)
         assert state is not None
         if sure is not True:
@@ -156,7 +163,7 @@ class MemoryTab:
             f"그 내용을 완전히 지웠습니다: 기억 버전 {erased.counts['memory_versions']}개에서 지우고, "
             f"대화 {erased.counts['turns']}개를 [삭제됨]으로 바꿨습니다."
         )
-        return self.panel(state) | PageView(erase_sure=False)
+        return self.panel(state)
 
     def add_sentence(self, new_text: str, state: UserState | None) -> PageView:
         """An addition applies to whatever memory is latest when it commits, so its base is the latest now."""
@@ -167,7 +174,8 @@ class MemoryTab:
         text = clean_message(new_text, 300).replace("\n", " ")
         latest = self.ctx.bot.engine.current(state.user_id)
         old = carry_over(latest.sentences) if latest else []
-        return self._commit(state, latest, [*old, Sentence(text, "user")], "사용자가 문장을 추가했습니다")
+        added = [*old, Sentence(text, "user")]
+        return self._commit(state, latest, added, "사용자가 문장을 추가했습니다", PageView(add_text=""))
 
     def forget(self, confirm: str, state: UserState | None) -> PageView:
         """Delete everything about this user once they type their name; the tab returns to the start screen."""

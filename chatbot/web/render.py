@@ -1,5 +1,5 @@
-"""What the browser app shows: Korean texts, escaped Markdown, memory and history views (error messages:
-messages.py)."""
+"""What the browser app shows: Korean texts, escaped Markdown, the memory's header and sentences, update progress
+(error messages: messages.py; the history and changelogs: why.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from typing import Any
 
 from chatbot.bot import Chatbot
 from chatbot.localtime import LocalTime, local_time
-from chatbot.web.history import version_label, version_reasons
+from chatbot.web.history import version_label
 from chatbot.web.messages import korean_stored_error
-from memory.diff import version_diff
 from memory.emotion_words import is_emotion
 from memory.emotions import is_plan
 from memory.engine import Hit
@@ -31,7 +30,6 @@ STAGES = {
     "skipped": "나눈 말이 없어 기억은 그대로입니다",
     "failed": "실패",
 }
-AUTHORS = {"updater": "기억 갱신 모델", "user": "사용자 직접 수정", "import": "가져오기"}
 # ":" too: marked (Gradio's Markdown) turns a bare http:// or ftp:// address into a link whose text is the raw
 # source, so the backslashes escaping its "." and "_" would show ("127\.0\.0\.1"); "http\://" is no link
 MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>:])")
@@ -56,43 +54,27 @@ def shown(message: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def render_memory(version: Version | None, local: LocalTime | None = None) -> str:
-    """The current memory, its time in `local`'s zone (Korea's by default) with the zone named."""
+def memory_header(version: Version | None, local: LocalTime | None = None) -> str:
+    """The current memory's header: its version, its time in `local`'s zone (Korea's by default) with the zone named,
+    who made it (named as the history names it: chatbot/web/history.py version_label) and its size."""
     if version is None:
         return "아직 기억이 없습니다. 대화를 나누고 **대화 끝내기**를 누르면 첫 기억이 만들어집니다."
-    lines = [
+    return (
         f"**현재 기억 v{version.number}** · {(local or local_time()).stamp(version.created_at)} · "
-        f"{AUTHORS.get(version.author, version.author)} · {len(version.sentences)}문장",
-        "",
-    ]
+        f"{version_label(version, show_strategy=False)} · {len(version.sentences)}문장"
+    )
+
+
+def render_sentences(version: Version) -> list[str]:
+    """Each sentence of `version` as its row shows it: numbered, an emotion-and-cause sentence marked, its search
+    cues under it."""
     recorded = {r.sentence for r in version.records if not is_plan(r)}  # the records' feelings, then the heuristic
+    lines = []
     for i, s in enumerate(version.sentences, 1):
         mark = " **〔감정·원인〕**" if s.text in recorded or is_emotion(s.text) else ""
         cues = f"  \n*검색 단서: {md(s.cues)}*" if s.cues else ""
         lines.append(f"{i}\\. {md(s.text)}{mark}{cues}")
-    return "\n\n".join(lines)
-
-
-def render_history(versions: list[Version], show_strategy: bool = True, local: LocalTime | None = None) -> str:
-    """Every version with what made it (plain Korean, chatbot/web/history.py), when (in `local`'s zone, named), and
-    what it kept, added, removed and rewrote (memory/diff.py); the strategy is hidden in a blind user trial."""
-    if not versions:
-        return "버전 기록이 없습니다."
-    local = local or local_time()
-    blocks, previous = [], None
-    for v in versions:
-        d = version_diff(previous, v)
-        head = (
-            f"#### v{v.number} · {local.stamp(v.created_at)} · {version_label(v, show_strategy)}\n"
-            f"유지 {len(d.kept)} · 추가 {len(d.added)} · 삭제 {len(d.removed)} · 고쳐 씀 {len(d.rewritten)}"
-        )
-        body = [f"- **추가** {md(t)}" for t in d.added]
-        body += [f"- **고쳐 씀** {md(a)} → {md(b)}" for a, b in d.rewritten]
-        body += [f"- **삭제** ~~{md(t)}~~" for t in d.removed]
-        why = "  \n".join(f"*{md(r)}*" for r in version_reasons(v))
-        blocks.append(head + ("\n\n" + "\n".join(body) if body else "") + (f"\n\n{why}" if why else ""))
-        previous = v
-    return "\n\n".join(reversed(blocks))
+    return lines
 
 
 def technical(detail: str | None) -> str:
@@ -168,10 +150,3 @@ def render_jobs(jobs: list[dict[str, Any]], local: LocalTime | None = None) -> s
             )
             lines.append(f"- ⏳ {when}에 끝낸 대화의 기억 갱신이 기다리는 중입니다.{retry}")
     return ("**아직 기억에 반영되지 않은 대화**\n\n" + "\n".join(lines)) if lines else ""
-
-
-def choices(version: Version | None) -> list[tuple[str, str]]:
-    """Dropdown choices; a value names the version too, so an edit of a stale list is refused."""
-    if version is None:
-        return []
-    return [(f"{i + 1}. {s.text[:70]}", f"{version.number}:{i}") for i, s in enumerate(version.sentences)]

@@ -8,6 +8,8 @@ stay behind their ⓘ, the chat is shorter so that the message box with 보내�
 down), not over the buttons at the top (나가기) or the message row. After 대화 끝내기 the status card
 (chatbot/web/ending.py) takes a line of its own under the message row, which keeps 보내기 beside the box.
 The chat's own clear icon is hidden: it would only empty the screen (chatbot/web/replies.py).
+In the memory tab each sentence's row (chatbot/web/editing.py) keeps its four actions on one line: beside the
+sentence on a desktop, under it on a phone.
 """
 
 CSS = """
@@ -18,6 +20,14 @@ CSS = """
 #message-row > #send-button {min-width: 72px; flex: 0 0 auto}
 #chat button[aria-label="Clear"], #chat button[aria-label="대화 지우기"] {display: none}
 #reply-actions {justify-content: flex-end; gap: 6px}
+.keem-sentence-row {align-items: center !important; flex-wrap: nowrap !important}
+.keem-sentence-row > .keem-sentence-text {flex: 1 1 0 !important; min-width: 0 !important}
+.keem-sentence-actions {flex: 0 0 auto !important; width: max-content !important; flex-wrap: nowrap !important}
+.keem-sentence-actions {gap: 4px !important}
+.keem-sentence-actions > button {flex: 0 0 auto !important; min-width: 56px !important; white-space: nowrap}
+#add-row {flex-wrap: nowrap !important; align-items: stretch}
+#add-row > #add-text {min-width: 0 !important}
+#add-row > #add-button {flex: 0 0 auto !important; white-space: nowrap}
 
 @media (max-width: 640px) {
   .column {gap: 8px !important}
@@ -32,6 +42,10 @@ CSS = """
   #message-row > #message-input {flex: 1 1 0 !important}
   #message-row > #send-button {flex: 0 0 84px !important}
   #message-row > #end-card {flex: 1 1 100% !important; min-width: 100% !important}
+  .keem-sentence-row {flex-wrap: wrap !important}
+  .keem-sentence-row > .keem-sentence-text {flex: 1 1 100% !important}
+  .keem-sentence-actions {flex: 1 1 100% !important; width: 100% !important}
+  .keem-sentence-actions > button {flex: 1 1 auto !important; min-width: 0 !important; padding: 4px 6px !important}
 }
 """
 # What lies outside the part Gradio scopes `css` to (its toasts, the page's margins): a <style> in the page's head

@@ -65,16 +65,14 @@ class PageView(View):
     progress: Any = KEEP  # the memory update's progress line
     timer: Any = KEEP  # polls the update's progress
     again: Any = KEEP  # the new-conversation button
-    memory: Any = KEEP
-    history: Any = KEEP
-    pick: Any = KEEP  # the sentence picker
+    jobs: Any = KEEP  # the memory tab's updates not yet in memory (waiting, running, failed)
+    memory: Any = KEEP  # the one list of the current memory (chatbot/web/memory_list.py MemoryList; None: nobody)
+    add_text: Any = KEEP  # the "문장 추가" box under the list
+    history: Any = KEEP  # "버전 기록": earlier versions, each with its changelog
     retry: Any = KEEP  # the retry-failed-updates button
     emotions: Any = KEEP  # the emotion timeline (chatbot/web/emotions.py)
-    edit_text: Any = KEEP
     confirm: Any = KEEP  # the forget box's name check
-    erase_sure: Any = KEEP  # the confirmation of "이 내용을 완전히 지우기"
-    # "왜 기억해요?" and the changelog with its undo buttons (chatbot/web/why.py)
-    why: Any = KEEP
+    # "바뀐 것과 그 이유": the latest version's changelog with its undo buttons (chatbot/web/why.py)
     changelog: Any = KEEP
     restore: Any = KEEP  # a list: one "되살리기" button per dropped sentence slot
     revert: Any = KEEP  # "이번 갱신 되돌리기"
@@ -85,7 +83,6 @@ class PageView(View):
     steps: Any = KEEP  # the card's text: the memory update's stages
     past_pick: Any = KEEP  # the 지난 대화 tab's list (chatbot/web/past.py)
     transcript: Any = KEEP  # the conversation picked there
-    rows: Any = KEEP  # the memory's sentences as the in-place editing rows show them (chatbot/web/editing.py)
     stop: Any = KEEP  # ■ 멈추기, shown only while a reply streams (chatbot/web/actions.py)
     regenerate: Any = KEEP  # ↻ 다시 생성, shown only when the last turn is a finished reply (actions.py)
 
@@ -93,11 +90,10 @@ class PageView(View):
 def empty_panel() -> PageView:
     """The memory tab of nobody (logged out)."""
     return PageView(
-        memory="",
+        jobs="",
+        memory=None,
         history="",
-        pick=gr.update(choices=[], value=None),
         retry=gr.update(visible=False),
-        why="",
         changelog="",
         restore=[gr.update(visible=False)] * RESTORE_SLOTS,
         revert=gr.update(visible=False),
@@ -124,6 +120,7 @@ def signed_out() -> PageView:
             transcript="",
             stop=gr.update(visible=False),
             regenerate=gr.update(visible=False),
+            add_text="",  # a sentence typed for one user is not left for the next (a shared lab PC)
         )
         | empty_panel()
     )
@@ -265,9 +262,9 @@ def _flat(target: Any) -> list[Any]:
 
 
 RESTORE_SLOTS = 4  # "되살리기" buttons for the latest version's dropped sentences (chatbot/web/why.py)
-PANEL = ("memory", "history", "pick", "retry", "why", "changelog", "restore", "revert", "emotions")
+PANEL = ("jobs", "memory", "history", "retry", "changelog", "restore", "revert", "emotions")
 # what leaving clears besides the chat and the panel
-AWAY = ("card", "steps", "end", "send", "past_pick", "transcript", "stop", "regenerate")
+AWAY = ("card", "steps", "end", "send", "past_pick", "transcript", "add_text", "stop", "regenerate")
 LOGGED_IN = (
     *("state", "login_box", "main_box", "greeting", "chat", "hits", "message", "progress", "again", *PANEL),
     *("stop", "regenerate"),  # the reply actions (chatbot/web/actions.py): hidden on an empty chat

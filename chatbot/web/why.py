@@ -1,7 +1,7 @@
-"""The memory tab's "왜 기억해요?" and "이번 갱신에서 바뀐 것": each sentence opens its provenance
-(memory/provenance.py), the latest version's changelog (memory/changelog.py) with one button per dropped sentence
-to bring it back and "이번 갱신 되돌리기" (memory/undo.py), and earlier versions' changelogs. Plain Korean; in a
-blind user trial nothing names a strategy or an operation.
+"""The memory tab's "왜?" and its history: a sentence's provenance (memory/provenance.py, opened from its row:
+chatbot/web/editing.py), "바뀐 것과 그 이유" (the latest version's changelog, memory/changelog.py, with one button per
+dropped sentence to bring it back and "이번 갱신 되돌리기", memory/undo.py) and "버전 기록" (each earlier version
+folded with its own changelog). Plain Korean; in a blind user trial nothing names a strategy or an operation.
 
 Every undo re-checks who the tab acts for (AppContext.gone), takes the sentence ids and the version it acted on
 from the tab's own server-side state (never from the page), and commits through compare-and-swap: a restore on
@@ -19,18 +19,18 @@ import gradio as gr
 
 from chatbot.localtime import LocalTime, local_time
 from chatbot.web.backend import AppContext
-from chatbot.web.history import version_label
+from chatbot.web.history import version_label, version_reasons
 from chatbot.web.messages import korean_error
 from chatbot.web.render import md
 from chatbot.web.state import UserState
 from chatbot.web.view import RESTORE_SLOTS, PageView
 from memory.changelog import HEADINGS, Changelog, changelog
-from memory.provenance import Why, explain_all
+from memory.provenance import Why
 from memory.store import Version
 from memory.undo import dropped_sentence, restore, revert, update_base
 from models.errors import InputError, MemoryChangedError
 
-OLDER_SHOWN = 10  # earlier versions' changelogs folded under the latest one; older ones: the history below
+HISTORY_SHOWN = 30  # earlier versions whose changelogs "버전 기록" shows; older ones: their titles and reasons
 STEPS = {
     "rewrite": "대화가 끝난 뒤 기억을 통합해 다시 쓰면서 적은 문장",
     "summary": "대화 요약(감정과 원인 정리)에서 그대로 온 문장",
@@ -43,38 +43,30 @@ STEPS = {
 }
 
 
-def render_why(whys: Sequence[Why], blind: bool, local: LocalTime | None = None) -> str:
-    """One collapsible block per sentence: its sessions, the user's own words (quoted, with time and score), what
-    it continues, the summary line and step it came through, an emotion's words and cause."""
-    if not whys:
-        return ""
+def render_why(w: Why, blind: bool, local: LocalTime | None = None) -> str:
+    """Where one sentence came from (the row's "왜?"): its sessions, the user's own words (quoted, with time and
+    score), what it continues, the summary line and step it came through, an emotion's words and cause."""
     local = local or local_time()
-    blocks = []
-    for w in whys:
-        rows = []
-        if w.sessions:
-            days = dict.fromkeys(f"{local.local(at):%Y-%m-%d}" for at in w.sessions)  # the local dates, in order
-            rows.append(f"대화한 날: {', '.join(days)}")
-        for q in w.quotes:
-            rows.append(f"사용자가 한 말: “{html.escape(q.text)}” ({local.stamp(q.at)}, 맞는 정도 {q.score:.2f})")
-        for old in w.continues:
-            rows.append(f"이어 쓴 이전 기억: {html.escape(old)}")
-        if w.summary_line:
-            rows.append(f"거쳐 온 요약: {html.escape(w.summary_line)}")
-        if w.emotion:
-            rows.append(
-                f"감정: <b>{html.escape(', '.join(w.emotion.emotion))}</b> · 원인: "
-                f"<b>{html.escape(w.emotion.cause or '문장에 드러나지 않음')}</b>"
-            )
-        step = STEPS.get(w.step, w.step) if w.step else "출처를 기록하기 전에 만든 문장"
-        if w.op and not blind:
-            step += f" ({w.op})"
-        rows.append(f"어떻게: {step}" + (f", {local.stamp(w.written_at)}" if w.written_at else ""))
-        blocks.append(
-            f'<details class="keem-why" id="why-{w.number}"><summary>{w.number}. {html.escape(w.text)}</summary>'
-            f"<p>{'<br>'.join(rows)}</p></details>"
+    rows = []
+    if w.sessions:
+        days = dict.fromkeys(f"{local.local(at):%Y-%m-%d}" for at in w.sessions)  # the local dates, in order
+        rows.append(f"대화한 날: {', '.join(days)}")
+    for q in w.quotes:
+        rows.append(f"사용자가 한 말: “{html.escape(q.text)}” ({local.stamp(q.at)}, 맞는 정도 {q.score:.2f})")
+    for old in w.continues:
+        rows.append(f"이어 쓴 이전 기억: {html.escape(old)}")
+    if w.summary_line:
+        rows.append(f"거쳐 온 요약: {html.escape(w.summary_line)}")
+    if w.emotion:
+        rows.append(
+            f"감정: <b>{html.escape(', '.join(w.emotion.emotion))}</b> · 원인: "
+            f"<b>{html.escape(w.emotion.cause or '문장에 드러나지 않음')}</b>"
         )
-    return "\n".join(blocks)
+    step = STEPS.get(w.step, w.step) if w.step else "출처를 기록하기 전에 만든 문장"
+    if w.op and not blind:
+        step += f" ({w.op})"
+    rows.append(f"어떻게: {step}" + (f", {local.stamp(w.written_at)}" if w.written_at else ""))
+    return f'<p class="why-sources">{"<br>".join(rows)}</p>'
 
 
 def _entry(e: Any, local: LocalTime) -> str:
@@ -92,16 +84,47 @@ def _entry(e: Any, local: LocalTime) -> str:
     return f"- {head} {text}  \n  {md(e.reason)}{said}"
 
 
-def render_changelog(log: Changelog, title: str, local: LocalTime | None = None) -> str:
-    counts = " · ".join(f"{HEADINGS[k]} {n}" for k, n in log.counts().items()) or "바뀐 것 없음"
-    lines = [_entry(e, local or local_time()) for e in log.entries if e.kind not in ("kept", "carried")]
+def changelog_counts(log: Changelog) -> str:
+    return " · ".join(f"{HEADINGS[k]} {n}" for k, n in log.counts().items()) or "바뀐 것 없음"
+
+
+def changelog_lines(log: Changelog, local: LocalTime | None = None, reasons: Sequence[str] = ()) -> str:
+    """A changelog's body: why the version is as it is (chatbot/web/history.py version_reasons), then its entries."""
+    lines = [f"*{md(r)}*  " for r in reasons]
+    lines += [_entry(e, local or local_time()) for e in log.entries if e.kind not in ("kept", "carried")]
     carried = log.of("carried")
     if carried:
         lines.append(f"- **{HEADINGS['carried']}** {len(carried)}문장: {md(carried[0].reason)}")
     kept = log.of("kept")
     if kept:
         lines.append(f"- **{HEADINGS['kept']}** {len(kept)}문장")
-    return f"#### {title}\n{counts}\n\n" + "\n".join(lines)
+    return "\n".join(lines)
+
+
+def render_changelog(log: Changelog, title: str, local: LocalTime | None = None, reasons: Sequence[str] = ()) -> str:
+    """ "바뀐 것과 그 이유": one version's changelog under its title, open."""
+    return f"#### {title}\n{changelog_counts(log)}\n\n{changelog_lines(log, local, reasons)}"
+
+
+def render_versions(
+    versions: Sequence[Version], logs: Sequence[Changelog | None], show_strategy: bool, local: LocalTime | None = None
+) -> str:
+    """ "버전 기록": each version (newest first) folded under its title and counts, its changelog inside; a version
+    given no changelog (older than the HISTORY_SHOWN the tab computes) shows its title and reasons only."""
+    local = local or local_time()
+    blocks = []
+    for v, log in zip(reversed(versions), reversed(logs), strict=True):
+        title = html.escape(_title(v, local, show_strategy))
+        if log is None:
+            why = "".join(f" · <i>{html.escape(r)}</i>" for r in version_reasons(v))
+            blocks.append(f"<p><b>{title}</b>{why}</p>")
+            continue
+        body = changelog_lines(log, local, version_reasons(v))
+        blocks.append(
+            f'<details class="version-entry" id="version-{v.number}"><summary><b>{title}</b> · '
+            f"{html.escape(changelog_counts(log))}</summary>\n\n{body}\n\n</details>"
+        )
+    return "\n\n".join(blocks)
 
 
 def changes_hint(job: dict[str, Any]) -> str:
@@ -109,42 +132,47 @@ def changes_hint(job: dict[str, Any]) -> str:
     return " · 바뀐 것과 그 이유는 기억 탭에서 볼 수 있습니다." if job.get("version_id") else ""
 
 
-def _title(v: Version, local: LocalTime) -> str:
-    return f"v{v.number} · {local.stamp(v.created_at)} · {version_label(v, show_strategy=False)}"  # as the history
+def _title(v: Version, local: LocalTime, show_strategy: bool) -> str:
+    return f"v{v.number} · {local.stamp(v.created_at)} · {version_label(v, show_strategy)}"
 
 
 def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) -> PageView:
-    """The why blocks of the latest version, its changelog with the undo buttons, earlier changelogs folded; what
-    the buttons act on is kept in the tab's server-side state."""
+    """ "바뀐 것과 그 이유" (the latest version's changelog with the undo buttons) and "버전 기록" (every earlier
+    version with its own changelog, folded; titles only past HISTORY_SHOWN); what the buttons act on is kept in the
+    tab's server-side state."""
     store = ctx.bot.store
     if not versions:
         state.shown_changes = {}
         return PageView(
-            why="",
             changelog="",
+            history="이전 버전이 없습니다.",
             restore=[gr.update(visible=False)] * RESTORE_SLOTS,
             revert=gr.update(visible=False),
         )
-    latest = versions[-1]
-    recent = max(len(versions) - OLDER_SHOWN - 1, 0)  # the latest and the OLDER_SHOWN before it
-    pairs = list(zip([None, *versions], versions, strict=False))[recent:]
-    logs = [changelog(store, p, v, blind=ctx.blind) for p, v in pairs]
-    local = ctx.bot.settings.local_time  # KEEM_TIMEZONE, like every time the page shows
-    text = render_changelog(logs[-1], f"이번 변경 ({_title(latest, local)})", local)
-    older = [render_changelog(log, _title(v, local), local) for log, (_, v) in zip(logs[:-1], pairs[:-1], strict=True)]
-    if older:
-        shown = list(reversed(older))
-        if recent:
-            shown.append(f"*그 전 {recent}개 버전은 아래 버전 기록에 있습니다.*")
-        text += "\n\n<details><summary>지난 변경 기록</summary>\n\n" + "\n\n".join(shown) + "\n\n</details>"
-    drops = logs[-1].of("dropped")[:RESTORE_SLOTS]
+    latest, older = versions[-1], versions[:-1]
+    known = max(len(versions) - HISTORY_SHOWN - 1, 0)  # the latest and the HISTORY_SHOWN before it get changelogs
+    pairs = list(zip([None, *versions], versions, strict=False))
+    logs = [changelog(store, p, v, blind=ctx.blind) if i >= known else None for i, (p, v) in enumerate(pairs)]
+    local, named = ctx.bot.settings.local_time, not ctx.blind  # KEEM_TIMEZONE; the history names no strategy in a
+    # blind trial (an operator's history does; the latest's title and the header never do)
+    latest_log = logs[-1]
+    assert latest_log is not None
+    title = _title(latest, local, show_strategy=False)  # as the memory's header names it
+    text = render_changelog(latest_log, f"이번 변경 ({title})", local, version_reasons(latest))
+    history = render_versions(older, logs[:-1], named, local) if older else "이전 버전이 없습니다."
+    if known:
+        history += (
+            f"\n\n*v{versions[known - 1].number}까지는 제목만 보입니다 (바뀐 것은 최근 {HISTORY_SHOWN}개 버전까지 "
+            "보여 줍니다).*"
+        )
+    drops = latest_log.of("dropped")[:RESTORE_SLOTS]
     state.shown_changes = {"version": latest.number, "drops": [e.sentence_id for e in drops]}
     buttons = [gr.update(visible=True, value=f"되살리기: {e.text[:40]}") for e in drops]
     buttons += [gr.update(visible=False)] * (RESTORE_SLOTS - len(drops))
     to = update_base(latest)
     return PageView(
-        why=render_why(explain_all(store, latest), ctx.blind, local),
         changelog=text,
+        history=history,
         restore=buttons,
         revert=gr.update(visible=to is not None, value=f"이번 갱신 되돌리기 (v{to} 기억으로)" if to else ""),
     )

@@ -33,3 +33,68 @@ def last_bot_says(page: Any, text: str, timeout: int = 30_000) -> None:
         arg=text,
         timeout=timeout,
     )
+
+
+# -- the memory tab's one list: a row per sentence with its actions (chatbot/web/editing.py) ----------------------
+SENTENCES = "[id^=sentence-][id$=-text]"  # each row's sentence (Gradio repeats elem_classes inside; ids are one)
+
+
+def memory_row(page: Any, text: str, timeout: int = 15_000) -> str:
+    """The id ("sentence-2") of the memory tab's row whose sentence contains `text`, once it is shown."""
+    found = page.locator(SENTENCES).filter(has_text=text).first
+    found.wait_for(timeout=timeout)
+    return str(found.get_attribute("id")).removesuffix("-text")
+
+
+def memory_sentences(page: Any) -> list[str]:
+    """The list's sentences as the page shows them, numbers included ("1. 사용자는 ...")."""
+    return [t.strip() for t in page.locator(SENTENCES).all_inner_texts()]
+
+
+def edit_sentence(page: Any, old: str, new: str) -> None:
+    """고치기 on the row saying `old`: its box opens holding the sentence, `new` is typed and saved."""
+    row = memory_row(page, old)
+    page.locator(f"#{row}-edit").click()
+    box = page.locator(f"#{row}-box textarea")
+    box.wait_for(state="visible", timeout=10_000)
+    box.fill(new)
+    page.locator(f"#{row}-save").click()
+
+
+def delete_sentence(page: Any, text: str) -> None:
+    """지우기 on the row saying `text`: it asks first, then the answer 지우기."""
+    row = memory_row(page, text)
+    page.locator(f"#{row}-delete").click()
+    page.locator(f"#{row}").get_by_text("이 문장을 기억에서 지울까요?").wait_for(timeout=10_000)
+    page.locator(f"#{row}-yes").click()
+
+
+def erase_sentence(page: Any, text: str, sure: bool = True) -> str:
+    """완전히 지우기 on the row saying `text`: the warning opens; with `sure` its checkbox is ticked; then the
+    confirming button. Returns the row's id."""
+    row = memory_row(page, text)
+    page.locator(f"#{row}-erase-button").click()
+    page.locator(f"#{row}").get_by_text("되돌릴 수 없습니다").first.wait_for(timeout=10_000)
+    if sure:
+        page.locator(f"#{row}-sure input").check()
+    page.locator(f"#{row}-erase").click()
+    return row
+
+
+def open_why(page: Any, text: str) -> str:
+    """왜? on the row saying `text`: returns the provenance it opens, as shown."""
+    row = memory_row(page, text)
+    page.locator(f"#{row}-why-button").click()
+    why = page.locator(f"#{row}-why")
+    why.wait_for(state="visible", timeout=10_000)
+    return str(why.inner_text())
+
+
+def shown_once(page: Any, sentences: list[str]) -> None:
+    """Each sentence is on the memory tab's visible text exactly once outside what changed (the changelog of the
+    latest version and the history name the sentences they changed)."""
+    tab = page.get_by_role("tabpanel").filter(has=page.locator("#memory"))
+    text = tab.inner_text()
+    changes = page.locator("#changelog").inner_text() + page.locator("#history").inner_text()
+    for sentence in sentences:
+        assert text.count(sentence) - changes.count(sentence) == 1, (sentence, text)

@@ -13,7 +13,7 @@ from chatbot.web.app import build_app, launch_options
 from models.base import GenerationOptions, Message
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import enter, last_bot_says, open_tab
+from tests.e2e.pages import edit_sentence, enter, last_bot_says, open_tab
 from tests.test_ready import gated
 from tests.test_ui import answer, free_port, make_bot, serve
 
@@ -77,7 +77,7 @@ def test_chat_end_session_restart_and_isolation(new_page: Any, tmp_path: Path) -
         open_tab(page, "기억")
         page.locator("#memory").get_by_text("현재 기억 v1").wait_for(timeout=10_000)
         assert "부산" in page.locator("#memory").inner_text()
-        assert "v1" in page.locator("#history").inner_text()
+        assert "v1" in page.locator("#changelog").inner_text()  # what the first update changed, and why
 
         # a second session uses the memory, and the page shows which memory the reply used
         open_tab(page, "대화")
@@ -112,13 +112,9 @@ def test_chat_end_session_restart_and_isolation(new_page: Any, tmp_path: Path) -
         assert "부산" in memory and "산책" in memory
         walk = [line for line in memory.splitlines() if "산책" in line]
         # edit a sentence in the page: a new version written by the user, in place of the old sentence
-        page.get_by_text("문장 고치기 · 지우기 · 추가").click()
-        page.locator("#pick input").click()
-        page.get_by_role("option").filter(has_text="산책").click()
-        page.locator("#edit-text textarea").fill("사용자는 매일 저녁 바다 산책을 한다.")
-        page.locator("#edit-button").click()
+        edit_sentence(page, "산책", "사용자는 매일 저녁 바다 산책을 한다.")
         page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=10_000)
-        assert "직접 고쳤습니다" in page.locator("#history").inner_text()
+        assert "직접 고쳤습니다" in page.locator("#memory").inner_text()  # the header names who made it
         edited = page.locator("#memory").inner_text()
         assert "매일 저녁" in edited and "부산" in edited
         assert [line for line in edited.splitlines() if "산책" in line] != walk  # replaced, not added beside

@@ -1,5 +1,5 @@
-"""'이 내용을 완전히 지우기' in a real browser (system chromium, launched as tests/test_browser.py does): the button
-asks for its confirmation, then the sentence leaves the page and the database file, and the turn that said it reads
+"""'완전히 지우기' in a real browser (system chromium, launched as tests/test_browser.py does): the sentence's row asks
+for its confirmation, then the sentence leaves the page and the database file, and the turn that said it reads
 [삭제됨]."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from memory.korean import kiwi
 from memory.store import MARKER, Sentence
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import enter, open_tab
+from tests.e2e.pages import enter, erase_sentence, open_tab, shown_once
 from tests.test_erasure import leftovers
 from tests.test_ui import serve
 
@@ -34,18 +34,17 @@ def test_erase_button_confirms_then_the_sentence_and_its_turn_are_gone(new_page:
         page.wait_for_function("() => document.querySelectorAll('[data-testid=bot]').length > 0", timeout=15_000)
         page.wait_for_timeout(1_000)  # the reply is stored
         open_tab(page, "기억")
-        page.get_by_text("문장 고치기 · 지우기 · 추가").click()
-        page.locator("#pick input").click()
-        page.get_by_role("option").filter(has_text="망원동").click()
-        page.locator("#erase-button").click()  # not confirmed yet: refused, nothing changes
+        shown_once(page, [PLACE, OTHER])
+        row = erase_sentence(page, "망원동", sure=False)  # not confirmed yet: refused, nothing changes
         page.get_by_text("확인란에 표시하세요").first.wait_for(timeout=10_000)
         assert "망원동" in page.locator("#memory").inner_text()
-        page.locator("#erase-sure input").check()
-        page.locator("#erase-button").click()
-        page.locator("#history").get_by_text("삭제됨").first.wait_for(timeout=30_000)
+        page.locator(f"#{row}-sure input").check()
+        page.locator(f"#{row}-erase").click()
+        page.locator("#changelog").get_by_text("삭제됨").first.wait_for(timeout=30_000)
+        page.locator("#memory").get_by_text("1문장").wait_for(timeout=10_000)
         assert "망원동" not in page.locator("#memory").inner_text()
         assert "배드민턴" in page.locator("#memory").inner_text()
-        assert not page.locator("#erase-sure input").is_checked()
+        shown_once(page, [OTHER])
     finally:
         app.close()
         worker.stop()

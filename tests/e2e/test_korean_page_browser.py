@@ -91,8 +91,9 @@ def test_a_participant_on_a_phone_logs_in_in_korean_chats_sees_korean_times_and_
             korean = local_time().stamp(version.created_at)  # e.g. 2026-12-02 03:45 KST, stored as UTC
             open_tab(page, "기억")
             page.locator("#memory").get_by_text(korean).wait_for(timeout=10_000)
-            history = page.locator("#history").inner_text()
-            assert korean in history and LABELS["updater"] in history and "keem" not in history
+            changes = page.locator("#changelog").inner_text()  # the only version: what changed, and why
+            assert korean in changes and LABELS["updater"] in changes and "keem" not in changes
+            assert "keem" not in page.locator("#history").inner_text() + page.locator("#memory").inner_text()
 
             page.get_by_text("연구자 화면").click()  # the organiser's export: ISO times with Korea's offset
             page.locator("#admin-password input").fill("org-pw")

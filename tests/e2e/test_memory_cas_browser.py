@@ -14,7 +14,7 @@ from chatbot.worker import Worker
 from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import open_tab
+from tests.e2e.pages import delete_sentence, open_tab
 from tests.test_memory_cas import CAT, NEWS, Gate, _v1, updater_answer
 
 pytestmark = needs_chromium
@@ -66,10 +66,7 @@ def test_a_sentence_deleted_while_the_update_runs_stays_deleted_in_the_page_and_
 
         open_tab(page, "기억")
         page.locator("#memory").get_by_text("현재 기억 v1").wait_for(timeout=10_000)
-        page.get_by_text("문장 고치기 · 지우기 · 추가").click()
-        page.locator("#pick input").click()
-        page.get_by_role("option").filter(has_text="고양이").click()
-        page.locator("#delete-button").click()
+        delete_sentence(page, "고양이")
         page.locator("#memory").get_by_text("현재 기억 v2").wait_for(timeout=10_000)
         assert "고양이" not in page.locator("#memory").inner_text()
 
@@ -77,7 +74,7 @@ def test_a_sentence_deleted_while_the_update_runs_stays_deleted_in_the_page_and_
         page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=30_000)
         memory = page.locator("#memory").inner_text()
         assert "제주도" in memory and "고양이" not in memory
-        assert "다시 맞췄습니다" in page.locator("#history").inner_text()
+        assert "다시 맞췄습니다" in page.locator("#changelog").inner_text()
         latest = bot.engine.current(bot.store.users.require("민수"))
         assert NEWS in latest.texts and CAT not in latest.texts
 

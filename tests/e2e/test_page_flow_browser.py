@@ -2,7 +2,7 @@
 server: the server goes down, the reply is a Korean notice in the chat with 다시 보내기, the server comes back and
 the retried message is answered (stored once); a slow reply stopped keeps what was shown; ■ 멈추기 and ↻ 다시 생성
 show only when they can act (chatbot/web/actions.py); after 대화 끝내기 the status card and the 지난 대화 tab; a
-memory sentence edited in place from a prefilled box."""
+memory sentence edited in place from a prefilled box, each sentence shown once."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from models.openai_backend import OpenAIChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import enter, last_bot_says, open_tab
+from tests.e2e.pages import enter, last_bot_says, memory_row, memory_sentences, open_tab, shown_once
 from tests.fake_openai import FakeOpenAIServer
 from tests.test_ui import answer, serve
 
@@ -103,8 +103,17 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             page.locator("#memory").get_by_text("현재 기억 v2").wait_for(timeout=10_000)
             assert "해운대" in page.locator("#memory").inner_text()
             page.locator("#sentence-0-text").get_by_text("해운대").wait_for(timeout=10_000)  # the rows follow
+            sentences = [line.split(". ", 1)[-1] for line in memory_sentences(page)]
+            assert sentences and sentences[0] == "사용자는 지난주 부산 해운대로 이사했다."
+            shown_once(page, sentences)  # one list: each sentence once in the tab, beside what changed
             page.locator("#sentence-0-delete").click()  # deleting asks first
             page.get_by_text("이 문장을 기억에서 지울까요?").wait_for(timeout=10_000)
+            page.locator("#add-text textarea").fill("사용자는 바다 수영을 배우고 싶어 한다.")  # one box under the list
+            page.locator("#add-button").click()
+            page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=10_000)
+            memory_row(page, "바다 수영")  # a numbered row of its own, the last
+            assert memory_sentences(page)[-1] == f"{len(sentences) + 1}. 사용자는 바다 수영을 배우고 싶어 한다."
+            assert page.locator("#add-text textarea").input_value() == ""
         finally:
             app.close()
             worker.stop()

@@ -1,6 +1,6 @@
 """In chromium (issue 22): after "대화 끝내기" the memory tab's changelog lists the drop the model justified and the
 one the guard restored, each with its reason; one tap on "되살리기" brings the justified drop back as a new version,
-and "왜 기억해요?" opens a sentence's sources: the user's own words."""
+and a sentence's 왜? opens its sources: the user's own words."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from memory.updaters import make_updater
 from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import enter, last_bot_says, open_tab
+from tests.e2e.pages import enter, last_bot_says, open_tab, open_why
 from tests.e2e.test_memory_cas_browser import serve
 from tests.test_provenance import PEANUT, PIANO, SESSION1, SESSION2, SMOKE, session, world
 
@@ -51,9 +51,7 @@ def test_the_changelog_shows_both_drops_with_reasons_and_one_tap_restores_the_ju
         assert PEANUT in text and "바꿀 만한 말이 없어 그대로 되살렸어요" in text
         assert "keem" not in text and "accumulate" not in text
 
-        page.locator("#why-accordion").get_by_text("왜 기억해요?").click()
-        page.locator("#why summary").filter(has_text=PIANO).click()
-        why = page.locator("#why details[open]").inner_text()
+        why = open_why(page, PIANO)  # the row's 왜?
         assert "요즘 피아노를 배우기 시작했어" in why and "사용자가 한 말" in why
 
         page.locator("#restore-0").click()  # one tap: "되살리기: 사용자는 담배를 피운다."
