@@ -9,6 +9,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,26 @@ class PacedModel(ScriptedChatModel):
                 return done.value
             time.sleep(0.005)
             yield piece
+
+
+def test_replies_streaming_at_once_share_a_budget_of_frames() -> None:
+    """One reply alone shows a frame every FRAME_S; 32 at once (an openai: server's slots) share FRAMES_PER_S, so the
+    process sends about as many frames a second however many stream (each frame is the whole chat, diffed under one
+    GIL); every reply's first frame shows at once, and a reply that ends gives its share back."""
+    from chatbot.web.frames import FRAME_S, FRAMES_PER_S, Frames
+
+    frames = Frames()
+    with frames.stream() as due:
+        assert due() and not due() and frames.interval() == FRAME_S
+    with ExitStack() as stack:
+        dues = [stack.enter_context(frames.stream()) for _ in range(32)]
+        assert frames.interval() == 32 / FRAMES_PER_S
+        started, shown = time.monotonic(), 0
+        while time.monotonic() - started < 0.5:
+            shown += sum(due() for due in dues)
+            time.sleep(0.002)
+        assert 32 <= shown <= 32 + 0.5 * FRAMES_PER_S + 32, shown  # the first frames, then the shared budget
+    assert frames.streaming == 0 and frames.interval() == FRAME_S
 
 
 def test_a_reply_streams_in_frames_not_one_per_token_and_the_last_frame_is_whole(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from chatbot.bot import Chatbot
 from chatbot.deploy import zerogpu
 from chatbot.session import BALANCED, ChatSession
 from chatbot.trials.study import Study, next_allowed, refusal
+from chatbot.web.frames import Frames
 from chatbot.web.messages import LOADING
 from chatbot.web.render import md, model_banner, without_addresses
 from chatbot.web.state import UserState
@@ -117,6 +118,7 @@ class AppContext:
     def __init__(self, backend: Backend, *, browser_identity: bool = False, study: Study | None = None):
         self.backend, self.browser_identity, self.study = backend, browser_identity, study
         self.zero = zerogpu.ZeroGPU(backend) if zerogpu.active() else None  # GPU work in GPU functions
+        self.frames = Frames()  # the replies streaming in this process share a budget of frames
 
     @property
     def bot(self) -> Chatbot:

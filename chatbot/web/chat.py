@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-import time
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -31,9 +30,6 @@ from models.errors import InputError, KeemError, UserForgottenError
 
 log = logging.getLogger(__name__)
 BROWSER_KEY = re.compile(r"[0-9a-f]{32}")
-# A streaming reply shows at most one frame per FRAME_S: every frame sends the chat again, and at a frame per token
-# 20 users' replies kept the server busy enough to slow everyone's (the last pieces always show, in the final frame)
-FRAME_S = 0.05
 PLACEHOLDER = "메시지를 입력하고 Enter"  # the message box's hint while a conversation is open
 
 
@@ -221,17 +217,17 @@ class Conversation:
         stopped = failed = False
         replying = session.reply(at=at, to=turn)
         try:
-            shown_at, first = 0.0, True
-            for piece in replying:
-                state.current.reply += piece
-                if state.stopping:  # 멈추기: what was shown (and this piece) is kept, stored as a stopped reply
-                    stopped = True
-                    break
-                if time.monotonic() - shown_at >= FRAME_S:  # the rest of this frame's pieces come with the next
-                    shown_at = time.monotonic()
-                    frame = PageView(chat=rows(state), note=waiting_note(state))
-                    yield frame | actions(state) if first else frame
-                    first = False
+            first = True
+            with self.ctx.frames.stream() as due:  # frames paced (chatbot/web/frames.py)
+                for piece in replying:
+                    state.current.reply += piece
+                    if state.stopping:  # 멈추기: what was shown (and this piece) is kept, stored as a stopped reply
+                        stopped = True
+                        break
+                    if due():  # the rest of this frame's pieces come with the next
+                        frame = PageView(chat=rows(state), note=waiting_note(state))
+                        yield frame | actions(state) if first else frame
+                        first = False
             replying.close()
         except UserForgottenError:  # forgotten while it streamed: nothing of it is stored, the wiring shows the notice
             raise

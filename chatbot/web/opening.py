@@ -5,14 +5,13 @@ meanwhile (Conversation.respond). Nothing due, openings off, or a session alread
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from typing import Any
 
 from chatbot.opening import due_opening, open_session
 from chatbot.web.actions import REPLY_ACTIONS, actions
 from chatbot.web.backend import AppContext
-from chatbot.web.chat import FRAME_S, Conversation, rows, waiting_note
+from chatbot.web.chat import Conversation, rows, waiting_note
 from chatbot.web.state import Answering, UserState
 from chatbot.web.view import Page, PageView
 from models.errors import UserForgottenError
@@ -43,14 +42,13 @@ class Opening:
         try:
             state.current = Answering(session, len(session.history) - 1, "")
             yield actions(state)  # 멈추기 while it streams
-            shown_at = 0.0
-            for piece in opening:
-                state.current.reply += piece
-                if state.stopping:  # 멈추기: what was shown (and this piece) is kept as the opening
-                    break
-                if time.monotonic() - shown_at >= FRAME_S:
-                    shown_at = time.monotonic()
-                    yield PageView(chat=rows(state), note=waiting_note(state))
+            with self.ctx.frames.stream() as due:  # frames paced with the replies' (chatbot/web/frames.py)
+                for piece in opening:
+                    state.current.reply += piece
+                    if state.stopping:  # 멈추기: what was shown (and this piece) is kept as the opening
+                        break
+                    if due():
+                        yield PageView(chat=rows(state), note=waiting_note(state))
         except UserForgottenError:
             raise
         except Exception:  # the opening is a courtesy: the conversation goes on without it
