@@ -169,7 +169,8 @@ def test_stored_update_errors_read_in_korean_with_the_details_folded() -> None:
     assert korean_stored_error(line).startswith("모델 서버에 연결할 수 없습니다")
     assert korean_stored_error("UpdateError: the model said nothing") == "예상하지 못한 오류가 났습니다"
     text, finished = stage_text({"status": "failed", "stage": "failed", "last_error": line})
-    assert finished and text.startswith("기억 갱신: 실패 (모델 서버에 연결할 수 없습니다")
+    assert finished and text.startswith("기억 갱신 실패: 모델 서버에 연결할 수 없습니다.")
+    assert ".." not in text.split("<")[0]  # the reason is a sentence of the line, not nested in brackets
     assert "<details><summary>기술 정보</summary>" in text and "GenerationError" not in text.split("<details>")[0]
 
 

@@ -111,15 +111,22 @@ def model_banner(bot: Chatbot) -> str:
     return text
 
 
+def sentence(text: str) -> str:
+    """A Korean message as a sentence of a longer line: ending with its full stop (messages mostly have one)."""
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def stage_text(job: dict[str, Any]) -> tuple[str, bool]:
     """(Korean progress line, whether the job is finished for now)."""
     stage = job["stage"] or "queued"
     if job["status"] == "done":
         return f"기억 갱신: {STAGES.get(stage, stage)}", True
     if stage == "failed" or job["status"] == "failed":
-        reason = korean_stored_error(job.get("last_error"))
-        retry = "잠시 뒤 다시 시도합니다. " if job["status"] == "pending" else ""
-        return f"기억 갱신: 실패 ({reason}). {retry}이전 기억은 그대로입니다.{technical(job.get('last_error'))}", True
+        reason = sentence(korean_stored_error(job.get("last_error")))
+        retry = " 잠시 뒤 다시 시도합니다." if job["status"] == "pending" and "다시" not in reason else ""
+        kept = "" if "이전 기억은 그대로" in reason else " 이전 기억은 그대로입니다."
+        return f"기억 갱신 실패: {reason}{retry}{kept}{technical(job.get('last_error'))}", True
     return f"기억 갱신: {STAGES.get(stage, stage)} …", False
 
 
@@ -131,9 +138,9 @@ def render_jobs(jobs: list[dict[str, Any]], local: LocalTime | None = None) -> s
     for job in jobs:
         when = (local or local_time()).stamp(job.get("created_at"))
         if job["status"] == "failed":
-            reason = korean_stored_error(job.get("last_error"))
+            reason = sentence(korean_stored_error(job.get("last_error")))
             lines.append(
-                f"- ⚠️ {when}에 끝낸 대화의 기억 갱신이 {job['attempts']}번 시도 끝에 실패했습니다: {reason}. "
+                f"- ⚠️ {when}에 끝낸 대화의 기억 갱신이 {job['attempts']}번 시도 끝에 실패했습니다. {reason} "
                 "이전 기억은 그대로이고 대화 기록도 남아 있습니다. 아래 **실패한 갱신 다시 시도**를 누르거나, "
                 f"앱이 다시 시작될 때 다시 시도합니다.{technical(job.get('last_error'))}"
             )
@@ -143,7 +150,7 @@ def render_jobs(jobs: list[dict[str, Any]], local: LocalTime | None = None) -> s
             )
         else:
             retry = (
-                f" 앞선 시도가 실패했습니다: {korean_stored_error(job.get('last_error'))}."
+                f" 앞선 시도가 실패했습니다. {sentence(korean_stored_error(job.get('last_error')))}"
                 f"{technical(job.get('last_error'))}"
                 if job["attempts"]
                 else ""
