@@ -1,5 +1,5 @@
 """Emotion-and-cause sentences: which words name a feeling and which part says what caused it (a heuristic on
-Korean surface forms, shared by the memory tab's marks, "왜 기억해요?" and `keem memory why`)."""
+Korean surface forms, shared by the memory tab's marks, a row's "왜?" and `keem memory why`)."""
 
 from __future__ import annotations
 

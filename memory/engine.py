@@ -140,7 +140,7 @@ class MemoryEngine:
         return erased
 
     def forget_sentence(self, user_id: int, text: str) -> Erased:
-        """Remove a sentence of the current memory ("이 내용을 완전히 지우기"), and its earlier and later
+        """Remove a sentence of the current memory (a memory row's "완전히 지우기"), and its earlier and later
         forms, from every version; redact the turns that said it (memory/redact.py) and summary lines in versions'
         details. The index is rebuilt from what remains; the stored vectors of the other sentences are reused."""
         erased = forget_sentence(self.store, user_id, text)

@@ -1,4 +1,4 @@
-"""Where each memory sentence came from ("왜 기억해요?"): written with every version, read back for a person.
+"""Where each memory sentence came from (a memory row's "왜?"): written with every version, read back for a person.
 
 Written (`attach`, by memory/jobs.py before an update commits, and MemoryEngine.commit for a user's own sentences):
 each new or rewritten sentence gets `sources`, stored as JSON beside it (migration m010_provenance) and carried

@@ -1,4 +1,4 @@
-"""'이 내용을 완전히 지우기' of one memory sentence: which turns, summary lines and sentences of earlier versions said
+"""A memory row's '완전히 지우기' of one sentence: which turns, summary lines and sentences of earlier versions said
 it, erased or redacted with it.
 
 The rule: a turn (the user's, or the reply that echoed it) is a source of a sentence when its Kiwi content words
