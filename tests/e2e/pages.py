@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 
@@ -44,6 +46,22 @@ def memory_row(page: Any, text: str, timeout: int = 15_000) -> str:
     found = page.locator(SENTENCES).filter(has_text=text).first
     found.wait_for(timeout=timeout)
     return str(found.get_attribute("id")).removesuffix("-text")
+
+
+def shown_memory(page: Any, version: str, timeout: float = 15.0) -> str:
+    """The memory list's text once the header names `version` ("현재 기억 v2") and all its "N문장" rows have drawn
+    (the header comes first; a row's Markdown may draw a moment later)."""
+    page.locator("#memory").get_by_text(version).wait_for(timeout=timeout * 1000)
+    deadline = time.monotonic() + timeout
+    while True:
+        head = page.locator("#memory-head").inner_text()
+        count = re.search(r"(\d+)문장", head)
+        rows = [t for t in memory_sentences(page) if t]
+        if version in head and count and len(rows) == int(count.group(1)):
+            return str(page.locator("#memory").inner_text())
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the memory list did not draw {version}'s rows: {head!r}, {rows}")
+        time.sleep(0.1)
 
 
 def memory_sentences(page: Any) -> list[str]:

@@ -13,7 +13,7 @@ from chatbot.web.app import build_app, launch_options
 from models.base import GenerationOptions, Message
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import edit_sentence, enter, last_bot_says, open_tab
+from tests.e2e.pages import edit_sentence, enter, last_bot_says, open_tab, shown_memory
 from tests.test_ready import gated
 from tests.test_ui import answer, free_port, make_bot, serve
 
@@ -75,8 +75,7 @@ def test_chat_end_session_restart_and_isolation(new_page: Any, tmp_path: Path) -
         assert time.perf_counter() - started < 5
         page.locator("#progress").get_by_text("완료").wait_for(timeout=30_000)
         open_tab(page, "기억")
-        page.locator("#memory").get_by_text("현재 기억 v1").wait_for(timeout=10_000)
-        assert "부산" in page.locator("#memory").inner_text()
+        assert "부산" in shown_memory(page, "현재 기억 v1")
         assert "v1" in page.locator("#changelog").inner_text()  # what the first update changed, and why
 
         # a second session uses the memory, and the page shows which memory the reply used
@@ -107,15 +106,13 @@ def test_chat_end_session_restart_and_isolation(new_page: Any, tmp_path: Path) -
         page = new_page()
         enter(page, url, "민수")
         open_tab(page, "기억")
-        page.locator("#memory").get_by_text("현재 기억 v2").wait_for(timeout=10_000)
-        memory = page.locator("#memory").inner_text()
+        memory = shown_memory(page, "현재 기억 v2")
         assert "부산" in memory and "산책" in memory
         walk = [line for line in memory.splitlines() if "산책" in line]
         # edit a sentence in the page: a new version written by the user, in place of the old sentence
         edit_sentence(page, "산책", "사용자는 매일 저녁 바다 산책을 한다.")
-        page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=10_000)
-        assert "직접 고쳤습니다" in page.locator("#memory").inner_text()  # the header names who made it
-        edited = page.locator("#memory").inner_text()
+        edited = shown_memory(page, "현재 기억 v3")
+        assert "직접 고쳤습니다" in edited  # the header names who made it
         assert "매일 저녁" in edited and "부산" in edited
         assert [line for line in edited.splitlines() if "산책" in line] != walk  # replaced, not added beside
         assert len([line for line in edited.splitlines() if "산책" in line]) == len(walk)

@@ -10,7 +10,7 @@ from typing import Any
 from memory.korean import kiwi
 from memory.store import MARKER, Sentence
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import enter, erase_sentence, open_tab, shown_once
+from tests.e2e.pages import enter, erase_sentence, open_tab, shown_memory, shown_once
 from tests.test_erasure import leftovers
 from tests.test_ui import serve
 
@@ -37,13 +37,12 @@ def test_erase_button_confirms_then_the_sentence_and_its_turn_are_gone(new_page:
         shown_once(page, [PLACE, OTHER])
         row = erase_sentence(page, "망원동", sure=False)  # not confirmed yet: refused, nothing changes
         page.get_by_text("확인란에 표시하세요").first.wait_for(timeout=10_000)
-        assert "망원동" in page.locator("#memory").inner_text()
+        assert "망원동" in shown_memory(page, "2문장")
         page.locator(f"#{row}-sure input").check()
         page.locator(f"#{row}-erase").click()
         page.locator("#changelog").get_by_text("삭제됨").first.wait_for(timeout=30_000)
-        page.locator("#memory").get_by_text("1문장").wait_for(timeout=10_000)
-        assert "망원동" not in page.locator("#memory").inner_text()
-        assert "배드민턴" in page.locator("#memory").inner_text()
+        left = shown_memory(page, "1문장")
+        assert "망원동" not in left and "배드민턴" in left
         shown_once(page, [OTHER])
     finally:
         app.close()

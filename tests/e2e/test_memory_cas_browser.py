@@ -14,7 +14,7 @@ from chatbot.worker import Worker
 from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import delete_sentence, open_tab
+from tests.e2e.pages import delete_sentence, open_tab, shown_memory
 from tests.test_memory_cas import CAT, NEWS, Gate, _v1, updater_answer
 
 pytestmark = needs_chromium
@@ -67,12 +67,10 @@ def test_a_sentence_deleted_while_the_update_runs_stays_deleted_in_the_page_and_
         open_tab(page, "기억")
         page.locator("#memory").get_by_text("현재 기억 v1").wait_for(timeout=10_000)
         delete_sentence(page, "고양이")
-        page.locator("#memory").get_by_text("현재 기억 v2").wait_for(timeout=10_000)
-        assert "고양이" not in page.locator("#memory").inner_text()
+        assert "고양이" not in shown_memory(page, "현재 기억 v2")
 
         gate.release.set()  # the update, computed from version 1 (the cat in it), commits now
-        page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=30_000)
-        memory = page.locator("#memory").inner_text()
+        memory = shown_memory(page, "현재 기억 v3", timeout=30)
         assert "제주도" in memory and "고양이" not in memory
         assert "다시 맞췄습니다" in page.locator("#changelog").inner_text()
         latest = bot.engine.current(bot.store.users.require("민수"))

@@ -12,7 +12,7 @@ from typing import Any
 
 from models.openai_backend import OpenAIChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import enter, last_bot_says, memory_row, memory_sentences, open_tab, shown_once
+from tests.e2e.pages import enter, last_bot_says, memory_row, memory_sentences, open_tab, shown_memory, shown_once
 from tests.fake_openai import FakeOpenAIServer
 from tests.test_ui import answer, serve
 
@@ -100,8 +100,7 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             assert edit_box.input_value() == first and "부산" in first  # prefilled with the sentence
             edit_box.fill("사용자는 지난주 부산 해운대로 이사했다.")
             page.locator("#sentence-0-save").click()
-            page.locator("#memory").get_by_text("현재 기억 v2").wait_for(timeout=10_000)
-            assert "해운대" in page.locator("#memory").inner_text()
+            assert "해운대" in shown_memory(page, "현재 기억 v2")
             page.locator("#sentence-0-text").get_by_text("해운대").wait_for(timeout=10_000)  # the rows follow
             sentences = [line.split(". ", 1)[-1] for line in memory_sentences(page)]
             assert sentences and sentences[0] == "사용자는 지난주 부산 해운대로 이사했다."

@@ -14,7 +14,7 @@ from memory.updaters import make_updater
 from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import enter, last_bot_says, open_tab, open_why
+from tests.e2e.pages import enter, last_bot_says, open_tab, open_why, shown_memory
 from tests.e2e.test_memory_cas_browser import serve
 from tests.test_provenance import PEANUT, PIANO, SESSION1, SESSION2, SMOKE, session, world
 
@@ -55,8 +55,7 @@ def test_the_changelog_shows_both_drops_with_reasons_and_one_tap_restores_the_ju
         assert "요즘 피아노를 배우기 시작했어" in why and "사용자가 한 말" in why
 
         page.locator("#restore-0").click()  # one tap: "되살리기: 사용자는 담배를 피운다."
-        page.locator("#memory").get_by_text("현재 기억 v3").wait_for(timeout=15_000)
-        assert SMOKE in page.locator("#memory").inner_text()
+        assert SMOKE in shown_memory(page, "현재 기억 v3")
         assert "사용자가 되살린" in page.locator("#changelog").inner_text()
         latest = bot.engine.current(uid)
         assert latest.number == 3 and latest.author == "user" and latest.texts[-1] == SMOKE

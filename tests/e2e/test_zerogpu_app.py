@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import ROOT, app_process, needs_chromium
-from tests.e2e.pages import last_bot_says, open_tab
+from tests.e2e.pages import last_bot_says, open_tab, shown_memory
 from tests.fake_openai import FakeOpenAIServer
 from tests.test_ui import answer
 
@@ -46,8 +46,7 @@ def test_on_zerogpu_the_app_replies_and_updates_inside_gpu_calls(new_page: Any, 
             page.locator("#end-button").click()
             page.locator("#progress").get_by_text("완료").wait_for(timeout=60_000)
             open_tab(page, "기억")
-            page.locator("#memory").get_by_text("현재 기억 v1").wait_for(timeout=15_000)
-            assert "부산" in page.locator("#memory").inner_text()
+            assert "부산" in shown_memory(page, "현재 기억 v1")
     # at startup: `spaces` first (before torch), both GPU functions declared, none called, CUDA untouched
     assert started[0]["event"] == "import" and started[0]["torch_loaded"] is False, started
     declared = [e for e in started if e["event"] == "decorated"]
