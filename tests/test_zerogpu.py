@@ -18,7 +18,7 @@ from chatbot.deploy import zerogpu
 from chatbot.web.backend import Backend
 from chatbot.web.catch_up import CatchUp
 from chatbot.web.chat import ChatUI
-from chatbot.web.messages import MESSAGES, korean_stored_error
+from chatbot.web.messages import GPU_CONTINUES, GPU_GAVE_UP, MESSAGES, korean_stored_error
 from chatbot.web.view import PageView
 from chatbot.worker import Worker
 from memory.updaters import UpdateInput
@@ -110,8 +110,7 @@ def test_an_update_the_gpu_time_limit_cuts_stays_pending_and_the_next_event_fini
         job_id = state.job_id
         spaces._aborts["keem_update"] = 1  # ZeroGPU cuts the first try after its first stage
         frames = catch_up(ui, state)
-        assert frames[-1].progress == MESSAGES["gpu_stopped"]
-        assert "GPU 시간 안에 끝나지 못했습니다" in frames[-1].progress
+        assert frames[-1].progress == f"{MESSAGES['gpu_stopped']} {GPU_CONTINUES}"  # it goes on at the next event
         job = ui.bot.store.queue.get(job_id)
         assert job["status"] == "pending" and "GPU task aborted" in job["last_error"]
         assert korean_stored_error(job["last_error"]) == MESSAGES["gpu_stopped"]  # as the memory tab lists it
@@ -124,6 +123,32 @@ def test_an_update_the_gpu_time_limit_cuts_stays_pending_and_the_next_event_fini
             c["duration"] for c in spaces.calls if c["event"] == "start" and c["function"] == "keem_update"
         ]
         assert second == min(2 * first, zerogpu.UPDATE_MAX_S)
+    finally:
+        worker.stop()
+
+
+def test_an_update_zerogpu_cuts_on_every_try_says_it_stopped_and_where_to_retry(tmp_path: Path, spaces: Any) -> None:
+    """After its last try an update is failed for good: the progress line no longer promises the next event, it
+    points at the memory tab's retry; the memory tab lists the failure with its Korean reason and the retry button."""
+    ui, _model, worker = zero_ui(tmp_path, spaces)
+    try:
+        state = ui.entry.login("민수").state
+        say(ui, "나 다음 달에 마라톤 나가", state)
+        ui.chat.end_session(state)
+        job_id = state.job_id
+        spaces._aborts["keem_update"] = 100  # ZeroGPU cuts every try
+        lines = []
+        for _ in range(20):
+            lines.append(catch_up(ui, state)[-1].progress)
+            if ui.bot.store.queue.get(job_id)["status"] == "failed":
+                break
+        job = ui.bot.store.queue.get(job_id)
+        assert job["status"] == "failed" and len(lines) == job["attempts"] > 1
+        assert all(line == f"{MESSAGES['gpu_stopped']} {GPU_CONTINUES}" for line in lines[:-1])
+        assert lines[-1] == f"{MESSAGES['gpu_stopped']} {GPU_GAVE_UP}"
+        panel = ui.memory.panel(state)
+        assert MESSAGES["gpu_stopped"] in panel.jobs and panel.retry == {"visible": True, "__type__": "update"}
+        assert ui.bot.engine.current(state.user_id) is None  # the old (empty) memory, untouched
     finally:
         worker.stop()
 

@@ -1,7 +1,8 @@
 """The page's side of ZeroGPU (chatbot/deploy/zerogpu.py): there a user's memory updates run in that user's own
 events, chained after each event that starts, ends or renews a conversation. The progress line's poll timer shows
 each stage (MemoryTab.poll, which refreshes the memory tab when the update is done); an update ZeroGPU stops stays
-pending and the progress line says so in Korean (chatbot/web/messages.py, code `gpu_stopped`)."""
+pending (or failed, after its last try) and the progress line says which in Korean (chatbot/web/messages.py, code
+`gpu_stopped`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import gradio as gr
 
 from chatbot.web.backend import AppContext
-from chatbot.web.messages import korean_error
+from chatbot.web.messages import GPU_CONTINUES, GPU_GAVE_UP, korean_error
 from chatbot.web.state import UserState
 from chatbot.web.view import Page, PageView
 from models.errors import UserForgottenError
@@ -41,10 +42,12 @@ class CatchUp:
                 zero.run(job["id"])
             except UserForgottenError:  # forgotten while it ran: the wiring shows the notice
                 raise
-            except Exception as exc:  # recorded on the job, which stays pending for the next event
+            except Exception as exc:  # recorded on the job: pending for the next event, or failed after its last try
                 log.warning("memory update job %s stopped on ZeroGPU: %s", job["id"], exc)
                 state.job_id = None
-                yield PageView(progress=korean_error(exc), timer=gr.Timer(active=False))
+                pending = self.ctx.bot.store.queue.get(job["id"])["status"] == "pending"
+                then = GPU_CONTINUES if pending else GPU_GAVE_UP
+                yield PageView(progress=f"{korean_error(exc)} {then}", timer=gr.Timer(active=False))
                 return
         yield PageView()
 

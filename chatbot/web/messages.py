@@ -9,6 +9,9 @@ from __future__ import annotations
 from models.errors import KeemError, described
 
 LOADING = "모델을 불러오는 중입니다. 잠시 뒤 다시 시도해 주세요 (이 줄은 준비되면 바뀝니다)."
+# what follows gpu_stopped on the progress line (chatbot/web/catch_up.py): the update is still pending, or gave up
+GPU_CONTINUES = "다음에 대화를 시작하거나 끝낼 때 이어서 갱신합니다."
+GPU_GAVE_UP = "여러 번 시도해도 끝나지 못해 멈췄습니다. 기억 탭의 '실패한 갱신 다시 시도'로 다시 해 볼 수 있습니다."
 STORED_OTHER = "예상하지 못한 오류가 났습니다"  # a stored error whose kind's message needs its (English) text
 UNEXPECTED = "예상하지 못한 오류가 났습니다. 잠시 뒤 다시 시도해 주세요 (서버 로그에 기록되었습니다)."
 
@@ -64,10 +67,7 @@ MESSAGES = {
     ),
     "model_refused": "모델 서버가 이 요청을 거절했습니다. 메시지를 조금 바꿔 다시 보내 보세요.",
     "model_server_failed": "모델 서버가 여러 번 시도해도 오류로 답했습니다. 잠시 뒤 다시 시도해 주세요.",
-    "gpu_stopped": (
-        "기억 갱신이 GPU 시간 안에 끝나지 못했습니다. 이전 기억은 그대로이고, "
-        "다음에 대화를 시작하거나 끝낼 때 이어서 갱신합니다."
-    ),
+    "gpu_stopped": "기억 갱신이 GPU 시간 안에 끝나지 못했습니다. 이전 기억은 그대로입니다.",
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",
