@@ -99,15 +99,20 @@ def test_reply_and_update_run_inside_gpu_functions_called_from_the_users_events(
         worker.stop()
 
 
+def session_ended(ui: ChatUI) -> tuple[Any, int]:
+    """민수 says one thing and ends the conversation: (the tab's state, the update job waiting for the next event)."""
+    state = ui.entry.login("민수").state
+    say(ui, "나 다음 달에 마라톤 나가", state)
+    ui.chat.end_session(state)
+    return state, state.job_id
+
+
 def test_an_update_the_gpu_time_limit_cuts_stays_pending_and_the_next_event_finishes_it(
     tmp_path: Path, spaces: Any
 ) -> None:
     ui, _model, worker = zero_ui(tmp_path, spaces)
     try:
-        state = ui.entry.login("민수").state
-        say(ui, "나 다음 달에 마라톤 나가", state)
-        ui.chat.end_session(state)
-        job_id = state.job_id
+        state, job_id = session_ended(ui)
         spaces._aborts["keem_update"] = 1  # ZeroGPU cuts the first try after its first stage
         frames = catch_up(ui, state)
         assert frames[-1].progress == f"{MESSAGES['gpu_stopped']} {GPU_CONTINUES}"  # it goes on at the next event
@@ -132,10 +137,7 @@ def test_an_update_zerogpu_cuts_on_every_try_says_it_stopped_and_where_to_retry(
     points at the memory tab's retry; the memory tab lists the failure with its Korean reason and the retry button."""
     ui, _model, worker = zero_ui(tmp_path, spaces)
     try:
-        state = ui.entry.login("민수").state
-        say(ui, "나 다음 달에 마라톤 나가", state)
-        ui.chat.end_session(state)
-        job_id = state.job_id
+        state, job_id = session_ended(ui)
         spaces._aborts["keem_update"] = 100  # ZeroGPU cuts every try
         lines = []
         for _ in range(20):
