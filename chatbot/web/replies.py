@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from chatbot.web.actions import actions
+from chatbot.web.actions import actions, can_regenerate
 from chatbot.web.backend import AppContext
 from chatbot.web.chat import rows
 from chatbot.web.notices import RETRY, STOPPED
@@ -39,7 +39,9 @@ class Replies:
             failed = [f for f in state.failures if f.open and f.session is session]
             if failed:
                 resend(state, failed)
-            elif session.history and session.history[-1]["role"] == "assistant" and session.last_reply is not None:
+            elif can_regenerate(
+                state
+            ):  # the rule that shows ↻ 다시 생성 (busy, ended and failures are ruled out above)
                 session.redo()
                 state.awaiting = True  # the chained respond answers it
             else:
