@@ -83,7 +83,7 @@ def build_app(
     flow = Flow(ui)
     part = trial(ui.entry) if trial is not None else None
     if reply_slots is None:
-        loaded = bot if isinstance(bot, Chatbot) else bot.bot
+        loaded = ui.backend.bot  # None while a Backend still loads its models
         reply_slots = loaded.settings.reply_slots if loaded is not None else 4
     page = Page(reply_slots=reply_slots, api_visibility="private")
     with gr.Blocks(title=title, analytics_enabled=False) as app:

@@ -79,7 +79,7 @@ class OperationsUpdater:
         choice per summary sentence (not known before the summary is: counted as one per user turn, at most
         MAX_SUMMARY); then the records."""
         steps = self.new_steps()
-        said = sum(turn.get("role") == "user" for turn in inp.dialogue)
+        said = sum(turn["role"] == "user" for turn in inp.dialogue)
         return steps.calls(1 + (min(said, MAX_SUMMARY) if inp.previous else 0)) + steps.record_calls()
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:
