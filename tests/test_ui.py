@@ -22,7 +22,7 @@ from chatbot.cli.chat import add_chat_parser, settings_from_args
 from chatbot.session import check_user_name, clean_message
 from chatbot.settings import Settings
 from chatbot.trials.web import trial_page
-from chatbot.web.app import build_app, launch_options
+from chatbot.web.app import build_app, launch_options, queue_options
 from chatbot.web.backend import Backend
 from chatbot.web.chat import ChatUI
 from chatbot.web.messages import LOADING, korean_error
@@ -509,7 +509,7 @@ def serve(
     trial = trial_page(study, admin_password) if study is not None else None
     app = build_app(bot, worker, browser_identity=browser_identity, study=study, trial=trial)
     port = free_port()
-    app.queue().launch(
+    app.queue(**queue_options()).launch(
         server_name="127.0.0.1",
         server_port=port,
         prevent_thread_lock=True,

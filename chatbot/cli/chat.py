@@ -130,7 +130,7 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     from chatbot.bot import load_bot
     from chatbot.trials.study import study_from_settings
     from chatbot.trials.web import admin_password, trial_page
-    from chatbot.web.app import build_app, launch_options
+    from chatbot.web.app import build_app, launch_options, queue_options
     from chatbot.web.backend import Backend
     from chatbot.worker import Worker
     from memory.backup import open_store
@@ -181,7 +181,7 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     try:
-        app.queue(default_concurrency_limit=4).launch(
+        app.queue(**queue_options()).launch(
             server_name=settings.host,
             server_port=settings.port,
             share=bool(getattr(args, "share", False)),

@@ -28,6 +28,10 @@ from chatbot.web.why import WhyTab
 from chatbot.worker import Worker
 
 MAX_FILE_SIZE = "1kb"  # the page has no upload control; this also caps Gradio's other multipart routes
+# Events waiting in Gradio's queue at once, all tabs together: far above what one process serves (a tab waits on a
+# few at most), a bound against a flood. Gradio's own default is no bound, but on ZeroGPU one waiting event, which
+# refused a page's login while its load events waited ("Queue is full": the page showed 오류).
+QUEUE_MAX = 1024
 
 
 class Trial(Protocol):
@@ -42,6 +46,12 @@ class Trial(Protocol):
     def wire(self, page: Page) -> list[Any]:
         """The trial's events, its login among them (returned: the events after which the chat may open)."""
         ...
+
+
+def queue_options() -> dict[str, Any]:
+    """What every launch of the app passes to `Blocks.queue`: four events of one kind at a time unless the event
+    says otherwise (replies: Page.streams), and QUEUE_MAX waiting, on ZeroGPU too."""
+    return {"default_concurrency_limit": 4, "max_size": QUEUE_MAX}
 
 
 def launch_options() -> dict[str, Any]:

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from tests.e2e.conftest import ROOT, app_process, needs_chromium
 from tests.e2e.pages import last_bot_says, open_tab, shown_memory
@@ -18,6 +22,17 @@ from tests.test_ui import answer
 
 def reply(body: dict) -> str:
     return answer(body["messages"])
+
+
+def join_at_once(url: str, tabs: int) -> list[int]:
+    """The status of `tabs` pages' first event (the banner's, fn 0) sent to the queue at the same moment."""
+
+    def join(_: int) -> int:
+        body = {"data": [None], "event_data": None, "fn_index": 0, "session_hash": uuid.uuid4().hex[:11]}
+        return httpx.post(url + "gradio_api/queue/join", json=body, timeout=30).status_code
+
+    with ThreadPoolExecutor(tabs) as pool:
+        return list(pool.map(join, range(tabs)))
 
 
 @needs_chromium
@@ -32,6 +47,9 @@ def test_on_zerogpu_the_app_replies_and_updates_inside_gpu_calls(new_page: Any, 
             "OPENAI_API_KEY": "test",
         }
         with app_process(tmp_path, "openai:fake-gpu", env) as (url, _proc):
+            # Gradio lets one event wait on ZeroGPU unless told otherwise: a login sent while the page's own load
+            # events waited was refused ("Queue is full", the page showed 오류)
+            assert join_at_once(url, 20) == [200] * 20
             page = new_page()
             page.goto(url)
             page.locator("#start-button").get_by_text("대화 시작").wait_for(timeout=60_000)
