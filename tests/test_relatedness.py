@@ -47,6 +47,10 @@ MOVE = [
         ("사용자는 담배를 피운다.", "사용자는 2주째 금연하고 있다.", "habit"),
         ("사용자는 허리 디스크로 고생하고 있다.", "사용자는 몸이 다 나아서 홀가분해한다.", "health"),
         ("사용자는 내년 봄에 유학을 갈 계획이다.", "사용자는 면접에서 떨어져 속상해한다.", "plan"),
+        ("사용자는 고3 수험생이다.", "사용자는 대학에 합격해서 새내기가 되었다.", "study"),
+        ("사용자는 휴학 중이다.", "사용자는 이번 학기에 복학했다.", "study"),
+        ("사용자는 군 복무 중이다.", "사용자는 지난달에 전역했다.", "service"),
+        ("사용자는 임신 중이다.", "사용자는 지난주에 딸을 낳았다.", "family"),  # the newborn is someone else
     ],
 )
 def test_a_change_said_in_new_words_is_paired_by_the_attribute_it_changes(old, new, attribute):
@@ -62,6 +66,12 @@ def test_a_change_said_in_new_words_is_paired_by_the_attribute_it_changes(old, n
         (PEANUT, "사용자는 감기에 걸려 고생했다."),  # an allergy is no passing illness
         ("사용자는 할머니가 제주도에 사신다.", BUSAN),  # the grandmother's home is not the user's
         ("사용자는 고양이 두 마리를 키운다.", "사용자는 요즘 회사 일이 바빠서 힘들어한다."),
+        ("사용자는 동생이 대학생이다.", "사용자는 올해 2월에 졸업했다."),  # the brother's schooling
+        ("사용자는 추리 소설을 즐겨 읽는다.", "사용자는 지난달에 전역했다."),
+        # a shared time of day, number or light noun says nothing of what two facts are about
+        ("사용자는 아침마다 라떼를 마신다.", "사용자는 매일 아침 줄넘기를 한다."),
+        ("사용자는 생일이 3월 5일이다.", "사용자는 2024년 5월 1일에 공원을 걸었다."),
+        ("사용자는 한 달에 한 번 도서관에서 봉사활동을 한다.", "사용자는 주민센터 합창단에서 활동한다."),
     ],
 )
 def test_unrelated_facts_are_not_paired(old, new):
@@ -162,9 +172,11 @@ def test_a_move_said_without_a_shared_word_replaces_the_old_home_in_one_judge_ca
         ),
         ("사용자는 남자친구와 사귄다.", "나 헤어졌어. 마음이 허전해.", "사용자는 11월에 연인과 헤어져 허전해한다."),
         ("사용자는 담배를 피운다.", "나 금연 시작했어! 벌써 2주째야.", "사용자는 11월부터 금연하고 있다."),
+        ("사용자는 고3 수험생이다.", "나 대학 붙었어! 이제 새내기야.", "사용자는 대학에 합격해 새내기가 되었다."),
+        ("사용자는 군 복무 중이다.", "드디어 집에 왔어. 전역했거든.", "사용자는 11월에 전역했다."),
     ],
 )
-def test_work_love_and_habits_change_the_same_way(old, turn, new):
+def test_work_love_habits_school_and_service_change_the_same_way(old, turn, new):
     dialogue = [{"role": "user", "text": turn}, {"role": "assistant", "text": "그렇군요."}]
     model = RealisticChatModel(world([new], {old: None}), WRAPPING, seed=2)
     result = update(model, [old, *UNRELATED], dialogue)

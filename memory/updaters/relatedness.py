@@ -5,10 +5,12 @@ asks the update model one pairwise question per candidate pair ("B가 사실이�
 pairs in one call; this module finds the pairs worth asking. A pair (dropped A, new or summary sentence B) is a
 candidate when there is evidence that B speaks to the same attribute of the user:
 1. **same attribute**: both carry a cue of one attribute in ATTRIBUTES (where the user lives, their work, a
-   relationship, a habit, their health, a plan, a pet), and both are about the same people: a grandmother's
-   home is not the user's (KIN words must agree, except for relationships, which are about other people);
-2. **a shared noun** (Kiwi lemmas, relative times aside): a shared verb stem ("가", "먹") says little about what a
-   sentence is about, and every pair put to the judge is a fact a judge that agrees too easily may remove.
+   relationship, a habit, their health, a plan, a pet, their schooling, military service, a pregnancy or a
+   newborn), and both are about the same people: a grandmother's home is not the user's (KIN words must agree,
+   except for relationships and newborns, which are about other people);
+2. **a shared noun** (Kiwi lemmas; numbers, relative times, times of day and light nouns such as 활동 aside): a
+   shared verb stem ("가", "먹") says little about what a sentence is about, and every pair put to the judge is a
+   fact a judge that agrees too easily may remove.
 The embedder only orders the candidates of one dropped sentence (its nearest B first); it never makes a pair on
 its own. Sentence cosines between "사용자는 ..." facts are high for unrelated facts too (multilingual-e5-small
 puts them at 0.85-0.91) and differ by embedder, so a cosine is not evidence the guard may act on: the judge is
@@ -133,6 +135,34 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
         {"예정", "계획", "준비", "시험", "합격", "불합격", "떨어지", "떨어졌", "지원", "유학", "면접", "결과"}
     ),
     "pet": frozenset({"반려", "반려견", "반려묘", "입양", "분양", "무지개다리", "고양이", "강아지"}),
+    "study": frozenset(
+        {
+            "학교",
+            "학생",
+            "대학",
+            "대학교",
+            "대학생",
+            "대학원",
+            "고등학생",
+            "중학생",
+            "고3",
+            "수험생",
+            "수능",
+            "재수",
+            "학년",
+            "학기",
+            "입학",
+            "졸업",
+            "전공",
+            "휴학",
+            "복학",
+            "자퇴",
+            "편입",
+            "새내기",
+        }
+    ),
+    "service": frozenset({"군대", "군인", "입대", "복무", "전역", "제대", "훈련소", "군복무"}),
+    "family": frozenset({"임신", "출산", "출산휴가", "육아", "육아휴직", "낳", "태어나", "만삭"}),
 }
 # People a sentence may be about other than the user: a fact about them is not a fact about the user's attribute.
 KIN = frozenset(
@@ -163,7 +193,14 @@ KIN = frozenset(
 )
 # Kiwi sometimes reads "사용자는 왼손잡이다" as 사용 + 자: the subject of every memory sentence is no shared topic.
 SUBJECT = frozenset({"사용", "사용자"})
-PERSONAL = frozenset({"relationship"})  # attributes that are about other people by nature
+# Nouns that say when, how often or how much (numbers too: "3월 5일" and "5월 1일" share 5), and light nouns
+# ("봉사활동을 하다", "프리랜서로 활동하다"): shared, they say nothing of what two facts are about ("아침마다 라떼를
+# 마신다" and "매일 아침 줄넘기를 한다").
+SETTING = frozenset(
+    {"아침", "저녁", "밤", "새벽", "오전", "오후", "낮", "평일", "매일", "매주", "매달", "하루", "번", "달"}
+    | {"시간", "동안", "정도", "중", "활동", "생각", "마음", "기분"}
+)
+PERSONAL = frozenset({"relationship", "family"})  # attributes that are about other people by nature (a newborn)
 MAX_PAIRS = 8  # pairs one judge call asks about; past that, the drops with the least evidence are restored
 
 
@@ -205,7 +242,7 @@ def evidence(old: str, new: str) -> Evidence | None:
     shared = attributes(old) & attributes(new)
     if shared - PERSONAL and people(old) != people(new):
         shared &= PERSONAL  # someone else's home, job or health
-    words = (content_nouns(old) & content_nouns(new)) - SUBJECT
+    words = {w for w in (content_nouns(old) & content_nouns(new)) - SUBJECT - SETTING if not w.isdigit()}
     found = Evidence(frozenset(shared), frozenset(words))
     return found if found.strength else None
 
