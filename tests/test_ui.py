@@ -508,6 +508,14 @@ def serve(
     worker = Worker(bot, poll_s=0.05).start()
     trial = trial_page(study, admin_password) if study is not None else None
     app = build_app(bot, worker, browser_identity=browser_identity, study=study, trial=trial)
+    return launch(app, auth=auth), app, bot, worker
+
+
+def launch(app: gr.Blocks, **options: Any) -> str:
+    """Serve `app` from this process on a free 127.0.0.1 port as the app's own launch does (chatbot/cli/chat.py:
+    queue_options, launch_options); returns its URL. `_frontend=False` skips only Gradio's check that the page
+    answers a HEAD within 3 s, which a loaded 2-core machine misses (it then refuses to launch); the tests load
+    the page themselves."""
     port = free_port()
     app.queue(**queue_options()).launch(
         server_name="127.0.0.1",
@@ -516,10 +524,10 @@ def serve(
         quiet=True,
         footer_links=[],
         run_history=False,
-        auth=auth,
-        **launch_options(),
+        _frontend=False,
+        **{**launch_options(), **options},
     )
-    return f"http://127.0.0.1:{port}/", app, bot, worker
+    return f"http://127.0.0.1:{port}/"
 
 
 def call(

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from chatbot.web.app import build_app, launch_options
+from chatbot.web.app import build_app
 from models.base import GenerationOptions, Message
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.pages import edit_sentence, enter, last_bot_says, open_tab, shown_memory
 from tests.test_ready import gated
-from tests.test_ui import answer, free_port, make_bot, serve
+from tests.test_ui import answer, launch, make_bot, serve
 
 pytestmark = needs_chromium
 
@@ -238,20 +238,17 @@ def test_after_a_restart_the_page_enables_start_only_when_chat_answers(new_page:
     gate = threading.Event()
     backend = gated(make_bot(tmp_path / "k.db"), gate)
     app = build_app(backend)
-    port = free_port()
-    app.queue().launch(
-        server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch_options()
-    )
+    url = launch(app)
     try:
         page = new_page()
-        page.goto(f"http://127.0.0.1:{port}/")
+        page.goto(url)
         start = page.locator("#start-button")
         start.get_by_text("모델을 불러오는 중").wait_for(timeout=15_000)
         assert start.is_disabled()
         gate.set()  # the models are ready: the banner timer's next tick enables the button
         start.get_by_text("대화 시작").wait_for(timeout=15_000)
         assert start.is_enabled()
-        enter(page, f"http://127.0.0.1:{port}/", "민수")  # and it answers: chat opens
+        enter(page, url, "민수")  # and it answers: chat opens
     finally:
         app.close()
         gate.set()

@@ -3,19 +3,19 @@ the page shows and in the memory the next reply uses (memory/store/rebase.py).""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
 from chatbot.bot import Chatbot
 from chatbot.settings import Settings
-from chatbot.web.app import build_app, launch_options
+from chatbot.web.app import build_app
 from chatbot.worker import Worker
 from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.pages import delete_sentence, open_tab, shown_memory
 from tests.test_memory_cas import CAT, NEWS, Gate, _v1, updater_answer
+from tests.test_ui import launch
 
 pytestmark = needs_chromium
 
@@ -24,13 +24,7 @@ def serve(bot: Chatbot) -> tuple[str, Any, Worker]:
     """The app in this process on a free 127.0.0.1 port, its worker running; the caller closes both."""
     worker = Worker(bot, poll_s=0.05).start()
     app = build_app(bot, worker)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    app.queue().launch(
-        server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch_options()
-    )
-    return f"http://127.0.0.1:{port}/", app, worker
+    return launch(app), app, worker
 
 
 def reply_done(page: Any) -> None:
