@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from chatbot.trials.records import records
 from chatbot.trials.records import schema as trial_schema
 from chatbot.web.app import build_app
 from chatbot.web.chat import ChatUI
+from chatbot.web.opening import Opening
 from chatbot.web.state import UserState
 from chatbot.web.view import FORGOTTEN, PageView, wired
 from chatbot.worker import Worker
@@ -261,9 +263,14 @@ def assert_tab_was_told_and_nothing_crossed(ui: ChatUI, tab: UserState, a_id: in
     assert b.user_id != a_id and not {s["id"] for s in store.sessions.of_user(b.user_id)} & {
         tab.session.session_id,
     }
+    # a stream (a reply, the opening) stops at once, silent and storing nothing: the check chained after it tells
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [v.changed() for v in ui.chat.respond(tab)] == [{}]
+        assert [v.changed() for v in Opening(ui.ctx, ui.chat).open(tab)] == [{}]
     # every other event of the tab says the same, and stores nothing
     for event in (
-        lambda: list(ui.chat.respond(tab))[-1],
+        lambda: ui.ctx.gone(tab),  # the check chained after each stream
         lambda: ui.chat.end_session(tab),
         lambda: ui.chat.new_session(tab),
         lambda: ui.memory.poll(tab),
@@ -382,18 +389,25 @@ def test_every_event_of_a_tab_can_return_it_to_the_start_screen_and_spins_only_o
 ) -> None:
     """Every event that takes the tab's state also outputs the start screen's parts (so a forgotten user's tab can
     go there), while its progress animation stays on the parts it was about (a reply spins on the chat, not on the
-    memory tab or the hidden login box)."""
+    memory tab or the hidden login box). A stream (a reply, the opening) outputs only its own parts, since Gradio
+    rebuilds every output of every frame; the check chained after it, every time, outputs the start screen's."""
     app = build_app(make_bot(tmp_path / "keem.db"))
     components = {c["id"]: c for c in app.config["components"]}
     by_elem = {c.get("props", {}).get("elem_id"): i for i, c in components.items()}
     state = next(i for i, c in components.items() if c["type"] == "state")
     guarded = [d for d in app.config["dependencies"] if state in d["inputs"]]
-    assert {"send", "respond", "end_session", "new_session", "poll", "forget", "logout"} <= {
+    assert {"send", "respond", "open", "end_session", "new_session", "poll", "forget", "logout"} <= {
         d["api_name"] for d in guarded
     }
+    start_screen = {by_elem["login"], by_elem["main"], by_elem["memory-jobs"], state}
+    streams = [d for d in guarded if d["api_name"].startswith(("respond", "open"))]
+    assert len(streams) == 5  # after sending, 다시 생성 and 다시 보내기; the opening after a login or 새 대화
     for dep in guarded:
-        assert {by_elem["login"], by_elem["main"], by_elem["memory-jobs"], state} <= set(dep["outputs"]), dep[
-            "api_name"
-        ]
+        if dep in streams:
+            assert not start_screen & set(dep["outputs"]) and len(dep["outputs"]) <= 6, dep["api_name"]
+            told = [d["api_name"] for d in app.config["dependencies"] if d["trigger_after"] == dep["id"]]
+            assert len(told) == 1 and told[0].startswith("tell_if_gone"), dep["api_name"]
+        else:
+            assert start_screen <= set(dep["outputs"]), dep["api_name"]
     respond = next(d for d in guarded if d["api_name"] == "respond")
     assert set(respond["show_progress_on"]) == {by_elem["chat"], by_elem["hits"], by_elem["pending-note"]}

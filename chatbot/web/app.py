@@ -306,16 +306,7 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
         concurrency_limit=None,
         show_progress="hidden",
     )
-    p.on(
-        None,
-        ui.chat.respond,
-        [state],
-        ["chat", "hits", "note", *REPLY_ACTIONS],
-        after=sent,
-        **p.streams,
-        trigger_mode="multiple",
-        show_progress="minimal",
-    )
+    flow.answer_after(p, sent)
     # no queue: the answer must not wait behind streaming replies (target: under 0.5 s)
     p.events["ended"] = ended = p.on(
         [p["end"].click],

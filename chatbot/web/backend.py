@@ -138,6 +138,12 @@ class AppContext:
         (one indexed lookup), else the tab's user was forgotten meanwhile (another tab, `keem memory forget` in
         another process): the Korean notice and the start screen (view.py `forgotten`), after the tab's waiting
         messages and live session are let go of, nothing stored and nothing queued for them."""
+        lost = self.lost(state)
+        return forgotten(lost) if lost is not None else None
+
+    def lost(self, state: UserState | None) -> UserForgottenError | None:
+        """`gone` without the notice: a streaming event stops at once and quietly, and the check chained after it
+        tells the tab (view.py Page.stream)."""
         if state is None:
             return None
         try:
@@ -146,7 +152,7 @@ class AppContext:
             state.take_pending()
             state.session.ended = True  # no update is queued for a user who is gone
             state.job_id = None
-            return forgotten(exc)
+            return exc
         return None
 
     def may_start(self, state: UserState) -> None:

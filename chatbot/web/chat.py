@@ -169,8 +169,8 @@ class Conversation:
         if state is None:
             yield PageView()
             return
-        if (gone := self.ctx.gone(state)) is not None:
-            yield gone
+        if self.ctx.lost(state) is not None:  # the check chained after this stream tells the tab
+            yield PageView()
             return
         with state.lock:
             if state.answering:
@@ -229,7 +229,7 @@ class Conversation:
                         yield frame | actions(state) if first else frame
                         first = False
             replying.close()
-        except UserForgottenError:  # forgotten while it streamed: nothing of it is stored, the wiring shows the notice
+        except UserForgottenError:  # forgotten while it streamed: nothing of it is stored; the check after it tells
             raise
         except Exception as exc:  # what streamed so far is already saved by the session; the chat shows a notice
             failed = True

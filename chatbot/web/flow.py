@@ -29,14 +29,13 @@ class Flow:
         self.editing = Editing(ui.memory)
 
     def answer_after(self, page: Page, event: Any) -> None:
-        """Stream the reply an event asked for (as sending does: one respond per tab at a time)."""
-        page.on(
-            None,
+        """Stream the replies an event asked for (a message sent, 다시 생성, 다시 보내기): one respond per tab at a
+        time; a second returns at once, the first answers everything waiting."""
+        page.stream(
             self.ui.chat.respond,
-            [page["state"]],
             ANSWERED,
             after=event,
-            **page.streams,
+            gone=self.ui.ctx.gone,
             trigger_mode="multiple",
             show_progress="minimal",
         )

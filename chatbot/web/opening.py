@@ -28,8 +28,8 @@ class Opening:
         if state is None:
             yield PageView()
             return
-        if (gone := self.ctx.gone(state)) is not None:
-            yield gone
+        if self.ctx.lost(state) is not None:  # the check chained after this stream tells the tab
+            yield PageView()
             return
         with state.lock:
             session = state.session
@@ -64,12 +64,10 @@ class Opening:
 def wire_openings(page: Page, opening: Opening, events: list[Any]) -> None:
     """The opening after each event that opens a session (a login, a study's admission, "새 대화")."""
     for event in events:
-        page.on(
-            None,
+        page.stream(
             opening.open,
-            [page["state"]],
             ["chat", "hits", "note", *REPLY_ACTIONS],
             after=event,
-            **page.streams,
+            gone=opening.ctx.gone,
             show_progress="hidden",
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from models.base import GenerationOptions, Message
+from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.test_ui import serve
+from tests.test_ui import answer, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTICE = "이 사용자의 데이터가 삭제되었습니다"
@@ -32,6 +35,22 @@ def app(tmp_path: Path) -> Iterator[tuple[str, Any, Path]]:
     worker.stop()
     blocks.close()
     bot.store.close()
+
+
+class HeldModel(ScriptedChatModel):
+    """The scripted model; a chat reply streams its first piece, then waits for `go` (a forget lands meanwhile)."""
+
+    def __init__(self) -> None:
+        super().__init__(responder=answer)
+        self.go, self.held = threading.Event(), threading.Event()
+
+    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Iterator[str]:
+        chat = "당신은 사용자와" in messages[0]["content"]
+        for n, piece in enumerate(super().stream(messages, options)):
+            yield piece
+            if chat and n == 0:
+                self.held.set()
+                self.go.wait(30)
 
 
 def tab(browser: Any, url: str, name: str) -> Any:
@@ -120,3 +139,27 @@ def test_the_tabs_of_a_user_forgotten_by_keem_memory_forget_are_told(browser: An
     assert bot.store.users.find("userB") != a_id
     assert_told_and_nothing_crossed(second, bot)
     assert_told_and_nothing_crossed(first, bot)
+
+
+def test_a_reply_streaming_when_its_user_is_forgotten_in_another_tab_ends_in_the_notice(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A stream outputs only its own parts (a frame stays cheap); the check chained after it brings the tab to the
+    notice and the start screen, and nothing of the reply is stored."""
+    model = HeldModel()
+    url, blocks, bot, worker = serve(tmp_path / "keem.db", model=model)
+    try:
+        first, second = tab(browser, url, "userA"), tab(browser, url, "userA")
+        send(second, "고양이 이야기 들려줄게")
+        assert model.held.wait(15)
+        forget_on_page(first, "userA")
+        model.go.set()
+        second.get_by_text(NOTICE).first.wait_for(timeout=15_000)
+        second.locator("#start-button").wait_for(state="visible", timeout=15_000)
+        assert second.locator("#main").is_hidden() and "고양이 이야기" not in second.content()
+        assert bot.store.rows("select * from turns") == []
+    finally:
+        model.go.set()
+        worker.stop()
+        blocks.close()
+        bot.store.close()
