@@ -33,9 +33,7 @@ class Settings:
     reply_max_tokens: int = 256  # KEEM_REPLY_MAX_TOKENS
     update_max_tokens: int = 512  # KEEM_UPDATE_MAX_TOKENS: the most one update call writes; larger rewrites are scoped
     update_workers: int = 0  # KEEM_UPDATE_WORKERS: updates at once (one per user); 0: 4 for openai:, else 1
-    reply_concurrency: int = (
-        0  # KEEM_REPLY_CONCURRENCY: replies streaming at once, all users; 0: 32 for openai:, else 4
-    )
+    reply_concurrency: int = 0  # KEEM_REPLY_CONCURRENCY: replies streaming at once; 0: 32 for openai:, else 4
     memory_cues: bool = False  # KEEM_MEMORY_CUES: the update model writes cue words per sentence (memory/cues.py)
     load_in_4bit: bool = False  # KEEM_LOAD_IN_4BIT (CUDA only)
     host: str = "127.0.0.1"  # KEEM_HOST

@@ -39,9 +39,8 @@ class Replies:
             failed = [f for f in state.failures if f.open and f.session is session]
             if failed:
                 resend(state, failed)
-            elif can_regenerate(
-                state
-            ):  # the rule that shows ↻ 다시 생성 (busy, ended and failures are ruled out above)
+            # the rule that shows ↻ 다시 생성 (busy, ended and failures are ruled out above)
+            elif can_regenerate(state):
                 session.redo()
                 state.awaiting = True  # the chained respond answers it
             else:
