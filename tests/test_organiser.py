@@ -1,5 +1,6 @@
-"""Issue 18: the organiser's password and export against a participant with ordinary tools. One password is checked
-per second in the whole process (16 tabs and the direct routes together); the direct REST routes do not reach the
+"""The organiser's password and export against a participant with ordinary tools. One password is checked per
+second for each login in the process (16 tabs and the direct routes of one login together), and a flood from one
+login does not keep the organiser's login out; the direct REST routes do not reach the
 organiser's events; the view is bound to the login that unlocked it; the export zip is served to that login only
 (not to a participant, not after the organiser logged out, not after a restart). And no upload route is open."""
 
@@ -45,6 +46,15 @@ def test_the_limiter_lets_one_attempt_a_second_through_whatever_the_threads() ->
     assert all(b - a >= 0.99 for a, b in itertools.pairwise(let_through))
 
 
+def test_one_login_flooding_does_not_hold_back_another() -> None:
+    now = [100.0]
+    limiter = Limiter(1.0, clock=lambda: now[0])
+    assert limiter.take("P001") and not limiter.take("P001")  # the participant's second guess in the second: refused
+    assert limiter.take("organiser")  # the organiser's first guess is checked at once
+    now[0] += 1.0
+    assert limiter.take("P001") and limiter.taken == 3
+
+
 def cookies(url: str, name: str, password: str) -> httpx.Cookies:
     response = httpx.post(f"{url}login", data={"username": name, "password": password})
     assert response.status_code == 200, response.text
@@ -67,7 +77,7 @@ def unlock(url: str, app: Any, session: str, jar: httpx.Cookies, password: str) 
 
 
 @pytest.mark.slow
-def test_16_tabs_and_the_direct_routes_guess_at_most_once_a_second_and_the_routes_do_not_reach_it(
+def test_16_tabs_and_the_direct_routes_guess_at_most_once_a_second_and_the_organiser_still_gets_in(
     tmp_path: Path,
 ) -> None:
     url, app, _bot, worker = serve(
@@ -86,7 +96,6 @@ def test_16_tabs_and_the_direct_routes_guess_at_most_once_a_second_and_the_route
             assert client.post("gradio_api/call/v2/unlock", json={"password": "guess"}).status_code == 404
 
         before = ORGANISER_GUESSES.taken
-        start = threading.Barrier(17)
         deadline = time.monotonic() + 4.0
         answers: list[str] = []
 
@@ -102,7 +111,19 @@ def test_16_tabs_and_the_direct_routes_guess_at_most_once_a_second_and_the_route
                 while time.monotonic() < deadline:
                     client.post("gradio_api/run/predict", json=body)
 
-        threads = [threading.Thread(target=tab, args=(n,)) for n in range(16)] + [threading.Thread(target=direct)]
+        organiser: list[tuple[float, Any]] = []
+
+        def organiser_types() -> None:  # the real organiser, another login, types the right password mid-flood
+            jar_o = cookies(url, "organiser", "pw-o")
+            start.wait()
+            time.sleep(1.0)
+            typed = time.monotonic()
+            done = output(call(url, index, ["organiser-pw", None], uuid.uuid4().hex, jar_o))
+            organiser.append((time.monotonic() - typed, done))
+
+        threads = [threading.Thread(target=tab, args=(n,)) for n in range(16)]
+        threads += [threading.Thread(target=direct), threading.Thread(target=organiser_types)]
+        start = threading.Barrier(len(threads))
         started = time.monotonic()
         for t in threads:
             t.start()
@@ -110,7 +131,10 @@ def test_16_tabs_and_the_direct_routes_guess_at_most_once_a_second_and_the_route
             t.join(60)
         elapsed = time.monotonic() - started
         checked = ORGANISER_GUESSES.taken - before
-        assert 1 <= checked <= elapsed + 1, (checked, elapsed)  # about one a second, in all
+        # the flood: about one a second, in all (the organiser's one guess besides)
+        assert 2 <= checked <= elapsed + 2, (checked, elapsed)
+        [(waited, done)] = organiser  # no login locks out another: the organiser's first guess is checked, within 5 s
+        assert done.get("success") is True and waited < 5.0, (waited, done)
         assert len(answers) > checked  # the others were refused unchecked, at once
         assert any("1초에 한 번만" in a for a in answers)
         assert not any("organiser-view" in a or "참가자마다" in a for a in answers)  # nothing of the view leaked

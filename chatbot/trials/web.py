@@ -45,7 +45,7 @@ from models.errors import InputError
 
 log = logging.getLogger(__name__)
 ADMIN_ENV = "KEEM_ADMIN_PASSWORD"
-GUESS_INTERVAL_S = 1.0  # at most one organiser password checked per second in this process, whatever the tab
+GUESS_INTERVAL_S = 1.0  # at most one organiser password checked per second for each login, whatever its tabs
 
 
 def admin_password(env: Mapping[str, str] | None = None) -> str | None:
@@ -55,36 +55,38 @@ def admin_password(env: Mapping[str, str] | None = None) -> str | None:
 
 
 class Limiter:
-    """At most one attempt per `interval_s` in this process, whatever the tabs, logins or routes: one lock and the
-    time of the last attempt let through. An attempt within the interval is refused at once (no thread waits)."""
+    """At most one attempt per `interval_s` for each key (a login) in this process, whatever the tabs or routes: one
+    lock and, per key, the time of its last attempt let through. An attempt within its key's interval is refused at
+    once (no thread waits). Keyed so that no login can lock out another: a participant flooding guesses from many
+    tabs still gets one checked a second, and the organiser's own login is checked at once."""
 
     def __init__(self, interval_s: float = GUESS_INTERVAL_S, clock: Callable[[], float] = time.monotonic):
         self.interval_s, self.clock = interval_s, clock
-        self.taken = 0  # attempts let through so far
-        self._last = float("-inf")
+        self.taken = 0  # attempts let through so far, all keys together
+        self._last: dict[str | None, float] = {}
         self._lock = threading.Lock()
 
-    def take(self) -> bool:
-        """True (and the interval starts again) when an attempt may go ahead now."""
+    def take(self, key: str | None = None) -> bool:
+        """True (and `key`'s interval starts again) when an attempt for `key` may go ahead now."""
         with self._lock:
             now = self.clock()
-            if now - self._last < self.interval_s:
+            if now - self._last.get(key, float("-inf")) < self.interval_s:
                 return False
-            self._last, self.taken = now, self.taken + 1
+            self._last[key], self.taken = now, self.taken + 1
             return True
 
-    def ready(self) -> bool:
-        """Whether an attempt now would go ahead (without taking it)."""
+    def ready(self, key: str | None = None) -> bool:
+        """Whether an attempt for `key` now would go ahead (without taking it)."""
         with self._lock:
-            return self.clock() - self._last >= self.interval_s
+            return self.clock() - self._last.get(key, float("-inf")) >= self.interval_s
 
     def reset(self) -> None:
-        """The next attempt goes ahead at once (a new process starts so; tests start each test so)."""
+        """Every key's next attempt goes ahead at once (a new process starts so; tests start each test so)."""
         with self._lock:
-            self._last = float("-inf")
+            self._last.clear()
 
 
-ORGANISER_GUESSES = Limiter()  # the organiser password's one limiter in this process
+ORGANISER_GUESSES = Limiter()  # the organiser password's limiter in this process, one interval per login
 
 
 @dataclass(frozen=True)
@@ -292,11 +294,11 @@ class Organiser:
 
     def unlock(self, password: str, granted: Unlocked | None, request: gr.Request | None = None) -> StudyView:
         """The right password opens the organiser's view for this tab and this login (and empties the password box).
-        One password is checked per second in this process (ORGANISER_GUESSES): a guess sooner is refused
-        unchecked, from any tab, login or route."""
+        One password is checked per second for each login in this process (ORGANISER_GUESSES): a guess sooner
+        from the same login is refused unchecked, whatever its tab or route; another login is not held back."""
         if self.password is None:
             raise InputError(f"연구자 화면이 꺼져 있습니다: 서버에 {ADMIN_ENV}를 설정하고 다시 시작하세요.")
-        if not self.limiter.take():
+        if not self.limiter.take(login_name(request)):
             raise InputError("비밀번호는 1초에 한 번만 확인합니다. 잠시 뒤 다시 입력해 주세요.", code="organiser_wait")
         if not hmac.compare_digest((password or "").encode(), self.password.encode()):
             log.warning("a wrong organiser password was given")
