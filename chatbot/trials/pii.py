@@ -4,7 +4,8 @@ replaced by [전화번호], [이메일], [주민등록번호], [카드번호], [
 
 Patterns, not a model: PATTERNS below lists every form caught, one kind per entry with an example. What is kept on
 purpose (the near-misses tests/test_pii.py holds): dates, prices, times, versions and counts; order, tracking and
-booking numbers (주문번호 20261103-000123: they name a purchase, not a person); a district or town alone
+booking numbers (주문번호 20261103-000123: they name a purchase, not a person); a dated report or document
+number (2026-11-03-01); a count or a price beside 주민 (주민 900101명); a district or town alone
 ("마포구에 산다": only an address down to the building, the lot or the flat is one); a building number or a room
 alone ("3동 중 2동", "101호실 강의실", "2호선": only 동 and 호 together are a home). Names of people are not
 touched (pseudonymize participants with --pseudonymize).
@@ -77,10 +78,21 @@ _BANK = r"(?:계좌|통장|은행|뱅크|입금|송금|국민|신한|우리|하�
 # a number after these words is an order, tracking or booking number: kept
 _ORDER = r"(?:주문|송장|운송장|배송|예약|접수|승인|회원|쿠폰|티켓)"
 
+# a date and a serial (2026-11-03-01, 2026.11.03.12): a report's or a document's number
+_DATED = r"(?:19|20)\d{2}[-.](?:0?[1-9]|1[0-2])[-.](?:0?[1-9]|[12]\d|3[01])[-.]\d{1,4}(?![\d-])"
+# shortly after a word that says it is an account: a run of 10-14 digits, or groups with hyphens or spaces between
+# ("국민은행 123456789012", "신한 110 123 456789", "카카오뱅크 3333 01 1234567")
+_ACCOUNT_AFTER_BANK = re.compile(
+    rf"{_BANK}(?:(?!{_ORDER})[^\d\n]){{0,12}}?(?<![\d-])"
+    r"(?P<pii>(?=(?:\d[- ]?){9,13}\d(?![\d-]|[- ]\d))\d{2,14}(?:[- ]\d{1,7}){0,4})(?![\d-]|[- ]\d)"
+)
+
 # -- kind, pattern: in this order, so an e-mail's or a card's digits are never taken for a phone or an account. ---
 # A pattern with a group `pii` replaces only that group (the rest is context it needs); a match with a group `keep`
 # is left as it is (it matched only so that the number in it is not taken by the same pattern).
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # an account named as one comes first: its digits may look like a resident number (우리은행 1002123456789)
+    ("account", _ACCOUNT_AFTER_BANK),
     # minji.kim@example.com, 홍길동@예시.한국, minji@예시.com, minji@xn--9n2bp8q.xn--3e0b707e (punycode)
     (
         "email",
@@ -105,8 +117,20 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?:\d{6}|\*{6})(?![\d*])"
         ),
     ),
-    # 1234-5678-9012-3456, 1234 5678 9012 3456, 1234567890123456, 3782-822463-10005 (AmEx)
-    ("card", re.compile(r"(?<![\d-])(?:\d{4}([- ])\d{4}\1\d{4}\1\d{4}|\d{16}|\d{4}([- ])\d{6}\2\d{5})(?![\d-])")),
+    # given in two halves after the word that names it: 주민번호 앞자리는 900101이고 뒷자리는 2345678, 900101 / 2345678
+    (
+        "resident_number",
+        re.compile(
+            r"주민(?:등록)?(?:번호)?[^\d\n]{0,12}?(?<!\d)(?P<pii>\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
+            rf"(?!\s*{_COUNTER})[^\d\n]{{1,12}}?[1-8]\d{{6}})(?!\d|\s*{_COUNTER})"
+        ),
+    ),
+    # 1234-5678-9012-3456, 1234 5678 9012 3456, 1234-5678 9012.3456 (separators mixed), 1234567890123456,
+    # 3782-822463-10005 (AmEx)
+    (
+        "card",
+        re.compile(r"(?<![\d-])(?:\d{4}[- .]\d{4}[- .]\d{4}[- .]\d{4}|\d{16}|\d{4}([- ])\d{6}\1\d{5})(?![\d-])"),
+    ),
     # 010-2345-6789, 01023456789, 010 2345 6789, 010.2345.6789, 010 - 2345 - 6789, 010–2345–6789, 02-123-4567,
     # (031) 123-4567, +82 10-2345-6789, +82 (0)2-123-4567, 070-1234-5678, 0505-123-4567
     (
@@ -126,26 +150,22 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?![0-9])"
         ),
     ),
-    # digit groups joined by hyphens, 10-14 digits in all (110-123-456789, 3333-01-1234567); after 주문번호 kept
+    # digit groups joined by hyphens, 10-14 digits in all (110-123-456789, 3333-01-1234567); after 주문번호 kept, and
+    # a dated number (a report's 2026-11-03-01) is no account
     (
         "account",
         re.compile(
             rf"(?P<keep>{_ORDER}[^\d\n]{{0,8}}?)?"
-            r"(?<![\d-])(?=(?:\d-?){10,14}(?![\d-]))\d{2,6}(?:-\d{2,7}){2,3}(?![\d-])"
+            rf"(?<![\d-])(?!{_DATED})(?=(?:\d-?){{10,14}}(?![\d-]))\d{{2,6}}(?:-\d{{2,7}}){{2,3}}(?![\d-])"
         ),
-    ),
-    # a run of 10-14 digits shortly after a word that says it is an account ("국민은행 123456789012")
-    (
-        "account",
-        re.compile(rf"{_BANK}(?:(?!{_ORDER})[^\d\n]){{0,12}}?(?<![\d-])(?P<pii>\d(?:-?\d){{9,13}})(?![\d-])"),
     ),
     # a street or lot address down to the number, with the flat: 서울시 마포구 월드컵로 212, 중구 을지로3가 12,
     # 경기도 성남시 분당구 판교역로 235 101동 202호, 마포구 상암동 1600-3번지, 마포구 상암동 산 12-3,
-    # 종로구 세종대로 지하 110
+    # 종로구 세종대로 지하 110, 서울시 마포구, 월드컵로 212 (a comma between its parts)
     (
         "address",
         re.compile(
-            rf"(?:{_PROVINCE}\s*(?:{_DISTRICT}\s*){{0,2}}|(?:{_DISTRICT}\s*){{1,2}})"
+            rf"(?:{_PROVINCE},?\s*(?:{_DISTRICT},?\s*){{0,2}}|(?:{_DISTRICT},?\s*){{1,2}})"
             rf"{_PLACE}{_UNIT}(?!\d)"
         ),
     ),
