@@ -6,6 +6,7 @@ human.md beside their PNGs and a JSON twin (result.json / human.json) for machin
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 import subprocess
@@ -16,8 +17,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
 from memory.words import plural
 
+TEMPLATE_DIR = Path(__file__).parent / "templates"
 PACKAGES = ("keem-chat", "torch", "transformers", "kiwipiepy", "numpy", "matplotlib", "openai")
 
 
@@ -134,61 +138,34 @@ def provenance(meta: dict) -> str:
     return "\n".join(lines)
 
 
+@functools.cache
+def _templates(folder: Path) -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(folder), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )
+    env.globals["table"] = md_table
+    return env
+
+
+def render_report(name: str, folder: Path = TEMPLATE_DIR, **context: Any) -> str:
+    """Render `folder`/<name>.md.j2 (Markdown, with `table(header, rows)`); a missing variable is an error, never an
+    empty hole. Each package keeps its reports' templates beside it (evaluation/templates, chatbot/trials/templates)."""
+    return _templates(folder).get_template(f"{name}.md.j2").render(**context)
+
+
+def _ci(bounds: Sequence[float] | None) -> str:
+    return " – ".join(fmt(bound, pct=True) for bound in bounds) if bounds else "–"
+
+
 def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
     """report.md, result.json and the PNGs of a `keem eval memory` run."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    strategies: list[str] = result["meta"]["strategies"]
-    files: dict[str, Path] = {}
     meta = result["meta"]
-    md = [
-        "# KEEM memory evaluation",
-        "",
-        f"Strategies: {', '.join(strategies)}. Episodes: {meta.get('episodes')}; samples (episode x "
-        f"session >= 2): {meta.get('samples')}.",
-        "",
-    ]
-    if meta.get("episode_ids"):
-        md += [f"Episode ids: {', '.join(meta['episode_ids'])}.", ""]
-    if (meta.get("samples_left_out") or {}).get("samples"):
-        md += [
-            f"{meta['samples_left_out']['samples']} more samples are left out for every strategy: "
-            f"{meta['samples_left_out']['reason']}.",
-            "",
-        ]
-
-    md += [
-        "## Memory updates",
-        "",
-        md_table(
-            ["Strategy", *sorted({k for v in result["updates"].values() for k in v})],
-            [
-                [
-                    s,
-                    *(
-                        result["updates"][s].get(k, 0)
-                        for k in sorted({k for v in result["updates"].values() for k in v})
-                    ),
-                ]
-                for s in strategies
-            ],
-        ),
-        "",
-    ]
-
+    strategies: list[str] = meta["strategies"]
+    files: dict[str, Path] = {}
+    outcomes = sorted({k for v in result["updates"].values() for k in v})
     kw = result["keyword_recall"]
     sizes = list(next(iter(kw.values()))["mean"]) if kw else []
-    md += [
-        "## Keyword recall",
-        "",
-        "Share of the TextRank x TF-IDF keywords of the full session dialogues (sessions 1..t) found among the "
-        "nouns of the memory after session t.",
-        "",
-        md_table(
-            ["Strategy", *(f"top {k}" for k in sizes)],
-            [[s, *(fmt(kw[s]["mean"][k]) for k in sizes)] for s in strategies],
-        ),
-        "",
-    ]
     files["keyword_recall"] = bar_chart(
         out_dir / "keyword_recall.png",
         "Keyword recall",
@@ -196,53 +173,7 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
         {s: [kw[s]["mean"][k] for k in sizes] for s in strategies},
         "recall",
     )
-    md.append("![keyword recall](keyword_recall.png)\n")
-
     cf = result["conflict"]["strategies"]
-    md += [
-        "## Conflict ratio (NLI)",
-        "",
-        f"Contradiction share among all memory sentence pairs, judged by "
-        f"`{result['meta']['models'].get('nli') or result['meta']['models'].get('judge')}`"
-        f"; 'updated' = the {plural(result['conflict']['updated_samples'], 'sample')} where an update occurred.",
-        "",
-        md_table(
-            [
-                "Strategy",
-                "pairs",
-                "contradiction",
-                "entailment",
-                "neutral",
-                "invalid",
-                "conflict ratio",
-                "pairs (updated)",
-                "conflict ratio (updated)",
-            ],
-            [
-                [
-                    s,
-                    cf[s]["all"]["pairs"],
-                    cf[s]["all"]["contradiction"],
-                    cf[s]["all"]["entailment"],
-                    cf[s]["all"]["neutral"],
-                    cf[s]["all"]["invalid"],
-                    fmt(cf[s]["all"]["ratio"], pct=True),
-                    cf[s]["updated"]["pairs"],
-                    fmt(cf[s]["updated"]["ratio"], pct=True),
-                ]
-                for s in strategies
-            ],
-        ),
-        "",
-    ]
-    judged = sum(cf[s]["all"].get("pairs", 0) for s in strategies)
-    total = sum(cf[s]["all"].get("pairs_total", 0) for s in strategies)
-    if total > judged:
-        md += [
-            f"Memories with more than {result['conflict'].get('max_pairs')} pairs were sampled (the same pairs in "
-            f"every run): {judged:,} of {total:,} pairs judged, so the ratios are estimates.",
-            "",
-        ]
     files["conflict"] = bar_chart(
         out_dir / "conflict.png",
         "Conflict ratio",
@@ -250,106 +181,91 @@ def write_memory_report(result: dict, out_dir: Path) -> dict[str, Path]:
         {s: [cf[s]["all"]["ratio"], cf[s]["updated"]["ratio"]] for s in strategies},
         "contradiction ratio",
     )
-    md.append("![conflict ratio](conflict.png)\n")
-
-    ppl = result.get("perplexity")
-    md += ["## Perplexity on the probe (fifth) session", ""]
-    if ppl and ppl.get("strategies"):
-        md += [
-            "Token-weighted perplexity of the reference responses at the probe turns, with each strategy's final "
-            "memory in the chat system prompt.",
-            "",
-            md_table(
-                ["Model", *strategies],
-                [[f"`{ppl['model']}`", *(fmt(ppl["strategies"][s]["perplexity"], 2) for s in strategies)]],
-            ),
-            "",
-            md_table(
-                ["Strategy", "probe turns", "tokens", "log-prob"],
-                [
-                    [
-                        s,
-                        ppl["strategies"][s]["turns"],
-                        ppl["strategies"][s]["n_tokens"],
-                        fmt(ppl["strategies"][s]["logprob"], 2),
-                    ]
-                    for s in strategies
-                ],
-            ),
-            "",
-        ]
-        files["perplexity"] = bar_chart(
-            out_dir / "perplexity.png",
-            f"Perplexity ({ppl['model']})",
-            ["probe session"],
-            {s: [ppl["strategies"][s]["perplexity"]] for s in strategies},
-            "perplexity",
-        )
-        md.append("![perplexity](perplexity.png)\n")
-    else:
-        md += [f"Skipped: {result.get('perplexity_skipped', 'no --ppl-model given')}.", ""]
-
-    vt = result.get("voting")
-    md += ["## Pairwise voting", ""]
-    if vt and vt.get("pairs"):
-        md += [
-            f"Replies by `{vt['chat_model']}` at each probe turn, judged by `{vt['judge']}` in both orders; a "
-            "win needs the same pick in both orders, anything else is a tie. Win rate over decisive votes, "
-            "Wilson 95% interval.",
-            "",
-            md_table(
-                ["Strategy", "wins", "decisive votes", "win rate", "95% CI"],
-                [
-                    [
-                        s,
-                        vt["share"][s]["wins"],
-                        vt["share"][s]["decisive"],
-                        fmt(vt["share"][s]["rate"], pct=True),
-                        "–"
-                        if not vt["share"][s]["ci95"]
-                        else " – ".join(fmt(bound, pct=True) for bound in vt["share"][s]["ci95"]),
-                    ]
-                    for s in strategies
-                ],
-            ),
-            "",
-            md_table(
-                ["A vs B", "A wins", "B wins", "ties", "invalid", "A win rate", "95% CI"],
-                [
-                    [
-                        f"{p['a']} vs {p['b']}",
-                        p["wins_a"],
-                        p["wins_b"],
-                        p["ties"],
-                        p["invalid"],
-                        fmt(p["win_rate_a"], pct=True),
-                        "–"
-                        if not p["ci95_a"]
-                        else f"{fmt(p['ci95_a'][0], pct=True)} – {fmt(p['ci95_a'][1], pct=True)}",
-                    ]
-                    for p in vt["pairs"]
-                ],
-            ),
-            "",
-        ]
-        files["voting"] = bar_chart(
-            out_dir / "voting.png",
-            "Vote win rate (decisive votes)",
-            ["all pairings"],
-            {s: [vt["share"][s]["rate"]] for s in strategies},
-            "win rate",
-            errors={s: [tuple(vt["share"][s]["ci95"]) if vt["share"][s]["ci95"] else None] for s in strategies},
-        )
-        md.append("![voting](voting.png)\n")
-    else:
-        md += [f"Skipped: {result.get('voting_skipped', 'no probe sessions')}.", ""]
-
-    md += [provenance(result["meta"]), ""]
+    judged = sum(cf[s]["all"].get("pairs", 0) for s in strategies)
+    total = sum(cf[s]["all"].get("pairs_total", 0) for s in strategies)
+    context: dict[str, Any] = {
+        "meta": meta,
+        "strategies": strategies,
+        "left_out": (meta.get("samples_left_out") or {})
+        if (meta.get("samples_left_out") or {}).get("samples")
+        else None,
+        "outcomes": outcomes,
+        "updates": [[s, *(result["updates"][s].get(k, 0) for k in outcomes)] for s in strategies],
+        "recall_header": [f"top {k}" for k in sizes],
+        "recall": [[s, *(fmt(kw[s]["mean"][k]) for k in sizes)] for s in strategies],
+        "nli_model": meta["models"].get("nli") or meta["models"].get("judge"),
+        "updated_samples": plural(result["conflict"]["updated_samples"], "sample"),
+        "conflict": [
+            [s, *(cf[s]["all"][k] for k in ("pairs", "contradiction", "entailment", "neutral", "invalid"))]
+            + [
+                fmt(cf[s]["all"]["ratio"], pct=True),
+                cf[s]["updated"]["pairs"],
+                fmt(cf[s]["updated"]["ratio"], pct=True),
+            ]
+            for s in strategies
+        ],
+        "sampled": {"max_pairs": result["conflict"].get("max_pairs"), "judged": f"{judged:,}", "total": f"{total:,}"}
+        if total > judged
+        else None,
+        "perplexity": _perplexity(result, strategies, out_dir, files),
+        "perplexity_skipped": result.get("perplexity_skipped", "no --ppl-model given"),
+        "voting": _voting(result, strategies, out_dir, files),
+        "voting_skipped": result.get("voting_skipped", "no probe sessions"),
+        "provenance": provenance(meta),
+    }
     files["report"] = out_dir / "report.md"
-    files["report"].write_text("\n".join(md), encoding="utf-8")
+    files["report"].write_text(render_report("memory_report", **context), encoding="utf-8")
     files["json"] = out_dir / "result.json"
     files["json"].write_text(json.dumps(result, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
     return files
+
+
+def _perplexity(result: dict, strategies: list[str], out_dir: Path, files: dict[str, Path]) -> dict | None:
+    """The perplexity tables' rows (and its chart in `files`); None when the run skipped perplexity."""
+    ppl = result.get("perplexity")
+    if not (ppl and ppl.get("strategies")):
+        return None
+    by = ppl["strategies"]
+    files["perplexity"] = bar_chart(
+        out_dir / "perplexity.png",
+        f"Perplexity ({ppl['model']})",
+        ["probe session"],
+        {s: [by[s]["perplexity"]] for s in strategies},
+        "perplexity",
+    )
+    return {
+        "summary": [f"`{ppl['model']}`", *(fmt(by[s]["perplexity"], 2) for s in strategies)],
+        "rows": [[s, by[s]["turns"], by[s]["n_tokens"], fmt(by[s]["logprob"], 2)] for s in strategies],
+    }
+
+
+def _voting(result: dict, strategies: list[str], out_dir: Path, files: dict[str, Path]) -> dict | None:
+    """The voting tables' rows (and its chart in `files`); None when the run had no votes."""
+    vt = result.get("voting")
+    if not (vt and vt.get("pairs")):
+        return None
+    share = vt["share"]
+    files["voting"] = bar_chart(
+        out_dir / "voting.png",
+        "Vote win rate (decisive votes)",
+        ["all pairings"],
+        {s: [share[s]["rate"]] for s in strategies},
+        "win rate",
+        errors={s: [tuple(share[s]["ci95"]) if share[s]["ci95"] else None] for s in strategies},
+    )
+    return {
+        "chat_model": vt["chat_model"],
+        "judge": vt["judge"],
+        "shares": [
+            [s, share[s]["wins"], share[s]["decisive"], fmt(share[s]["rate"], pct=True), _ci(share[s]["ci95"])]
+            for s in strategies
+        ],
+        "pairs": [
+            [f"{p['a']} vs {p['b']}", p["wins_a"], p["wins_b"], p["ties"], p["invalid"]]
+            + [fmt(p["win_rate_a"], pct=True), _ci(p["ci95_a"])]
+            for p in vt["pairs"]
+        ],
+    }
 
 
 def write_human_report(tables: dict, meta: dict, out_dir: Path) -> dict[str, Path]:

@@ -19,10 +19,12 @@ from typing import Any
 
 from chatbot.trials.stats import compare, mean_ci
 from evaluation.files import read_json, read_jsonl
-from evaluation.report import bar_chart, base_meta, fmt, md_table, provenance
+from evaluation.report import bar_chart, base_meta, fmt, md_table, provenance, render_report
 from memory.updaters import STRATEGIES
 from memory.words import plural
 from models.errors import InputError
+
+TEMPLATES = Path(__file__).parent / "templates"
 
 AGAIN = "export the trial again (keem trial export)"
 
@@ -187,60 +189,12 @@ def _p(value: float) -> str:
 
 
 def write_report(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
-    """report.md, report.json and the PNGs."""
+    """report.md (chatbot/trials/templates/trial_report.md.j2), report.json and the PNGs."""
     out_dir.mkdir(parents=True, exist_ok=True)
     strategies, numbers = result["strategies"], result["session_numbers"]
     part, memory, ratings = result["participation"], result["memory"], result["ratings"]
     sessions = [f"session {n}" for n in numbers]
     files: dict[str, Path] = {}
-    md = [
-        "# KEEM user trial report",
-        "",
-        f"Strategies: {', '.join(strategies)}. Participants: {sum(part[s]['participants'] for s in strategies)}; "
-        f"planned sessions per participant: {result['planned_sessions']}. Export: `{result['meta'].get('export')}`"
-        f" (personal data scrubbed: {result['meta'].get('scrubbed', 'unknown')}).",
-        "",
-        "## Participation",
-        "",
-        md_table(
-            [
-                "Strategy",
-                "participants",
-                f"completed ({plural(result['planned_sessions'], 'session')})",
-                "dropped out",
-                "sessions",
-                "with questionnaire",
-                "user turns",
-                "turns per session",
-            ],
-            [
-                [
-                    s,
-                    part[s]["participants"],
-                    part[s]["completed"],
-                    part[s]["dropped_out"],
-                    part[s]["sessions"],
-                    part[s]["questionnaires"],
-                    part[s]["user_turns"],
-                    fmt(part[s]["turns_per_session"], 1),
-                ]
-                for s in strategies
-            ],
-        ),
-        "",
-        "A participant with fewer sessions than planned counts as dropped out (or, while the trial runs, not "
-        "done yet). Participants who reached each session:",
-        "",
-        md_table(["Strategy", *sessions], [[s, *(part[s]["reached"][n] for n in numbers)] for s in strategies]),
-        "",
-        "User turns per session, mean [95% CI]:",
-        "",
-        md_table(
-            ["Strategy", *sessions],
-            [[s, *(_cell(part[s]["turns_by_session"][n], 1) for n in numbers)] for s in strategies],
-        ),
-        "",
-    ]
     files["turns"] = bar_chart(
         out_dir / "turns.png",
         "User turns per session",
@@ -249,16 +203,6 @@ def write_report(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
         "user turns",
         errors=_errors(strategies, numbers, lambda s, n: part[s]["turns_by_session"][n]),
     )
-    md.append("![turns per session](turns.png)\n")
-
-    md += [
-        "## Memory size",
-        "",
-        "Sentences in the memory written after each session, mean [95% CI]:",
-        "",
-        md_table(["Strategy", *sessions], [[s, *(_cell(memory[s][n], 1) for n in numbers)] for s in strategies]),
-        "",
-    ]
     files["memory_size"] = bar_chart(
         out_dir / "memory_size.png",
         "Memory size after each session",
@@ -267,29 +211,30 @@ def write_report(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
         "sentences",
         errors=_errors(strategies, numbers, lambda s, n: memory[s][n]),
     )
-    md.append("![memory size](memory_size.png)\n")
-
-    md += ["## Ratings", ""]
-    if not ratings["items"]:
-        md += [
-            "No questionnaire ratings in this export (no study questionnaire was answered), so there is "
-            "nothing to compare between strategies beyond the counts above.",
-            "",
-        ]
-    else:
-        md += _ratings_md(ratings, strategies, numbers, sessions, out_dir, files)
+    keys = ("participants", "completed", "dropped_out", "sessions", "questionnaires", "user_turns")
     texts = result["free_text"]
-    md += [
-        "## Free-text answers",
-        "",
-        f"{sum(texts.values())} free-text answers ({', '.join(f'{s}: {texts[s]}' for s in strategies)}); "
-        "read them in questionnaire.csv (scrubbed of personal data when the export was).",
-        "",
-        provenance(result["meta"]),
-        "",
-    ]
+    report = render_report(
+        "trial_report",
+        TEMPLATES,
+        strategies=strategies,
+        sessions=sessions,
+        participants=sum(part[s]["participants"] for s in strategies),
+        planned=result["planned_sessions"],
+        completed=f"completed ({plural(result['planned_sessions'], 'session')})",
+        meta=result["meta"],
+        participation=[[s, *(part[s][k] for k in keys), fmt(part[s]["turns_per_session"], 1)] for s in strategies],
+        reached=[[s, *(part[s]["reached"][n] for n in numbers)] for s in strategies],
+        turns=[[s, *(_cell(part[s]["turns_by_session"][n], 1) for n in numbers)] for s in strategies],
+        memory=[[s, *(_cell(memory[s][n], 1) for n in numbers)] for s in strategies],
+        ratings="\n".join(_ratings_md(ratings, strategies, numbers, sessions, out_dir, files))
+        if ratings["items"]
+        else None,
+        free_text=sum(texts.values()),
+        free_text_by=", ".join(f"{s}: {texts[s]}" for s in strategies),
+        provenance=provenance(result["meta"]),
+    )
     files["report"] = out_dir / "report.md"
-    files["report"].write_text("\n".join(md), encoding="utf-8")
+    files["report"].write_text(report, encoding="utf-8")
     files["json"] = out_dir / "report.json"
     files["json"].write_text(json.dumps(result, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
     return files
