@@ -47,7 +47,7 @@ test-fast: $(STAMP)
 test-e2e: $(STAMP) browser
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST) tests/e2e
 
-# Rewrite the README's docs/screenshot*.png (tests never write them): the app against a loopback model, in chromium.
+# Rewrite docs/screenshot*.png, which README.md and docs/*.md show (tests never write them): the app against a loopback model, in chromium.
 screenshots: $(STAMP) browser
 	HF_HUB_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) docs/screenshots.py
 

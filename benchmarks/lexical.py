@@ -1,7 +1,7 @@
 """Lexical retrieval for Korean: BM25 over Kiwi morphemes, and fusion of several rankings.
 
 Used by benchmarks/ko_retrieval.py to compare hybrid retrieval with the product's dense search; the product does
-not ship it (fusing it with the default embedder did not help: README "Retrieval")."""
+not ship it (fusing it with the default embedder did not help: docs/benchmarks.md "Korean retrieval")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Write the README's screenshots (docs/screenshot.png, docs/screenshot-memory.png, docs/screenshot-phone.png,
+"""Write the docs' screenshots (docs/screenshot.png, docs/screenshot-memory.png, docs/screenshot-phone.png,
 docs/screenshot-why.png, docs/screenshot-changelog.png): `make screenshots`.
 
 Starts `python app.py` on a fresh database in a temporary folder against a loopback OpenAI-compatible server

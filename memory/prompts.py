@@ -40,7 +40,7 @@ def chat_system_prompt(memory: list[str], today: date, previous_date: date | Non
 
 def chat_note(memory: list[str], message: str) -> str:
     """The user's message with the memory retrieved for it that the system prompt does not hold: the note goes
-    after the history, so the system prompt stays byte-identical within a session (DESIGN.md, prompts a server
+    after the history, so the system prompt stays byte-identical within a session (docs/design.md, prompts a server
     can cache)."""
     return render("chat_note", memory=list(memory), message=message) if memory else message
 

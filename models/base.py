@@ -117,7 +117,7 @@ class ChatModel:
     context_window: int = 4096
     description: str = ""
     # Why, for a model that never ends an answer on its own (the offline demo): every answer would be cut at its
-    # budget and so unusable (DESIGN.md), and the memory-update steps do not ask it. Empty for real models.
+    # budget and so unusable (docs/design.md), and the memory-update steps do not ask it. Empty for real models.
     runs_to_budget: str = ""
 
     def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:

@@ -14,7 +14,7 @@ DEMO_NOTICE = (
     "데모 모델(SmolLM2-135M, 영어 중심의 작은 모델)로 파이프라인을 시험하는 중입니다. "
     "한국어 품질은 GPU에서 --model auto 또는 hf:yanolja/EEVE-Korean-Instruct-10.8B-v1.0 으로, "
     "노트북에서는 Ollama나 llama.cpp 서버의 한국어 모델(예: openai:exaone3.5:7.8b)로 실행하세요 "
-    "(README '노트북에서 한국어 모델로')."
+    "(docs/deploying.md 'A Korean model')."
 )
 
 # What a demo version's note says: measured 2026-12-01, every update call (Korean summarize, reflect, update,
@@ -22,7 +22,7 @@ DEMO_NOTICE = (
 # the same fallback.
 RUNS_TO_BUDGET = (
     "the demo model (SmolLM2-135M) runs to its output budget on the Korean update prompts, so its answers are "
-    "never usable; for a real update use a Korean model (--update-model, README '노트북에서 한국어 모델로')"
+    "never usable; for a real update use a Korean model (--update-model, docs/deploying.md 'A Korean model')"
 )
 
 

@@ -1,6 +1,6 @@
-"""The layout's rules (README "Layout"): imports point downward only, chatbot -> training -> evaluation -> memory ->
-models, nothing back up; inside chatbot, the core (bot, settings, session, worker) and deploy/ know nothing of the
-front ends (web/, cli/, trials/); no import cycles; every module imports on its own."""
+"""The layout's rules (docs/contributing.md "Layout"): imports point downward only, chatbot -> training ->
+evaluation -> memory -> models, nothing back up; inside chatbot, the core (bot, settings, session, worker) and deploy/
+know nothing of the front ends (web/, cli/, trials/); no import cycles; every module imports on its own."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Settings precedence: defaults < KEEM_* environment < flags; the README's settings table says the same."""
+"""Settings precedence: defaults < KEEM_* environment < flags; the settings table of docs/settings.md says the same."""
 
 import re
 from dataclasses import fields
@@ -31,11 +31,10 @@ def test_bad_env_value_says_which_variable():
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _readme_settings() -> list[tuple[list[str], list[str], list[str]]]:
-    """(KEEM_* names, flags, default values) of each row of the README's settings table."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Settings\n", 1)[1].split("\n#", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| `")]
+def _documented_settings() -> list[tuple[list[str], list[str], list[str]]]:
+    """(KEEM_* names, flags, default values) of each row of the settings table in docs/settings.md."""
+    text = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
     out = []
     for row in rows:
         names, default = row.split(" | ")[:2]
@@ -54,7 +53,7 @@ def _literal(cell: str) -> object:
     return {"off": False, "none": ""}.get(cell, ...)
 
 
-def test_readme_settings_table_is_the_settings_class():
+def test_the_settings_table_is_the_settings_class():
     """Every setting has a row with its variable, its flag (chatbot/cli/options.py) and its default; every variable in
     the table is a setting or one the code reads."""
     from chatbot.cli.options import SETTING_OF
@@ -65,10 +64,10 @@ def test_readme_settings_table_is_the_settings_class():
         p.read_text(encoding="utf-8") for d in ("chatbot", "memory", "models") for p in (ROOT / d).glob("**/*.py")
     )
     listed: set[str] = set()
-    for names, flags, defaults in _readme_settings():
+    for names, flags, defaults in _documented_settings():
         listed |= set(names)
         for name in names:
-            assert name in settings or f'"{name}"' in source, f"README lists {name}, which nothing reads"
+            assert name in settings or f'"{name}"' in source, f"docs/settings.md lists {name}, which nothing reads"
         fields_here = [settings[n].name for n in names if n in settings]
         assert sorted(flags) == sorted(flag_of[f] for f in fields_here if f in flag_of), names
         if len(defaults) == len(names):
@@ -77,7 +76,7 @@ def test_readme_settings_table_is_the_settings_class():
                 if value is ... or default is ... or (default == "" and value != ""):
                     continue  # described, not a literal (an empty default: "the chat model", a per-user path)
                 assert value == (float(default) if type(default) in (int, float) else default), (name, cell)
-    assert set(settings) <= listed, f"settings missing from README: {sorted(set(settings) - listed)}"
+    assert set(settings) <= listed, f"settings missing from docs/settings.md: {sorted(set(settings) - listed)}"
 
 
 def test_replies_stream_in_slots_sized_for_where_the_model_runs(tmp_path: Path) -> None:

@@ -243,11 +243,11 @@ def test_nothing_a_participant_reads_names_a_strategy(tmp_path, store):
         assert not any(s in message.lower() for s in STRATEGIES), message
 
 
-def test_the_readme_example_is_a_valid_study_plan(tmp_path):
+def test_the_documented_example_is_a_valid_study_plan(tmp_path):
     import re
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    example = re.search(r"```toml\n(.*?)```", readme[readme.index("## User trials") :], re.S).group(1)
+    page = (Path(__file__).resolve().parents[1] / "docs" / "trials.md").read_text(encoding="utf-8")
+    example = re.search(r"```toml\n(.*?)```", page[page.index("## The study plan") :], re.S).group(1)
     study = load_study(write_study(tmp_path, example))
     assert study.strategies == ("keem", "accumulate") and [q.id for q in study.questions] == ["remembered"]
 

@@ -20,7 +20,7 @@ from memory.words import plural
 from models.errors import InputError
 from training.state import TrainConfig
 
-SIZES = """what fits where (LoRA r=16; README "Training your own updater" has the basis of every figure):
+SIZES = """what fits where (LoRA r=16; docs/training.md has the basis of every figure):
   CPU             test-size models only. Measured on this project's shared 2-core machine: the tests' tiny
                   random Llama (0.23M parameters, ~880-token rows) 0.35-1.5 s a row, ~6-25 min per 1,000
                   rows; SmolLM2-135M 26 s a row (~2,300 tokens), ~7 h per 1,000 rows and epoch, and over
