@@ -430,7 +430,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
         raise InputError(f"user '{args.user}' has no memory yet; end a session or run: keem memory import")
     local = settings.local_time
     if args.json:
-        from chatbot.cli.why import version_log
+        from memory.changelog import version_log
         from memory.provenance import explain_all
 
         shown = version.as_json()
