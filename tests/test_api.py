@@ -361,6 +361,32 @@ def test_in_a_study_only_consenting_participants_of_a_plan_that_allows_it(tmp_pa
     assert Auth(AppContext(Backend(bot, Worker(bot)), study=study), 10).caller(f"Bearer {secret}").user_id == uid
 
 
+def test_an_idle_api_session_ends_by_the_timeout_and_a_studys_rules_hold_for_the_next(tmp_path: Path) -> None:
+    """A participant of a plan with `api = true` who agreed: their API conversation counts as a study session;
+    idle, the worker ends it and queues its update; the next one, before the study's gap, is refused (403)."""
+    clock = [0.0]
+    bot = make_bot(tmp_path / "keem.db")
+    worker = Worker(bot, idle_timeout_s=60.0, poll_s=3600, clock=lambda: clock[0])  # its loop is not started
+    study = study_from_dict({**PLAN, "api": True})
+    give_consent(bot.store, bot.store.users.get_or_create("P002"), study)
+    app = build_app(bot, worker, study=study)
+    url = launch(app)
+    try:
+        with client(f"{url}v1", token_for(bot, "P002")) as c:
+            first = chat(c, "첫 번째 연구 대화")["keem"]["session_id"]
+            clock[0] += 61.0
+            assert worker.end_idle() == [first]
+            assert bot.store.sessions.get(first)["end_reason"] == "idle" and bot.store.queue.jobs(statuses=("pending",))
+            r = c.post("/chat/completions", json={"messages": [{"role": "user", "content": "두 번째"}]})
+            assert (
+                r.status_code == 403 and code(r) == "study_wait" and r.json()["error"]["message_ko"].startswith("다음")
+            )
+            assert len(bot.store.sessions.of_user(bot.store.users.find("P002"))) == 1
+    finally:
+        worker.stop()
+        app.close()
+
+
 def test_the_examples_remembering_bot_talks_and_ends_its_conversation(served: Any) -> None:
     base, _, bot, _ = served
     env = {**os.environ, "KEEM_URL": base, "KEEM_TOKEN": token_for(bot, "예제사용자")}
