@@ -44,7 +44,6 @@ class Settings:
     backup_every_min: float = 10.0  # KEEM_BACKUP_EVERY_MIN: how often, when something changed
     study: str = ""  # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/trials/study.py)
     opening: str = "follow-up"  # KEEM_OPENING: off, follow-up (the bot asks first about what is due)
-    api_rate_per_min: int = 120  # KEEM_API_RATE_PER_MIN: HTTP API requests a minute per token (chatbot/api)
     timezone: str = "Asia/Seoul"  # KEEM_TIMEZONE: the zone every shown or exported time is in (chatbot/localtime.py)
 
     @property

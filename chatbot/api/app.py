@@ -21,7 +21,7 @@ from models.errors import InputError, KeemError
 
 PREFIX = "/v1"
 MAX_BODY = 1 << 20  # bytes: a long conversation resent whole fits; anything larger is refused (413)
-RATE_PER_MIN = 120  # requests a minute per token (Settings.api_rate_per_min)
+RATE_PER_MIN = 120  # requests a minute per token (build_app's api_rate)
 
 
 class BodyLimit:

@@ -180,7 +180,6 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
         study=study,
         trial=trial,
         reply_slots=settings.reply_slots,
-        api_rate=settings.api_rate_per_min,
     )
 
     def on_term(signum: int, frame: Any) -> None:
