@@ -270,6 +270,9 @@ def test_two_users_at_once_never_see_each_others_memory_or_jobs(served: Any) -> 
         with client(base, token_for(bot, name)) as c:
             theirs = found[other + "job"]
             assert c.get(f"/sessions/{theirs}").status_code == 404
+            their_sentence = found[other][0]["sentences"][0]["id"]
+            assert c.get(f"/memory/sentences/{their_sentence}/why").status_code == 404
+            assert c.post("/memory/restore", json={"sentence_id": their_sentence}).status_code == 404
             their_jobs = bot.store.queue.jobs(bot.store.users.find(other))
             r = c.get(f"/jobs/{their_jobs[0]['id']}")
             assert r.status_code == 404 and code(r) == "not_found"
@@ -354,11 +357,15 @@ def test_in_a_study_only_consenting_participants_of_a_plan_that_allows_it(tmp_pa
     for plan, refusal in (({**PLAN}, "study_api_off"), ({**PLAN, "api": True}, "study_consent")):
         auth = Auth(AppContext(Backend(bot, Worker(bot)), study=study_from_dict(plan)), 10)
         with pytest.raises(AccessError) as refused:
-            auth.caller(f"Bearer {secret}")
+            auth.caller(secret)
         assert refused.value.code == refusal
     study = study_from_dict({**PLAN, "api": True})
+    _, app_secret = bot.store.tokens.create(None, app=True)
+    with pytest.raises(AccessError) as refused:  # an app token makes no participant: consent comes first
+        Auth(AppContext(Backend(bot, Worker(bot)), study=study), 10).caller(app_secret, "P777", create=True)
+    assert refused.value.code == "study_consent" and bot.store.users.find("P777") is None
     give_consent(bot.store, uid, study)
-    assert Auth(AppContext(Backend(bot, Worker(bot)), study=study), 10).caller(f"Bearer {secret}").user_id == uid
+    assert Auth(AppContext(Backend(bot, Worker(bot)), study=study), 10).caller(secret).user_id == uid
 
 
 def test_an_idle_api_session_ends_by_the_timeout_and_a_studys_rules_hold_for_the_next(tmp_path: Path) -> None:

@@ -52,10 +52,9 @@ class Limiter:
             self._buckets[key] = (left - 1.0, now)
 
 
-def bearer(authorization: str | None) -> str:
-    """The token of an `Authorization: Bearer <token>` header."""
-    scheme, _, token = (authorization or "").strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+def require(token: str | None) -> str:
+    """The token a request presented (`Authorization: Bearer <token>`), or AccessError token_missing."""
+    if not token or not token.strip():
         raise AccessError(
             "no API token: send the header 'Authorization: Bearer <token>' (make one with: keem token create --user "
             "NAME)",
@@ -72,9 +71,9 @@ class Auth:
         self.limiter = Limiter(per_min)
         self._used: dict[int, float] = {}
 
-    def token(self, authorization: str | None) -> Token:
+    def token(self, presented: str | None) -> Token:
         store = self.ctx.bot.store  # 503 while the models load
-        found = store.tokens.verify(bearer(authorization))
+        found = store.tokens.verify(require(presented))
         if found is None:
             raise AccessError(
                 "this API token is unknown or revoked (or its user was forgotten); make a new one with: keem token "
@@ -88,10 +87,11 @@ class Auth:
             store.tokens.used(found.id)
         return found
 
-    def caller(self, authorization: str | None, user: str | None = None, *, create: bool = False) -> Caller:
+    def caller(self, presented: str | None, user: str | None = None, *, create: bool = False) -> Caller:
         """Who the request acts for: the token's user; for an app token the `user` the request names (made on its
-        first chat when `create`, else it must exist: an unknown one is 404 as another's resources are)."""
-        token = self.token(authorization)
+        first chat when `create`, else it must exist: an unknown one is 404 as another's resources are). In a user
+        trial an app token makes no one: nobody is stored before they agree to the consent text."""
+        token = self.token(presented)
         store = self.ctx.bot.store
         if token.app:
             if not user:
@@ -100,7 +100,10 @@ class Auth:
                     code="token_needs_user",
                 )
             name = check_user_name(user)
-            user_id = store.users.get_or_create(name) if create else store.users.find(name)
+            new = create and self.ctx.study is None
+            user_id = store.users.get_or_create(name) if new else store.users.find(name)
+            if user_id is None and self.ctx.study is not None:
+                raise AccessError("this participant has not agreed to the study's consent text", code="study_consent")
             if user_id is None:
                 raise InputError(f"no user '{name}' has talked through the API yet", code="not_found")
         else:

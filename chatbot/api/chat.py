@@ -10,12 +10,12 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from chatbot.api.context import api_of
+from chatbot.api.context import Credentials, api_of, presented
 from chatbot.api.errors import bad_body, error_body
 from chatbot.api.schemas import ChatRequest
 from chatbot.session import ChatSession
@@ -38,13 +38,9 @@ def new_turn(body: ChatRequest) -> str:
     response_model=None,
     responses={200: {"description": "a chat.completion, or with stream: text/event-stream chunks ending [DONE]"}},
 )
-def completions(
-    body: ChatRequest,
-    request: Request,
-    authorization: Annotated[str | None, Header()] = None,
-) -> JSONResponse | StreamingResponse:
+def completions(body: ChatRequest, request: Request, credentials: Credentials) -> JSONResponse | StreamingResponse:
     api = api_of(request)
-    who = api.auth.caller(authorization, body.user, create=True)
+    who = api.auth.caller(presented(credentials), body.user, create=True)
     text = new_turn(body)
     lock = api.sessions.acquire(who.user_id)
     try:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Query, Request
+from fastapi import Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from chatbot.api.auth import Auth, Caller
 from chatbot.api.sessions import ApiSessions
@@ -27,12 +28,21 @@ def api_of(request: Request) -> Api:
     return api
 
 
+# `Authorization: Bearer <token>` (keem token create); checked by Auth, so the schema lists it as the API's security
+BEARER = HTTPBearer(auto_error=False, description="a token from: keem token create --user NAME (or --app)")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
+
+
+def presented(credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    return credentials.credentials if credentials is not None else None
+
+
 def caller(
     request: Request,
-    authorization: Annotated[str | None, Header(description="Bearer <token> (keem token create)")] = None,
+    credentials: Credentials,
     user: Annotated[str | None, Query(description="the user an app token acts for")] = None,
 ) -> Caller:
-    return api_of(request).auth.caller(authorization, user)
+    return api_of(request).auth.caller(presented(credentials), user)
 
 
 Who = Annotated[Caller, Depends(caller)]
