@@ -44,8 +44,7 @@ def completions(body: ChatRequest, request: Request, credentials: Credentials) -
     text = new_turn(body)
     lock = api.sessions.acquire(who.user_id)
     try:
-        session = api.sessions.current(who.user_id, who.name)
-        session.record(text)  # stored before the reply (in a study, the first message passes the study's rules)
+        session = api.sessions.record(who.user_id, who.name, text)  # stored before the reply; a study's rules hold
         api.ctx.worker.touch(session)
         pieces = session.reply()
         first = next(pieces, None)  # a model that fails at once answers an error status, not a broken stream

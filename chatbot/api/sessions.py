@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from chatbot.session import ChatSession
 from chatbot.trials.study import assign_strategy
 from chatbot.web.backend import AppContext
-from models.errors import AccessError
+from models.errors import AccessError, InputError
 
 WAIT_S = 120.0  # how long a request waits for the same user's reply streaming now
 
@@ -60,6 +60,21 @@ class ApiSessions:
         strategy = assign_strategy(ctx.bot.store, user_id, ctx.study) if ctx.study is not None else None
         session = ctx.track(ctx.bot.begin(user_id, name, strategy))
         self._open[user_id] = session
+        return session
+
+    def record(self, user_id: int, name: str, text: str) -> ChatSession:
+        """Store the user's new message in their open API session (a new session when none is open), holding their
+        turn; a session the worker ended as idle just now is followed by a new one, not refused."""
+        session = self.current(user_id, name)
+        if session.ended:  # ended between the look and the store (the idle timeout, a shutdown)
+            session = self.current(user_id, name)
+        try:
+            session.record(text)
+        except InputError:
+            if not session.ended:
+                raise
+            session = self.current(user_id, name)
+            session.record(text)
         return session
 
     def end(self, user_id: int, reason: str = "user") -> tuple[int | None, int | None]:
