@@ -28,6 +28,7 @@ from chatbot.web.past import Past
 from chatbot.worker import Worker
 from memory.store import Store
 from models.errors import AccessError
+from models.fake import ScriptedChatModel
 from tests.test_erasure import leftovers
 from tests.test_study_ui import PLAN
 from tests.test_ui import launch, login, make_bot, say, wait_job
@@ -389,6 +390,44 @@ def test_an_idle_api_session_ends_by_the_timeout_and_a_studys_rules_hold_for_the
                 r.status_code == 403 and code(r) == "study_wait" and r.json()["error"]["message_ko"].startswith("다음")
             )
             assert len(bot.store.sessions.of_user(bot.store.users.find("P002"))) == 1
+    finally:
+        worker.stop()
+        app.close()
+
+
+class Paced(ScriptedChatModel):
+    """Replies in 20 pieces 30 ms apart: a stream a client can leave half-way."""
+
+    def stream(self, messages: Any, options: Any = None) -> Any:
+        for i in range(20):
+            time.sleep(0.03)
+            yield f"조각{i} "
+
+
+def test_a_client_that_leaves_a_stream_leaves_a_stopped_reply_and_the_user_free_to_go_on(tmp_path: Path) -> None:
+    bot = make_bot(tmp_path / "keem.db", Paced())
+    worker = Worker(bot, poll_s=0.05).start()
+    app = build_app(bot, worker)
+    url = launch(app)
+    try:
+        with client(f"{url}v1", token_for(bot, "떠난사람")) as c:
+            body = {"stream": True, "messages": [{"role": "user", "content": "길게 말해줘"}]}
+            with c.stream("POST", "/chat/completions", json=body) as r:
+                for i, _ in enumerate(r.iter_lines()):
+                    if i == 4:
+                        break  # the client leaves
+            started = time.monotonic()
+            assert chat(c, "다시 말해줘")["choices"][0]["message"]["content"].startswith("조각0")
+            assert time.monotonic() - started < 5  # not held behind the abandoned stream
+        [session] = bot.store.sessions.of_user(bot.store.users.find("떠난사람"))
+        turns = bot.store.turns.of_session(session["id"], replaced=True)
+        assert [(t["role"], t["mark"]) for t in turns] == [
+            ("user", None),
+            ("assistant", "stopped"),
+            ("user", None),
+            ("assistant", None),
+        ]
+        assert len(turns[1]["text"].split()) < 20
     finally:
         worker.stop()
         app.close()

@@ -9,9 +9,10 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -73,10 +74,22 @@ def completions(body: ChatRequest, request: Request, credentials: Credentials) -
             }
         )
     return StreamingResponse(
-        stream(session, first, pieces, lock, ident, created, model, api.ctx.worker.touch),
+        closing(stream(session, first, pieces, lock, ident, created, model, api.ctx.worker.touch)),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+async def closing(events: Generator[str, None, None]) -> AsyncIterator[str]:
+    """`events`, each made in a worker thread; when the client leaves (Starlette cancels the response) they are
+    closed at once, so the reply is stored as stopped and the user's turn is free for their next request (a
+    generator left to the garbage collector kept it for as long as a traceback held it)."""
+    try:
+        while (event := await anyio.to_thread.run_sync(next, events, None)) is not None:
+            yield event
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(events.close)
 
 
 def stream(
@@ -88,7 +101,7 @@ def stream(
     created: int,
     model: str,
     touch: Any,
-) -> Iterator[str]:
+) -> Generator[str, None, None]:
     """OpenAI's chunks as server-sent events: the role, the pieces, the finish, then `data: [DONE]`. A failure
     after the first piece is an `error` event (what streamed is stored, marked failed)."""
 
