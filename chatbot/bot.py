@@ -61,13 +61,23 @@ class Chatbot:
     ) -> ChatSession:
         """Open a session for the identity (see `user_key`). With strategy 'balanced' (a user trial) each user keeps
         the strategy assigned at their first session, the one with the fewest users so far."""
+        self.check_strategy(strategy)
+        user_id = self.store.users.get_or_create(self.user_key(user_name, browser_key, hf_user))
+        return self.begin(user_id, check_user_name(user_name), strategy)
+
+    def check_strategy(self, strategy: str | None) -> str:
         strategy = strategy or self.settings.strategy
         if strategy not in (*STRATEGIES, BALANCED):
             raise InputError(f"unknown strategy '{strategy}'; choose one of: {', '.join((*STRATEGIES, BALANCED))}")
-        user_id = self.store.users.get_or_create(self.user_key(user_name, browser_key, hf_user))
+        return strategy
+
+    def begin(self, user_id: int, user_name: str, strategy: str | None = None) -> ChatSession:
+        """A new session of a user who exists, with `strategy` or the settings' (the page's login through `start`,
+        the HTTP API's first message after a token named the user)."""
+        strategy = self.check_strategy(strategy)
         if strategy == BALANCED:
             strategy = self.store.users.assign_strategy(user_id, STRATEGIES)
-        return self.open_session(user_id, check_user_name(user_name), strategy)
+        return self.open_session(user_id, user_name, strategy)
 
     def open_session(self, user_id: int, user_name: str, strategy: str) -> ChatSession:
         """A new session of a user who exists (the next session of a tab keeps its user and strategy)."""

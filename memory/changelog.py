@@ -227,3 +227,9 @@ def _added_reason(text: str, w: Why, version: Version, operations: Mapping[str, 
 def changelogs(store: Store, versions: Sequence[Version], *, blind: bool = False) -> list[Changelog]:
     """The changelog of every version, oldest first."""
     return [changelog(store, p, v, blind=blind) for p, v in zip([None, *versions], versions, strict=False)]
+
+
+def version_log(store: Store, version: Version) -> Changelog:
+    """The changelog of `version` over the version before it (`keem memory changes`, the HTTP API)."""
+    previous = store.versions.get(version.user_id, version.number - 1) if version.number > 1 else None
+    return changelog(store, previous, version)

@@ -40,6 +40,18 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "model_refused",  # the server refused the request (400)
     "model_server_failed",  # the server answered an error status after the retries; status
     "gpu_stopped",  # chatbot/deploy/zerogpu.py: ZeroGPU stopped a memory update (time limit, quota, no free GPU)
+    "delete_last_sentence",  # chatbot/edits.py: deleting the one sentence the memory holds
+    "sentence_unknown",  # no sentence with that id in the version named; number
+    "token_missing",  # chatbot/api/auth.py: a request without `Authorization: Bearer <token>`
+    "token_invalid",  # a token that is unknown, revoked, or whose user was forgotten
+    "token_needs_user",  # an app token's request names no user (its `user` field)
+    "rate_limited",  # too many requests of one token; retry_after (seconds)
+    "not_found",  # chatbot/api: no such resource of this user (another user's answers the same)
+    "if_match_required",  # a change of memory without the version it was read from (If-Match)
+    "body_too_large",  # a request body over the limit; limit (bytes)
+    "bad_body",  # a request body that is not what the route takes; detail
+    "study_api_off",  # a user trial whose plan gives participants no API tokens
+    "study_consent",  # a participant who has not agreed to the study's consent text
 )
 
 
@@ -86,6 +98,13 @@ class UserForgottenError(UnknownUserError):
 
     def __init__(self, message: str = "", **params: object):
         super().__init__(message, code="user_forgotten", **params)
+
+
+class AccessError(KeemError):
+    """A request of the HTTP API that its token does not allow: no token, an unknown or revoked one, too many
+    requests, or a user trial that gives participants no API access."""
+
+    kind = "access"
 
 
 class ModelSpecError(KeemError):

@@ -22,7 +22,7 @@ ALLOWED = {
     "chatbot": {"chatbot", "training", "evaluation", "memory", "models"},
 }
 PROJECT = {*ALLOWED, "benchmarks", "tests", "app"}
-FRONT_ENDS = ("chatbot.web", "chatbot.cli", "chatbot.trials")
+FRONT_ENDS = ("chatbot.web", "chatbot.cli", "chatbot.trials", "chatbot.api")
 
 
 def _modules(path: Path) -> set[str]:

@@ -341,8 +341,9 @@ def test_edit_delete_add_make_user_versions(ui: ChatUI) -> None:
     history = ui.memory.panel(state).history
     assert "직접 고쳤습니다" in history and "**더 이상 기억하지 않음**" in history and "**고쳐 씀**" in history
     ui.memory.delete_sentence("4:1", state)
-    with pytest.raises(InputError, match="마지막"):
+    with pytest.raises(InputError) as last:  # the page shows its code's Korean message (chatbot/web/view.py warn)
         ui.memory.delete_sentence("5:0", state)
+    assert last.value.code == "delete_last_sentence" and korean_error(last.value).startswith("마지막 남은 문장은")
 
 
 def test_forget_needs_the_name_then_deletes_everything(ui: ChatUI) -> None:
@@ -525,7 +526,7 @@ def launch(app: gr.Blocks, **options: Any) -> str:
         footer_links=[],
         run_history=False,
         _frontend=False,
-        **{**launch_options(), **options},
+        **{**launch_options(app), **options},
     )
     return f"http://127.0.0.1:{port}/"
 

@@ -174,7 +174,13 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     trial = trial_page(study, password) if study is not None else None  # consent, questionnaire, organiser view
-    app = build_app(backend, browser_identity=per_browser, study=study, trial=trial, reply_slots=settings.reply_slots)
+    app = build_app(
+        backend,
+        browser_identity=per_browser,
+        study=study,
+        trial=trial,
+        reply_slots=settings.reply_slots,
+    )
 
     def on_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
@@ -190,7 +196,7 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
             footer_links=[],
             run_history=False,
             quiet=False,
-            **launch_options(),
+            **launch_options(app),  # the HTTP API under /v1, on the same address and port
         )
     except KeyboardInterrupt:
         pass

@@ -37,6 +37,7 @@ EPILOG_SESSION = """examples:
 def build_parser() -> argparse.ArgumentParser:
     """Every `keem` command: argparse subcommands, the shared options from chatbot/cli/options.py, a `run` each."""
     from chatbot.cli.chat import add_chat_parser
+    from chatbot.cli.tokens import add_token_commands
     from chatbot.cli.why import add_why_commands
     from evaluation.commands import build as build_command
     from evaluation.commands.eval import EVAL_COMMANDS
@@ -231,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="output folder (report.md, report.json, PNGs)")
 
     add_chat_parser(subs)
+    add_token_commands(subs)
     p = add_command(
         subs,
         "build-dataset",
@@ -430,7 +432,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
         raise InputError(f"user '{args.user}' has no memory yet; end a session or run: keem memory import")
     local = settings.local_time
     if args.json:
-        from chatbot.cli.why import version_log
+        from memory.changelog import version_log
         from memory.provenance import explain_all
 
         shown = version.as_json()

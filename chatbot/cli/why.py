@@ -11,7 +11,7 @@ from typing import Any
 from chatbot.cli.options import EMBEDDER, JSON, STORE, USER, add_command
 from chatbot.localtime import LocalTime
 from chatbot.settings import Settings
-from memory.changelog import Changelog, changelog
+from memory.changelog import Changelog, version_log
 from memory.provenance import Why, explain_all
 from memory.store import Store, Version
 from memory.words import plural
@@ -97,12 +97,6 @@ def _version(store: Store, user: str, number: int | None) -> Version:
 
 def _print(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2))
-
-
-def version_log(store: Store, version: Version) -> Changelog:
-    """The changelog of `version` over the version before it."""
-    previous = store.versions.get(version.user_id, version.number - 1) if version.number > 1 else None
-    return changelog(store, previous, version)
 
 
 def print_why(w: Why, local: LocalTime) -> None:

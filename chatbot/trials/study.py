@@ -6,6 +6,7 @@
     sessions = 5                           # sessions per participant
     min_gap_hours = 20                     # from the last message of one session to the start of the next
     opening = "follow-up"                  # optional: off | follow-up (default: the app's KEEM_OPENING)
+    api = false                            # optional: participants may get HTTP API tokens (keem token create)
     consent = \"\"\"연구 참여 동의서 ...\"\"\"
 
     [[questions]]                          # optional; without any, DEFAULT_QUESTIONS
@@ -43,7 +44,7 @@ ALL_DONE = datetime.max.replace(tzinfo=timezone.utc)  # next_allowed: every sess
 LIKERT_LABELS = ("전혀 그렇지 않다", "그렇지 않다", "보통이다", "그렇다", "매우 그렇다")
 STUDY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ITEM_ID = re.compile(r"[a-z][a-z0-9_]{0,31}")
-FIELDS = ("id", "title", "strategies", "sessions", "min_gap_hours", "consent", "questions", "opening")
+FIELDS = ("id", "title", "strategies", "sessions", "min_gap_hours", "consent", "questions", "opening", "api")
 QUESTION_FIELDS = ("id", "text", "kind", "scale", "labels", "max_chars", "required")
 MAX_TEXT_CHARS = 5000
 
@@ -83,6 +84,7 @@ class Study:
     consent: str
     questions: tuple[Question, ...] = DEFAULT_QUESTIONS
     opening: str | None = None  # off | follow-up for every participant's sessions; None: KEEM_OPENING decides
+    api: bool = False  # participants may get HTTP API tokens; their API sessions keep the study's rules (chatbot/api)
     clock: Callable[[], datetime] = field(default=utc_now, compare=False, repr=False)  # tests move time on
     local: LocalTime = field(default_factory=local_time, compare=False, repr=False)  # KEEM_TIMEZONE: refusals' zone
 
@@ -236,8 +238,11 @@ def study_from_dict(data: Mapping[str, Any], where: str = "study plan") -> Study
         raise InputError(
             f"{where}: field 'opening' = {opening!r} must be one of {', '.join(OPENINGS)} (e.g. opening = \"off\")"
         )
+    api = data.get("api", False)
+    if not isinstance(api, bool):
+        raise InputError(f"{where}: field 'api' = {api!r} must be true or false (e.g. api = true)")
     return Study(
-        study_id, title, tuple(strategies), sessions, timedelta(hours=gap), consent.strip(), questions, opening
+        study_id, title, tuple(strategies), sessions, timedelta(hours=gap), consent.strip(), questions, opening, api
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import fastapi
 import gradio as gr
 
+from chatbot.api.app import RATE_PER_MIN, build_api, mount
 from chatbot.bot import Chatbot
 from chatbot.trials.study import Study
 from chatbot.web import identity as hf_login
@@ -54,16 +55,18 @@ def queue_options() -> dict[str, Any]:
     return {"default_concurrency_limit": 4, "max_size": QUEUE_MAX}
 
 
-def launch_options() -> dict[str, Any]:
+def launch_options(app: gr.Blocks | None = None) -> dict[str, Any]:
     """What every launch of the app passes to `Blocks.launch` besides host, port and logins: no file uploads, no
-    direct API, private files to their login only (chatbot/web/guard.py); the page's CSS (chatbot/web/style.py) and
-    the login page's Korean message (chatbot/web/login.py).
+    direct use of Gradio's API, private files to their login only (chatbot/web/guard.py); the page's CSS
+    (chatbot/web/style.py) and the login page's Korean message (chatbot/web/login.py). With the `app` build_app made,
+    its HTTP API (chatbot/api) is served under /v1 on the same server, before Gradio's routes.
 
     A fresh dict each call (Gradio adds its own entries to `app_kwargs`).
     """
+    api = getattr(app, "keem_api", None)
     return {
         "max_file_size": MAX_FILE_SIZE,
-        "app_kwargs": {"dependencies": [fastapi.Depends(refuse_routes)]},
+        "app_kwargs": {"dependencies": [fastapi.Depends(refuse_routes)], "routes": [mount(api)] if api else []},
         "css": CSS,
         "head": HEAD,
         "auth_message": login.MESSAGE,
@@ -79,6 +82,7 @@ def build_app(
     study: Study | None = None,
     trial: Callable[[Entrance], Trial] | None = None,
     reply_slots: int | None = None,
+    api_rate: int = RATE_PER_MIN,
 ) -> gr.Blocks:
     """The Blocks app; every event is private to the page (api_visibility='private') and reads identity from state.
 
@@ -87,7 +91,8 @@ def build_app(
     (a user trial) strategies are hidden and sessions spaced; `trial` makes the study's part of the page (consent
     first, the questionnaire after each session, the organiser's view: chatbot/trials/web.py `trial_page`).
     `reply_slots`: replies streaming at once, all users together (Settings.reply_slots; default: the bot's, when it
-    is already loaded, else 4).
+    is already loaded, else 4). `api_rate`: the HTTP API's requests a minute per token (chatbot/api, served with
+    the page by launch_options).
     """
     ui = ChatUI(bot, worker, browser_identity=browser_identity, study=study)
     flow = Flow(ui)
@@ -100,6 +105,7 @@ def build_app(
         app.api_open = False  # /run/predict reaches only unqueued events (the page's end button), never the rest
         app.keem_ui = ui  # type: ignore[attr-defined]
         app.keem_study = part  # type: ignore[attr-defined]
+        app.keem_api = build_api(ui.ctx, api_rate)  # type: ignore[attr-defined]
         components(page, ui, title, browser_identity, part, flow)
         chained = wire(app, page, ui, flow)
         flow.wire(page)

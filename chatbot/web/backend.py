@@ -155,16 +155,17 @@ class AppContext:
             return exc
         return None
 
-    def may_start(self, state: UserState) -> None:
-        """In a study, refuse (Korean, with the date) a next session the study does not allow yet."""
+    def may_start(self, user_id: int) -> None:
+        """In a study, refuse (Korean, with the date) a next session the study does not allow yet (the page's next
+        conversation, the HTTP API's)."""
         if self.study is not None:
-            when = next_allowed(self.bot.store, state.user_id, self.study)
+            when = next_allowed(self.bot.store, user_id, self.study)
             if when is not None:
                 raise refusal(when, self.study.local)
 
     def fresh_session(self, state: UserState) -> None:
         """The tab's next session: the same user and strategy as its last one."""
-        self.may_start(state)
+        self.may_start(state.user_id)
         state.session = self.track(self.bot.open_session(state.user_id, state.name, state.session.strategy))
 
     def track(self, session: ChatSession) -> ChatSession:

@@ -5,9 +5,11 @@ deleting a sentence, erasing one completely ("완전히 지우기"), and forgett
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import gradio as gr
 
-from chatbot.session import clean_message
+from chatbot import edits
 from chatbot.web.backend import AppContext
 from chatbot.web.emotions import render_timeline
 from chatbot.web.memory_list import memory_list
@@ -17,8 +19,7 @@ from chatbot.web.state import UserState
 from chatbot.web.view import PageView, signed_out
 from chatbot.web.why import changes_hint, why_panel
 from memory.provenance import explain_all
-from memory.store import Sentence, Version
-from memory.updaters.base import carry_over
+from memory.store import Version
 from models.errors import InputError, MemoryChangedError
 
 
@@ -104,23 +105,14 @@ class MemoryTab:
             raise InputError("그 사이 기억이 바뀌었습니다. 목록에서 다시 고르세요.")
         return shown, int(index)
 
-    def _commit(
-        self, state: UserState, base: Version | None, sentences: list[Sentence], note: str, done: PageView | None = None
-    ) -> PageView:
-        """Store the user's own version on `base` (the version the change was made to); the panel shows the result,
-        with `done` on top (the add box emptied). Since the base, another tab's or an update's version may have come:
-        the change is then replayed onto the latest when it still applies, else refused (memory/store/rebase.py) and
-        the panel reloads with the latest memory and a notice, the typed text kept, so the user decides again."""
+    def _commit(self, state: UserState, change: Callable[[], Version], done: PageView | None = None) -> PageView:
+        """Store the user's own version (chatbot/edits.py: made on the version the tab showed); the panel shows the
+        result, with `done` on top (the add box emptied). Since that version, another tab's or an update's version
+        may have come: the change is then replayed onto the latest when it still applies, else refused
+        (memory/store/rebase.py) and the panel reloads with the latest memory and a notice, the typed text kept, so
+        the user decides again."""
         try:
-            self.ctx.bot.engine.commit(
-                state.user_id,
-                sentences,
-                base=base.number if base else None,
-                strategy="user",
-                status="ok",
-                author="user",
-                note=note,
-            )
+            change()
         except MemoryChangedError as exc:
             gr.Warning(korean_error(exc))
             return self.panel(state)
@@ -132,22 +124,16 @@ class MemoryTab:
             return gone
         shown, index = self._pick(state, pick)
         assert state is not None
-        text = clean_message(new_text, 300).replace("\n", " ")
-        sentences = carry_over(shown.sentences)
-        sentences[index] = Sentence(text, "user", shown.sentences[index].id)
-        return self._commit(state, shown, sentences, f"사용자가 {index + 1}번 문장을 고쳤습니다")
+        engine = self.ctx.bot.engine
+        return self._commit(state, lambda: edits.edit(engine, state.user_id, shown, index, new_text))
 
     def delete_sentence(self, pick: str | None, state: UserState | None) -> PageView:
         if (gone := self.ctx.gone(state)) is not None:
             return gone
         shown, index = self._pick(state, pick)
         assert state is not None
-        if len(shown.sentences) == 1:
-            raise InputError(
-                "마지막 남은 문장은 지울 수 없습니다 (기억은 비워 둘 수 없습니다). 모두 지우려면 '나를 잊기'를 쓰세요."
-            )
-        sentences = carry_over(s for i, s in enumerate(shown.sentences) if i != index)
-        return self._commit(state, shown, sentences, f"사용자가 {index + 1}번 문장을 지웠습니다")
+        engine = self.ctx.bot.engine
+        return self._commit(state, lambda: edits.delete(engine, state.user_id, shown, index))
 
     def erase_sentence(self, pick: str | None, sure: bool, state: UserState | None) -> PageView:
         """ "완전히 지우기" once confirmed (its row's checkbox): the row's sentence leaves every version, the turns
@@ -171,11 +157,9 @@ class MemoryTab:
             raise InputError("먼저 대화를 시작하세요.")
         if (gone := self.ctx.gone(state)) is not None:
             return gone
-        text = clean_message(new_text, 300).replace("\n", " ")
-        latest = self.ctx.bot.engine.current(state.user_id)
-        old = carry_over(latest.sentences) if latest else []
-        added = [*old, Sentence(text, "user")]
-        return self._commit(state, latest, added, "사용자가 문장을 추가했습니다", PageView(add_text=""))
+        edits.clean_sentence(new_text)  # refused before anything is read: the typed text stays in the box
+        engine, user_id = self.ctx.bot.engine, state.user_id
+        return self._commit(state, lambda: edits.add(engine, user_id, new_text), PageView(add_text=""))
 
     def forget(self, confirm: str, state: UserState | None) -> PageView:
         """Delete everything about this user once they type their name; the tab returns to the start screen."""

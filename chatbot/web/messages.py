@@ -68,6 +68,20 @@ MESSAGES = {
     "model_refused": "모델 서버가 이 요청을 거절했습니다. 메시지를 조금 바꿔 다시 보내 보세요.",
     "model_server_failed": "모델 서버가 여러 번 시도해도 오류로 답했습니다. 잠시 뒤 다시 시도해 주세요.",
     "gpu_stopped": "기억 갱신이 GPU 시간 안에 끝나지 못했습니다. 이전 기억은 그대로입니다.",
+    "delete_last_sentence": (
+        "마지막 남은 문장은 지울 수 없습니다 (기억은 비워 둘 수 없습니다). 모두 지우려면 '나를 잊기'를 쓰세요."
+    ),
+    "sentence_unknown": "지금 기억(버전 {number})에 없는 문장입니다. 기억을 다시 불러와 고르세요.",
+    "token_missing": "API 토큰이 없습니다. Authorization: Bearer <토큰> 헤더를 보내 주세요 (keem token create).",
+    "token_invalid": "API 토큰이 맞지 않거나 취소되었습니다. 새 토큰을 받아 주세요 (keem token create).",
+    "token_needs_user": "앱 토큰의 요청에는 사용자(user)를 적어야 합니다.",
+    "rate_limited": "요청이 너무 많습니다. {retry_after}초 뒤 다시 시도해 주세요.",
+    "not_found": "찾을 수 없습니다.",
+    "if_match_required": "기억을 바꾸려면 읽은 버전을 If-Match 헤더로 보내 주세요.",
+    "body_too_large": "요청이 너무 큽니다 (최대 {limit:,}바이트).",
+    "bad_body": "요청 형식이 맞지 않습니다: {detail}",
+    "study_api_off": "이 연구에서는 API로 대화할 수 없습니다.",
+    "study_consent": "연구 참여 동의가 먼저 필요합니다. 페이지에서 동의해 주세요.",
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",
@@ -75,6 +89,7 @@ MESSAGES = {
         "대화와 기억이 모델이 한 번에 읽을 수 있는 길이를 넘었습니다. 메시지를 줄이거나 새 대화를 시작해 주세요."
     ),
     "unknown_user": "오류: {message}",
+    "access": "오류: {message}",
     "model_spec": "오류: {message}",
     "model_unavailable": "오류: {message}",
     "generation": "모델이 답을 끝까지 만들지 못했습니다. 잠시 뒤 다시 시도해 주세요.",

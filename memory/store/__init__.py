@@ -4,9 +4,9 @@ connection.py opens the file (WAL, pragmas), applies a migration set and turns S
 StorageErrors with the fix; migrations.py is the memory engine's schema; users.py holds users, sessions and turns;
 versions.py memory versions and their sentences (a commit states its base version; rebase.py replays a change onto
 a newer latest version or refuses it); queue.py the durable queue of update jobs; erasure.py forgetting a user or a
-sentence with no copy left in the file, and its audit rows. A caller writes
-`store.users.get_or_create(name)`, `store.versions.commit(...)`, `store.queue.claim()`. The user-trial tables are
-not here: chatbot/trials/records.py keeps them, with a migration set of its own.
+sentence with no copy left in the file, and its audit rows; tokens.py the HTTP API's bearer tokens (hashes only). A
+caller writes `store.users.get_or_create(name)`, `store.versions.commit(...)`, `store.queue.claim()`. The user-trial
+tables are not here: chatbot/trials/records.py keeps them, with a migration set of its own.
 """
 
 from __future__ import annotations
@@ -18,15 +18,16 @@ from memory.store.emotions import EmotionRecord
 from memory.store.erasure import MARKER, Erased, Erasure
 from memory.store.migrations import schema
 from memory.store.queue import Queue
+from memory.store.tokens import Token, Tokens
 from memory.store.users import Sessions, Turns, Users
 from memory.store.versions import Sentence, Version, Versions
 
-__all__ = ["MARKER", "EmotionRecord", "Erased", "Sentence", "Store", "Version", "now_iso", "storage_error"]
+__all__ = ["MARKER", "EmotionRecord", "Erased", "Sentence", "Store", "Token", "Version", "now_iso", "storage_error"]
 
 
 class Store(Connection):
     """One SQLite file with the memory engine's schema: `users`, `sessions`, `turns`, `versions`, `queue`,
-    `erasure`.
+    `erasure`, `tokens`.
 
     Safe to share between threads (one connection, one lock); `write()` is one transaction across the parts.
     """
@@ -39,3 +40,4 @@ class Store(Connection):
         self.versions = Versions(self)
         self.queue = Queue(self)
         self.erasure = Erasure(self, self.users)
+        self.tokens = Tokens(self)

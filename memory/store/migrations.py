@@ -234,3 +234,23 @@ def m012_reply_marks(db: Database) -> None:
     (the model failed after these pieces) or 'replaced' (the user asked for another reply to the same message; it
     stays stored, and a session's dialogue leaves it out: memory/store/users.py Turns.of_session)."""
     db.table("turns").add_column("mark", str)
+
+
+@schema
+def m013_api_tokens(db: Database) -> None:
+    """Bearer tokens of the HTTP API (memory/store/tokens.py): only a token's SHA-256 is stored, never the token.
+    A user's token names its user and goes with them when they are forgotten; an app token (`app` 1, no user) acts
+    for any user a request names. Plain portable SQL: Postgres gets the same table."""
+    db.execute(
+        """create table api_tokens (
+        id integer primary key autoincrement,
+        hash text not null unique,
+        user_id integer references users(id) on delete cascade,
+        app integer not null default 0,
+        label text not null default '',
+        created_at text not null,
+        last_used_at text,
+        revoked_at text
+        )"""
+    )
+    db.execute("create index api_tokens_user on api_tokens (user_id)")

@@ -84,7 +84,7 @@ class Users:
         tables that reference the user or their sessions with ON DELETE CASCADE (a user trial's consents and
         answers, chatbot/trials/records.py) go with them."""
         with self.conn.write():
-            for table in ("memory_sentences", "memory_versions", "update_jobs", "turns", "sessions"):
+            for table in ("memory_sentences", "memory_versions", "update_jobs", "turns", "sessions", "api_tokens"):
                 self.conn.db.execute(f"delete from {table} where user_id = ?", [user_id])
             self.conn.db.execute("delete from users where id = ?", [user_id])
             self.conn.db.execute("update data_generation set forgets = forgets + 1")

@@ -1,0 +1,70 @@
+"""Ending the user's API conversation (its memory update is queued: 202 with the job's id), following an update job,
+and the user's past conversations: the same records the page's 지난 대화 shows (store.sessions.past, turns.of_session),
+whichever front end held them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from chatbot.api.context import Who, api_of
+from models.errors import InputError, described
+
+router = APIRouter(tags=["sessions"])
+JOB_FIELDS = ("id", "session_id", "status", "stage", "attempts", "created_at", "updated_at")
+
+
+def not_found(what: str) -> InputError:
+    return InputError(f"no {what} of this user", code="not_found")
+
+
+@router.post("/sessions/end", status_code=202, summary="End the open API conversation; its memory update is queued")
+def end_session(request: Request, who: Who) -> JSONResponse:
+    api = api_of(request)
+    session_id, job_id = api.sessions.end(who.user_id)
+    return JSONResponse({"session_id": session_id, "job_id": job_id}, status_code=202)
+
+
+@router.get("/jobs/{job_id}", summary="A memory update job: status, stage, and the version it made")
+def job(job_id: int, request: Request, who: Who) -> dict[str, Any]:
+    store = api_of(request).ctx.bot.store
+    try:
+        row = store.queue.get(job_id)
+    except InputError:
+        raise not_found(f"job {job_id}") from None
+    if row["user_id"] != who.user_id:  # another user's job answers as one that does not exist
+        raise not_found(f"job {job_id}")
+    made = store.one("select number from memory_versions where id = ?", [row["version_id"]])
+    kind, code = described(row.get("last_error") or "")
+    return {
+        **{k: row.get(k) for k in JOB_FIELDS},
+        "version": made["number"] if made else None,
+        "error": {"type": kind, "code": code} if row.get("last_error") else None,
+    }
+
+
+@router.get("/sessions", summary="The user's ended conversations, newest first (the page's 지난 대화)")
+def past(request: Request, who: Who) -> dict[str, Any]:
+    store = api_of(request).ctx.bot.store
+    return {"sessions": store.sessions.past(who.user_id)}
+
+
+@router.get("/sessions/{session_id}", summary="One conversation's turns, as stored")
+def transcript(session_id: int, request: Request, who: Who) -> dict[str, Any]:
+    store = api_of(request).ctx.bot.store
+    try:
+        session = store.sessions.get(session_id)
+    except InputError:
+        raise not_found(f"session {session_id}") from None
+    if session["user_id"] != who.user_id:
+        raise not_found(f"session {session_id}")
+    turns = store.turns.of_session(session_id, replaced=True)
+    return {
+        "id": session_id,
+        "started_at": session["started_at"],
+        "ended_at": session["ended_at"],
+        "status": session["status"],
+        "turns": [{"id": t["id"], "role": t["role"], "text": t["text"], "mark": t.get("mark")} for t in turns],
+    }

@@ -1,0 +1,188 @@
+"""The user's memory: read it (current version with sentence ids, emotion records, ETag = version number), its
+history, why a sentence is there, what an update changed; change it through the same core as the page's memory tab
+(chatbot/edits.py, memory/undo.py, Chatbot.forget_sentence / forget). A change of what was read names the version it
+was read from (`If-Match`); a stale one is 412 memory_changed, and nothing is written."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse
+
+from chatbot import edits
+from chatbot.api.context import Api, Who, api_of
+from chatbot.api.errors import bad_body
+from chatbot.api.schemas import RestoreBody, RevertBody, SentenceBody
+from memory.changelog import changelog
+from memory.provenance import explain_all
+from memory.store import Version
+from memory.undo import dropped_sentence, restore, revert
+from models.errors import InputError, MemoryChangedError
+
+router = APIRouter(tags=["memory"])
+IfMatch = Annotated[str | None, Header(description="the memory version the change was read from (its ETag)")]
+
+
+def version_json(version: Version | None, blind: bool) -> dict[str, Any]:
+    """A version as the API shows it: number, when, by whom, sentences with their ids, emotion records."""
+    if version is None:
+        return {"version": 0, "sentences": [], "emotions": []}
+    shown = version.as_json()
+    if blind:  # a trial participant never learns their strategy
+        shown.pop("strategy", None)
+        shown.pop("model", None)
+        shown.pop("prompt_hash", None)
+    return {**shown, "emotions": [r.as_json() for r in version.records]}
+
+
+def answer(api: Api, version: Version | None, status: int = 200) -> JSONResponse:
+    body = version_json(version, api.ctx.blind)
+    return JSONResponse(body, status_code=status, headers={"ETag": f'"{body["version"]}"'})
+
+
+def fresh(api: Api, user_id: int, if_match: str | None, *, required: bool = True) -> Version | None:
+    """The latest version, when it is the one `If-Match` names (0: no memory yet); a stale one is refused."""
+    latest = api.ctx.bot.engine.current(user_id)
+    number = latest.number if latest else 0
+    if if_match is None:
+        if required:
+            raise InputError(
+                "this change needs the memory version it was read from: send GET /v1/memory's ETag as If-Match",
+                code="if_match_required",
+            )
+        return latest
+    given = if_match.strip().removeprefix("W/").strip('"')
+    if not given.isdigit():
+        raise bad_body(f'If-Match must be a version number such as "{number}" (GET /v1/memory\'s ETag)')
+    if int(given) != number:
+        raise MemoryChangedError(
+            f"the memory is v{number} now, not v{given}: read it again (GET /v1/memory) and decide again",
+            code="memory_changed",
+            number=number,
+        )
+    return latest
+
+
+def current(api: Api, user_id: int) -> Version:
+    latest = api.ctx.bot.engine.current(user_id)
+    if latest is None:
+        raise InputError("this user has no memory yet: it is written when a conversation ends", code="not_found")
+    return latest
+
+
+@router.get("/memory", summary="The current memory: sentences with ids, emotion records; ETag is its version")
+def get_memory(request: Request, who: Who) -> JSONResponse:
+    api = api_of(request)
+    return answer(api, api.ctx.bot.engine.current(who.user_id))
+
+
+@router.get("/memory/history", summary="Every version, oldest first, without its sentences")
+def history(request: Request, who: Who) -> dict[str, Any]:
+    api = api_of(request)
+    versions = api.ctx.bot.store.versions.of_user(who.user_id)
+    out = []
+    for v in versions:
+        shown = version_json(v, api.ctx.blind)
+        shown["size"] = len(shown.pop("sentences"))
+        shown.pop("emotions")
+        out.append(shown)
+    return {"versions": out}
+
+
+@router.get("/memory/versions/{number}", summary="One version of the memory, whole")
+def get_version(number: int, request: Request, who: Who) -> JSONResponse:
+    api = api_of(request)
+    try:
+        version = api.ctx.bot.store.versions.get(who.user_id, number)
+    except InputError:
+        raise InputError(f"no memory version {number} of this user", code="not_found") from None
+    return JSONResponse(version_json(version, api.ctx.blind))
+
+
+@router.get("/memory/changes", summary="What a version changed over the one before it, and why")
+def changes(request: Request, who: Who, version: int | None = None) -> dict[str, Any]:
+    api = api_of(request)
+    store = api.ctx.bot.store
+    try:
+        shown = store.versions.get(who.user_id, version) if version else current(api, who.user_id)
+    except InputError:
+        raise InputError(f"no memory version {version} of this user", code="not_found") from None
+    previous = store.versions.get(who.user_id, shown.number - 1) if shown.number > 1 else None
+    log = changelog(store, previous, shown, blind=api.ctx.blind)
+    return log.as_json(api.ctx.bot.settings.local_time.iso)
+
+
+@router.get("/memory/sentences/{sentence_id}/why", summary="Where a sentence of the current memory came from")
+def why(sentence_id: int, request: Request, who: Who) -> dict[str, Any]:
+    api = api_of(request)
+    latest = current(api, who.user_id)
+    index = edits.index_of(latest, sentence_id)
+    shown = explain_all(api.ctx.bot.store, latest)[index]
+    return {"version": latest.number, **shown.as_json(api.ctx.bot.settings.local_time.iso)}
+
+
+@router.post("/memory/sentences", status_code=201, summary="Add a sentence (If-Match optional)")
+def add_sentence(body: SentenceBody, request: Request, who: Who, if_match: IfMatch = None) -> JSONResponse:
+    api = api_of(request)
+    fresh(api, who.user_id, if_match, required=False)
+    return answer(api, edits.add(api.ctx.bot.engine, who.user_id, body.text), 201)
+
+
+@router.patch("/memory/sentences/{sentence_id}", summary="Rewrite a sentence (If-Match required)")
+def edit_sentence(
+    sentence_id: int, body: SentenceBody, request: Request, who: Who, if_match: IfMatch = None
+) -> JSONResponse:
+    api = api_of(request)
+    latest = fresh(api, who.user_id, if_match) or current(api, who.user_id)
+    index = edits.index_of(latest, sentence_id)
+    return answer(api, edits.edit(api.ctx.bot.engine, who.user_id, latest, index, body.text))
+
+
+@router.delete("/memory/sentences/{sentence_id}", summary="Leave a sentence out of a new version (If-Match required)")
+def delete_sentence(sentence_id: int, request: Request, who: Who, if_match: IfMatch = None) -> JSONResponse:
+    api = api_of(request)
+    latest = fresh(api, who.user_id, if_match) or current(api, who.user_id)
+    index = edits.index_of(latest, sentence_id)
+    return answer(api, edits.delete(api.ctx.bot.engine, who.user_id, latest, index))
+
+
+@router.post(
+    "/memory/sentences/{sentence_id}/erase",
+    summary="Erase a sentence completely: from every version, the turns that said it redacted, no copy kept",
+)
+def erase_sentence(sentence_id: int, request: Request, who: Who, if_match: IfMatch = None) -> JSONResponse:
+    api = api_of(request)
+    latest = fresh(api, who.user_id, if_match, required=False) or current(api, who.user_id)
+    index = edits.index_of(latest, sentence_id)
+    erased = api.ctx.bot.forget_sentence(who.user_id, latest.sentences[index].text)
+    return JSONResponse(
+        {"erased": erased.counts, **version_json(api.ctx.bot.engine.current(who.user_id), api.ctx.blind)}
+    )
+
+
+@router.post("/memory/restore", summary="Bring back a sentence an earlier version held")
+def restore_sentence(body: RestoreBody, request: Request, who: Who) -> JSONResponse:
+    api = api_of(request)
+    engine = api.ctx.bot.engine
+    sentence = dropped_sentence(engine, who.user_id, body.sentence_id)  # 404 unless it was this user's
+    return answer(api, restore(engine, who.user_id, sentence))
+
+
+@router.post("/memory/revert", summary="A new version equal to an earlier one (If-Match required)")
+def revert_to(body: RevertBody, request: Request, who: Who, if_match: IfMatch = None) -> JSONResponse:
+    api = api_of(request)
+    latest = fresh(api, who.user_id, if_match) or current(api, who.user_id)
+    return answer(api, revert(api.ctx.bot.engine, who.user_id, body.to, base=latest.number))
+
+
+@router.delete("/user", summary="Forget the user: every conversation, version and token; no copy kept")
+def forget(
+    request: Request, who: Who, confirm: Annotated[bool, Query(description="true: forgetting is final")] = False
+) -> dict[str, Any]:
+    if confirm is not True:
+        raise bad_body("forgetting is final: send ?confirm=true")
+    api = api_of(request)
+    api.sessions.drop(who.user_id)
+    erased = api.ctx.bot.forget(who.user_id)
+    return {"forgotten": True, "erased": erased.counts}

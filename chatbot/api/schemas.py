@@ -1,0 +1,55 @@
+"""The bodies the API takes (pydantic models: FastAPI checks them where they enter and lists them in the OpenAPI
+schema). The chat's follow OpenAI's chat completions; fields it does not use (temperature, ...) are accepted and
+ignored, so any OpenAI client's request is taken as sent."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: str = "text"
+    text: str = ""
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[TextPart] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(p.text for p in self.content if p.type == "text")
+        return self.content or ""
+
+
+class ChatRequest(BaseModel):
+    """OpenAI's chat completion request. `model` may be `keem` (any name is taken: the server's model answers);
+    the token says whose memory; `user` names the user for an app token."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = "keem"
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    user: str | None = None
+
+
+class SentenceBody(BaseModel):
+    text: str = Field(min_length=1, max_length=2000)
+
+
+class RestoreBody(BaseModel):
+    sentence_id: int
+
+
+class RevertBody(BaseModel):
+    to: int
+
+
+JsonObject = dict[str, Any]
