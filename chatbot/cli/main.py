@@ -37,7 +37,9 @@ EPILOG_SESSION = """examples:
 def build_parser() -> argparse.ArgumentParser:
     """Every `keem` command: argparse subcommands, the shared options from chatbot/cli/options.py, a `run` each."""
     from chatbot.cli.chat import add_chat_parser
+    from chatbot.cli.serve import add_serve_parser
     from chatbot.cli.why import add_why_commands
+    from chatbot.cli.worker import add_worker_parser
     from evaluation.commands import build as build_command
     from evaluation.commands.eval import EVAL_COMMANDS
     from training.command import add_train_parser
@@ -231,6 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="output folder (report.md, report.json, PNGs)")
 
     add_chat_parser(subs)
+    add_worker_parser(subs)
+    add_serve_parser(subs)
     p = add_command(
         subs,
         "build-dataset",
