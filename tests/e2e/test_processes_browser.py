@@ -21,9 +21,9 @@ pytestmark = needs_chromium
 SAID = "나 다음 달에 부산으로 이사해"
 
 
-def on_process(new_page: Any, url: str, number: int) -> Any:
+def on_process(new_page: Any, url: str, number: int, **options: Any) -> Any:
     """A browser whose HAProxy cookie already names app process `number` (as after its first visit)."""
-    page = new_page(viewport={"width": 1200, "height": 900})
+    page = new_page(viewport={"width": 1200, "height": 900}, **options)
     page.context.add_cookies([{"name": "keem_proc", "value": f"app{number}", "url": url}])
     return page
 
@@ -33,7 +33,7 @@ def test_two_processes_one_memory_a_killed_worker_is_taken_over_and_a_forget_is_
 ) -> None:
     db = store_location(tmp_path)
     with FakeOpenAIServer(reply=model_reply, latency_s=0.5) as model:
-        with serve(tmp_path, db, model.url, 2, 1, KEEM_JOB_LEASE_S="20") as (url, _, _):
+        with serve(tmp_path, db, model.url, 2, 1, KEEM_JOB_LEASE_S="20", KEEM_IDENTITY="browser") as (url, _, _):
             store = open_store(db)
             first = on_process(new_page, url, 1)
             enter(first, url, "민수")
@@ -48,12 +48,13 @@ def test_two_processes_one_memory_a_killed_worker_is_taken_over_and_a_forget_is_
             first.locator("#progress").get_by_text("완료").wait_for(timeout=40_000)
             done = store.queue.get(job["id"])
             assert done["status"] == "done" and done["attempts"] == 2
-            user_id = store.users.require("민수")
+            user_id = job["user_id"]  # "민수#<key>": the name within the first browser (KEEM_IDENTITY=browser)
             assert [r["id"] for r in store.rows("select id from memory_versions where user_id = ?", [user_id])] == [
                 done["version_id"]
             ]
 
-            second = on_process(new_page, url, 2)  # the same user on the other process sees the same memory
+            # the same browser (its localStorage: the identity key gr.BrowserState keeps) served by the other process
+            second = on_process(new_page, url, 2, storage_state=first.context.storage_state())
             enter(second, url, "민수")
             for page in (first, second):
                 open_tab(page, "기억")
@@ -67,4 +68,4 @@ def test_two_processes_one_memory_a_killed_worker_is_taken_over_and_a_forget_is_
             first.locator("#new-session-button").click()  # the other process's tab: its next event tells it
             first.get_by_text(NOTICE).first.wait_for(timeout=15_000)
             first.locator("#start-button").wait_for(state="visible", timeout=15_000)
-            assert store.rows("select * from turns") == [] and store.users.find("민수") is None
+            assert store.rows("select * from turns") == [] and store.users.existing([user_id]) == set()
