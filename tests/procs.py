@@ -8,6 +8,7 @@ KEEM_TEST_DB names (a `postgresql://` URL of a throwaway database), so the same 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,11 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from memory.store import Store
 from models.fake import section, stage_of
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+needs_serve = pytest.mark.skipif(
+    not (shutil.which("haproxy") or os.path.exists("/usr/sbin/haproxy")) or not shutil.which("supervisord"),
+    reason="keem serve needs HAProxy and supervisord: apt-get install haproxy supervisor (make serve-tools)",
+)
 
 
 def store_location(tmp_path: Path) -> str:

@@ -15,9 +15,9 @@ from tests.e2e.conftest import needs_chromium
 from tests.e2e.pages import enter, last_bot_says, open_tab, shown_memory
 from tests.e2e.test_identity_browser import NOTICE, forget_on_page, send
 from tests.fake_openai import FakeOpenAIServer
-from tests.procs import model_reply, serve, store_location, wait_for
+from tests.procs import model_reply, needs_serve, serve, store_location, wait_for
 
-pytestmark = needs_chromium
+pytestmark = [needs_chromium, needs_serve]
 SAID = "나 다음 달에 부산으로 이사해"
 
 
