@@ -38,16 +38,22 @@ def keem(db: str, *args: str) -> str:
 
 def test_another_process_s_commit_and_forget_are_what_this_process_serves_next(tmp_path: Path) -> None:
     db = store_location(tmp_path)
-    bot = Chatbot(Settings(db=db), chat_model=ScriptedChatModel(responder=lambda m: "응"), embedder=NgramEmbedder())
+    prompts: list[str] = []  # each reply's system prompt: the memory the live session holds
+    model = ScriptedChatModel(responder=lambda m: prompts.append(str(m[0]["content"])) or "응")
+    bot = Chatbot(Settings(db=db), chat_model=model, embedder=NgramEmbedder())
     engine: MemoryEngine = bot.engine
     user_id = bot.store.users.get_or_create("minsu")
     engine.commit(user_id, [Sentence("서울에 산다.")], base=None, strategy="import", status="ok", author="import")
     assert [h.text for h in engine.search(user_id, "고양이", k=5)] == ["서울에 산다."]  # cached here now
     session = bot.open_session(user_id, "minsu", "keem")
+    list(session.send("안녕"))
+    assert "서울에 산다." in prompts[-1] and "고양이" not in prompts[-1]
 
     (tmp_path / "more.txt").write_text("고양이 두 마리를 키운다.\n", encoding="utf-8")
     keem(db, "memory", "import", "--user", "minsu", "--embedder", "ngram", str(tmp_path / "more.txt"))
     assert "고양이 두 마리를 키운다." in [h.text for h in engine.search(user_id, "고양이", k=5)]  # never the stale one
+    list(session.send("고양이 이야기 할게"))
+    assert "고양이 두 마리를 키운다." in prompts[-1]  # the live session's memory follows the new version
 
     keem(db, "memory", "forget", "--user", "minsu", "--yes")
     assert engine.search(user_id, "고양이", k=5) == []
