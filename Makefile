@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo "torch>=2.4" || echo "torch==2.13.0")
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser lint run test test-fast test-e2e screenshots bench clean
+.PHONY: install browser serve-tools lint run test test-fast test-e2e screenshots bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,14 @@ browser:
 		else echo "browser tests need chromium and fonts-nanum: sudo apt-get install chromium fonts-nanum"; fi; \
 	fi
 
+# `keem serve` (and its browser test) runs HAProxy and supervisord: Debian's haproxy and supervisor (apt, as root).
+serve-tools:
+	@if [ ! -x /usr/sbin/haproxy ] && ! command -v haproxy >/dev/null || ! command -v supervisord >/dev/null; then \
+		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy supervisor >/dev/null; \
+		else echo "keem serve and its test need HAProxy and supervisord: sudo apt-get install haproxy supervisor"; fi; \
+	fi
+
 run: $(STAMP)
 	HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False $(PY) app.py
 
@@ -36,7 +44,7 @@ run: $(STAMP)
 # the browser and app-process tests mostly wait, so two workers on CI's two cores take about two thirds of the time.
 XDIST := -n auto --maxprocesses 4 --dist loadfile
 
-test: $(STAMP) browser lint
+test: $(STAMP) browser serve-tools lint
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST)
 
 # tests/ without the slow ones: no browser, no real model, no app process
@@ -44,7 +52,7 @@ test-fast: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST) -m "not slow"
 
 # tests/e2e only: the app in chromium and in its own process
-test-e2e: $(STAMP) browser
+test-e2e: $(STAMP) browser serve-tools
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST) tests/e2e
 
 # Rewrite docs/screenshot*.png, which README.md and docs/*.md show (tests never write them): the app against a loopback model, in chromium.

@@ -19,6 +19,12 @@ in a row in under 1 s (its start-up work is over; reported as "settled").
     python benchmarks/load.py                                  # 20 users x 3 sessions x 3 turns, workers 1 and 4
     python benchmarks/load.py --users 5 --sessions 1 --turns 2 --workers 4 --json
     python benchmarks/load.py --users 20,40,80,160 --workers 4   # capacity: a 1-user row, then each size; the knee
+    python benchmarks/load.py --processes 1,2 --users 40         # 1, then 2 app processes behind HAProxy
+
+With `--processes` each row is `keem serve --processes N --workers M` (N app processes without their own worker,
+`--update-processes` M `keem worker`s, HAProxy with cookie stickiness, under supervisord: docs/scaling.md), the same
+users driven through HAProxy (each user's client keeps HAProxy's cookie, as a browser does); app CPU and RSS are the
+app processes' together.
 """
 
 from __future__ import annotations
@@ -30,7 +36,6 @@ import re
 import resource
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -100,6 +105,11 @@ def pct(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def rows(store: Any, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    """A query's rows as tuples, through the store's API (whichever database KEEM_DB names)."""
+    return [tuple(r.values()) for r in store.rows(sql, params or [])]
 
 
 def free_port() -> int:
@@ -219,6 +229,105 @@ class App:
                 self.proc.kill()
                 self.proc.wait()
         self._log_file.close()
+
+
+class Cluster(App):
+    """`keem serve --processes N --workers M` on a free port: N app processes, M update workers and HAProxy under
+    supervisord; `url` is HAProxy's."""
+
+    def __init__(self, db: Path, log: Path, model_url: str, workers: int, embedder: str, processes: int, updaters: int):
+        self.port, self.processes = free_port(), processes
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.run_dir = log.parent / f"run-{log.stem}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KEEM_", "OPENAI_", "SPACE", "OAUTH_"))}
+        env.update(
+            GRADIO_ANALYTICS_ENABLED="False",
+            OPENAI_BASE_URL=model_url,
+            OPENAI_API_KEY="k",
+            KEEM_UPDATE_WORKERS=str(workers),
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+        )
+        self.log, self._log_file = log, log.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "chatbot.cli.main", "serve", "--processes", str(processes), "--workers"]
+            + [str(updaters), "--port", str(self.port), "--run-dir", str(self.run_dir), "--db", str(db)]
+            + ["--model", "openai:fake", "--embedder", embedder],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+        )
+        self.fns = {}
+
+    def wait_ready(self, limit_s: float = 180.0) -> float:
+        """Seconds until every app process serves its page through HAProxy and a login succeeds."""
+        started = time.perf_counter()
+        for i in range(1, self.processes + 1):
+            while True:
+                if self.proc.poll() is not None or time.perf_counter() - started > limit_s:
+                    self.stop()
+                    raise SystemExit(f"keem serve did not come up:\n{self.log.read_text()[-3000:]}")
+                try:
+                    if httpx.get(self.url + "config", cookies={"keem_proc": f"app{i}"}, timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.3)
+        ready = super().wait_ready(max(1.0, limit_s - (time.perf_counter() - started)))
+        for log in (self.run_dir / "logs").glob("worker*.log"):  # and the update workers have loaded their models
+            while "running memory updates" not in log.read_text(errors="replace"):
+                if time.perf_counter() - started > limit_s:
+                    self.stop()
+                    raise SystemExit(f"keem worker did not start:\n{log.read_text()[-3000:]}")
+                time.sleep(0.3)
+        return ready
+
+    def _apps(self) -> list[Any]:
+        import psutil
+
+        try:
+            return [
+                p
+                for p in psutil.Process(self.proc.pid).children(recursive=True)
+                if " chat " in " ".join(p.cmdline()) + " "
+            ]
+        except psutil.Error:
+            return []
+
+    def cpu_s(self) -> float:
+        total = 0.0
+        for p in self._apps():
+            try:
+                times = p.cpu_times()
+                total += times.user + times.system
+            except Exception:
+                pass
+        return total
+
+    def rss_peak_mb(self) -> float:
+        """The largest app process's peak resident memory, MB."""
+        peaks = []
+        for p in self._apps():
+            try:
+                for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peaks.append(int(line.split()[1]) / 1024)
+            except OSError:
+                pass
+        return max(peaks, default=float("nan"))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # supervisord stops the apps (ending open sessions) and workers
+            try:
+                self.proc.wait(90)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log_file.close()
+        for app_log in sorted((self.run_dir / "logs").glob("*.log")):  # the apps' and workers' logs, for the checks
+            self.log.open("a", encoding="utf-8").write(app_log.read_text(encoding="utf-8", errors="replace"))
 
 
 class Result:
@@ -375,24 +484,27 @@ class Prober(threading.Thread):
 
 # -- one run ----------------------------------------------------------------------------------------
 def check_database(db: Path, users: list[User]) -> dict[str, int]:
-    """Turns sent vs stored, replies, jobs and memories, read from the app's SQLite file after it stopped."""
-    conn = sqlite3.connect(db)
+    """Turns sent vs stored, replies, jobs and memories, read from the app's store after it stopped."""
+    from memory.backup import open_store
+
+    conn = open_store(str(db))
     try:
         stored: dict[str, Counter[str]] = {}
         replies = Counter[str]()
-        for name, role, text in conn.execute(
-            "select u.name, t.role, t.text from turns t join users u on u.id = t.user_id order by t.id"
+        for name, role, text in rows(
+            conn, "select u.name, t.role, t.text from turns t join users u on u.id = t.user_id order by t.id"
         ):
             if role == "user":
                 stored.setdefault(name, Counter())[text] += 1
             else:
                 replies[name] += 1
-        jobs = Counter(status for (status,) in conn.execute("select status from update_jobs"))
+        jobs = Counter(status for (status,) in rows(conn, "select status from update_jobs"))
         memory_leaks, own_in_memory = 0, 0
         for user in users:
             texts = [
                 t
-                for (t,) in conn.execute(
+                for (t,) in rows(
+                    conn,
                     "select s.text from memory_sentences s join memory_versions v on v.id = s.version_id "
                     "join users u on u.id = v.user_id where u.name = ? and v.id = (select max(id) from memory_versions "
                     "where user_id = u.id)",
@@ -420,9 +532,17 @@ def check_database(db: Path, users: list[User]) -> dict[str, int]:
     }
 
 
-def run(workers: int, args: argparse.Namespace, server: FakeOpenAIServer, tmp: Path) -> dict[str, Any]:
-    db, log = tmp / f"keem-w{workers}.db", tmp / f"app-w{workers}.log"
-    app = App(db, log, server.url, workers, args.embedder)
+def run(
+    workers: int, args: argparse.Namespace, server: FakeOpenAIServer, tmp: Path, processes: int | None = None
+) -> dict[str, Any]:
+    """One row: a fresh store and a fresh app (`python app.py`), or with `processes` a fresh `keem serve` cluster."""
+    tag = f"w{workers}" if processes is None else f"p{processes}w{workers}"
+    db, log = tmp / f"keem-{tag}.db", tmp / f"app-{tag}.log"
+    app = (
+        App(db, log, server.url, workers, args.embedder)
+        if processes is None
+        else Cluster(db, log, server.url, workers, args.embedder, processes, args.update_processes)
+    )
     try:
         ready_s = app.wait_ready()
         settle_s, settle_max_s = app.settle()
@@ -465,6 +585,7 @@ def run(workers: int, args: argparse.Namespace, server: FakeOpenAIServer, tmp: P
     updates = [x for u in users for x in u.update_s]
     ends = [x for u in users for x in u.end_s]
     return {
+        "processes": processes,
         "workers": workers,
         "users": args.users,
         "sessions": args.sessions,
@@ -505,6 +626,55 @@ def run(workers: int, args: argparse.Namespace, server: FakeOpenAIServer, tmp: P
     }
 
 
+def run_processes(args: argparse.Namespace, sizes: list[int]) -> int:
+    """`--processes 1,2`: a row per user count and process count, through HAProxy; a table, or JSON."""
+    counts = [int(n) for n in str(args.processes).split(",") if n.strip()]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer(reply=reply, latency_s=args.latency) as server:
+        for n in sizes:
+            for processes in counts:
+                here = Path(tmp) / f"u{n}"
+                here.mkdir(exist_ok=True)
+                row_args = argparse.Namespace(**{**vars(args), "users": n})
+                results.append(run(args.workers[0], row_args, server, here, processes))
+                print(f"{n} users, {processes} app processes: done in {results[-1]['wall_s']:.1f} s", file=sys.stderr)
+    if args.keep_logs:
+        Path(args.keep_logs).mkdir(parents=True, exist_ok=True)
+        (Path(args.keep_logs) / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    if args.json:
+        print(json.dumps(results, indent=2, ensure_ascii=False))
+        return 0
+    print(
+        f"{args.sessions} sessions x {args.turns} turns a user, through HAProxy (keem serve) with "
+        f"{args.update_processes} update worker process(es), openai: model at a loopback server "
+        f"({args.latency * 1000:.0f} ms a call), embedder {args.embedder}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'processes':>9} {'users':>5} {'sent':>5} {'stored':>6} {'lost':>4} {'leaks':>5} {'reply_p50_s':>11} "
+        f"{'reply_p95_s':>11} {'update_wait_p95_s':>17} {'wall_s':>7} {'app_cores':>9} {'problems':>8}"
+    )
+    for r in results:
+        print(
+            f"{r['processes']:>9} {r['users']:>5} {r['turns_sent']:>5} {r['turns_stored']:>6} {r['lost_turns']:>4} "
+            f"{r['leaks']:>5} {r['reply_p50_s']:>11.2f} {r['reply_p95_s']:>11.2f} {r['update_wait_p95_s']:>17.2f} "
+            f"{r['wall_s']:>7.1f} {r['app_cpu_s'] / r['wall_s']:>9.2f} "
+            f"{len(r['client_failures']) + r['log_problem_count']:>8}"
+        )
+        for line in r["client_failures"][:5] + r["log_problems"][:5]:
+            print(f"  ! {line[:240]}")
+    for n in sizes:
+        rows_n = [r for r in results if r["users"] == n]
+        one = next((r for r in rows_n if r["processes"] == 1), None)
+        for r in rows_n:
+            if one is not None and r is not one:
+                print(
+                    f"{n} users: reply p95 with {r['processes']} processes / 1 process: "
+                    f"{r['reply_p95_s'] / one['reply_p95_s']:.2f}"
+                )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -517,6 +687,12 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=3, help="turns per session")
     parser.add_argument("--latency", type=float, default=0.3, help="model server latency per call, seconds")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 4], help="KEEM_UPDATE_WORKERS settings to run")
+    parser.add_argument(
+        "--processes",
+        help="app process counts to compare behind HAProxy (e.g. 1,2): a row per count, each a fresh `keem serve` "
+        "with --update-processes workers; --workers then sets KEEM_UPDATE_WORKERS (its first value)",
+    )
+    parser.add_argument("--update-processes", type=int, default=1, help="`keem worker` processes per row (default 1)")
     parser.add_argument("--embedder", default="ngram", help="embedder spec for the app (default ngram: cheap)")
     parser.add_argument("--poll", type=float, default=0.25, help="seconds between a user's update polls")
     parser.add_argument("--probe-every", type=float, default=1.0, help="seconds between probe logins")
@@ -527,6 +703,8 @@ def main() -> int:
     if len(sizes) > 1 and 1 not in sizes:
         sizes.insert(0, 1)  # the single-user figure the knee is measured against
     results = []
+    if args.processes:
+        return run_processes(args, sizes)
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer(reply=reply, latency_s=args.latency) as server:
         for n in sizes:
             row_args = argparse.Namespace(**{**vars(args), "users": n})

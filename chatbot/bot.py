@@ -46,6 +46,7 @@ class Chatbot:
             ),
             cue_writer=CueWriter(self.update_model) if settings.memory_cues else None,
             day=settings.local_time.day,  # sessions' dates where the user lives (KEEM_TIMEZONE), not UTC's
+            lease_s=settings.job_lease_s,
         )
 
     @staticmethod

@@ -12,6 +12,7 @@ from chatbot.localtime import LocalTime, local_time
 from models.errors import InputError
 
 OPENINGS = ("off", "follow-up")  # KEEM_OPENING (chatbot/opening.py)
+WORKER = ("on", "off")  # KEEM_WORKER (chatbot/worker.py)
 
 
 def default_db() -> str:
@@ -45,6 +46,8 @@ class Settings:
     study: str = ""  # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/trials/study.py)
     opening: str = "follow-up"  # KEEM_OPENING: off, follow-up (the bot asks first about what is due)
     timezone: str = "Asia/Seoul"  # KEEM_TIMEZONE: the zone every shown or exported time is in (chatbot/localtime.py)
+    worker: str = "on"  # KEEM_WORKER: on (this app process runs update jobs), off (`keem worker` processes do)
+    job_lease_s: float = 900.0  # KEEM_JOB_LEASE_S: an update job's lease; another worker takes it when it runs out
 
     @property
     def db_path(self) -> str:
@@ -84,6 +87,13 @@ class Settings:
         values.update({k: v for k, v in flags.items() if v is not None})
         if values.get("opening", "follow-up") not in OPENINGS:
             raise InputError(f"KEEM_OPENING={values['opening']!r}: choose one of {', '.join(OPENINGS)}")
+        if values.get("worker", "on") not in WORKER:
+            raise InputError(
+                f"KEEM_WORKER={values['worker']!r}: use on (this process runs update jobs) or off "
+                "(separate `keem worker` processes do)"
+            )
+        if values.get("job_lease_s", 900.0) <= 0:
+            raise InputError(f"KEEM_JOB_LEASE_S={values['job_lease_s']!r}: give the lease in seconds, above 0")
         settings = replace(cls(), **values)
         local_time(settings.timezone)  # checked where it enters: an unknown zone is one line naming KEEM_TIMEZONE
         return settings

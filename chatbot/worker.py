@@ -6,12 +6,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from datetime import datetime
 
 from chatbot.bot import Chatbot
 from chatbot.deploy import zerogpu
 from chatbot.session import ChatSession
 from memory.backup import Backups
+from memory.store.queue import _owner_is_dead
 from models.errors import UserForgottenError
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,13 @@ class Worker:
         idle_timeout_s: float | None = None,
         poll_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        run_jobs: bool | None = None,
+        shared: bool | None = None,
     ):
+        """`run_jobs`: whether this process runs update jobs (default: KEEM_WORKER=on, and not on ZeroGPU).
+        `shared`: other app processes keep open sessions in this store (default: KEEM_WORKER=off, a deployment
+        of several processes, docs/scaling.md); a start then ends only the open sessions idle past the timeout,
+        not every open one, and a worker running jobs ends such abandoned sessions as it goes."""
         self.bot = bot
         self.store = bot.store
         self.idle_timeout_s = (bot.settings.idle_timeout_min * 60.0) if idle_timeout_s is None else idle_timeout_s
@@ -66,7 +74,9 @@ class Worker:
         self._backed_up: tuple[int, int] | None = None  # (store changes, erasures) at the last snapshot
         self._backed_up_at = self.clock()
         # on ZeroGPU a model runs only inside a GPU function a user's event calls: jobs run there, not here
-        self.run_jobs = not zerogpu.active()
+        self.run_jobs = (settings.worker == "on" and not zerogpu.active()) if run_jobs is None else run_jobs
+        self.shared = (settings.worker == "off") if shared is None else shared
+        self._swept_at: float | None = None  # when abandoned sessions were last looked for (shared)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> Worker:
@@ -79,17 +89,32 @@ class Worker:
     def recover(self) -> int:
         """Jobs left running go back to pending; sessions left open get ended and enqueued. Returns jobs waiting."""
         self.bot.runner.resume()
+        self.end_abandoned("restart")
+        return len(self.store.queue.jobs(statuses=("pending",)))
+
+    def end_abandoned(self, reason: str = "idle") -> list[int]:
+        """End the open sessions no one here watches, and queue their updates: every one (alone on the store, at a
+        start: what a crash left), or (`shared`) the ones silent past the idle timeout, whose process would have
+        ended them had it been alive. Returns their session ids."""
+        now, ended = time.time(), []
         for row in self.store.sessions.all_open():
             with self._lock:
                 if row["id"] in self._live:
                     continue
-            self.store.sessions.end(row["id"], "restart")
-            if any(t["role"] == "user" for t in self.store.turns.of_session(row["id"])):
+            turns = self.store.turns.of_session(row["id"])
+            if self.shared:
+                last = max([row["started_at"], *(t["created_at"] for t in turns)])
+                if now - datetime.fromisoformat(last).timestamp() < self.idle_timeout_s:
+                    continue
+            self.store.sessions.end(row["id"], reason)
+            if any(t["role"] == "user" for t in turns):
                 self.store.queue.enqueue(row["user_id"], row["id"], row["strategy"])
-        return len(self.store.queue.jobs(statuses=("pending",)))
+            ended.append(row["id"])
+        return ended
 
-    def stop(self, *, end_open: bool = True, timeout: float = 5.0) -> list[int]:
-        """End every live session (reason 'shutdown'; its job runs at the next start) and stop the thread."""
+    def stop(self, *, end_open: bool = True, timeout: float = 5.0, grace_s: float = 0.0) -> list[int]:
+        """End every live session (reason 'shutdown'; its job runs at the next start) and stop the thread; the
+        jobs already running get `grace_s` to finish (a job cut short is taken over: see `take_over`)."""
         self._stop.set()  # first, so the jobs the shutdown enqueues wait for the next start
         job_ids = []
         if end_open:
@@ -104,6 +129,10 @@ class Worker:
         if self._thread is not None:
             self._thread.join(timeout)
         self.pool.shutdown(wait=False, cancel_futures=True)  # jobs not started stay pending for the next start
+        if grace_s > 0:
+            with self._lock:
+                running = [f for _, f in self._running.values()]
+            wait(running, timeout=grace_s)
         self.backup(force=True)
         self.store.checkpoint()  # a clean shutdown leaves the WAL empty: no erased text waits in it
         return job_ids
@@ -181,14 +210,33 @@ class Worker:
     def notify(self) -> None:
         self._wake.set()
 
+    def take_over(self) -> int:
+        """Running jobs another worker left (its lease ran out, or its pid on this host is dead: a `kill -9`, a
+        crash) go back to pending for any worker to take; a live worker's job is left alone. One read when none."""
+        now = time.time()
+        with self._lock:
+            mine = set(self._running)
+        stale = [
+            job
+            for job in self.store.queue.jobs(statuses=("running",))
+            if job["id"] not in mine and ((job["lease_until"] or 0) < now or _owner_is_dead(job["owner"]))
+        ]
+        if not stale:
+            return 0
+        taken = self.store.queue.requeue_running()
+        log.info("took over %d update job(s) whose worker is gone: %s", taken, [j["id"] for j in stale])
+        return taken
+
     def dispatch(self) -> int:
         """Hand every pending job whose retry time has come to the pool, at most one per user at a time and at
-        most one try per job per call; returns how many were handed over."""
+        most one try per job per call (after taking over the jobs of workers that are gone); returns how many were
+        handed over."""
         now, handed = time.time(), 0
         with self._lock:
             for done in [j for j, (_, f) in self._running.items() if f.done()]:
                 del self._running[done]
             busy = {user for user, _ in self._running.values()}
+        self.take_over()
         for job in self.store.queue.jobs(statuses=("pending",)):
             if self._stop.is_set() or (job["next_attempt_at"] or 0) > now or job["user_id"] in busy:
                 continue
@@ -253,6 +301,9 @@ class Worker:
             try:
                 if self.run_jobs:
                     self.dispatch()
+                    if self.shared and (self._swept_at is None or self.clock() - self._swept_at >= 60.0):
+                        self._swept_at = self.clock()
+                        self.end_abandoned()
                 self.end_idle()
                 self.backup()
             except Exception:  # never let the worker die; the next tick tries again

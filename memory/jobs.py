@@ -12,6 +12,7 @@ from memory.cues import CUES_PROMPT_HASH, CueWriter
 from memory.engine import MemoryEngine
 from memory.provenance import attach
 from memory.store import Sentence, Version
+from memory.store.queue import LEASE_S
 from memory.text import to_date
 from memory.updaters import UpdateInput, Updater, UpdateResult
 from memory.updaters.steps import MAX_REFLECTED
@@ -61,10 +62,12 @@ class JobRunner:
         max_attempts: int = MAX_ATTEMPTS,
         cue_writer: CueWriter | None = None,
         day: Callable[[str], date | None] = to_date,
+        lease_s: float = LEASE_S,
     ):
         """`day`: the date of a stored (UTC) time where the user lives (chatbot/bot.py gives KEEM_TIMEZONE's), the
         date an update resolves "다음 주 화요일" against; the UTC date by default."""
         self.day = day
+        self.lease_s = lease_s  # a claimed job's lease, renewed at every stage (KEEM_JOB_LEASE_S)
         self.engine = engine
         self.store = engine.store
         self.updater_for = updater_for
@@ -131,12 +134,12 @@ class JobRunner:
         chatbot/deploy/zerogpu.py); claiming, stages and the commit stay here. Exceptions are recorded on the job
         (pending again after a backoff, up to `max_attempts`) and re-raised.
         """
-        job = self.store.queue.claim(job_id)
+        job = self.store.queue.claim(job_id, lease_s=self.lease_s)
         if job is None:
             return None
 
         def stage(name: str) -> None:
-            self.store.queue.set_stage(job["id"], name)
+            self.store.queue.set_stage(job["id"], name, self.lease_s)
             if on_stage:
                 on_stage(name)
 

@@ -83,3 +83,21 @@ def test_a_model_in_this_process_gets_one_update_at_a_time(store):
     assert all(store.queue.get(j)["status"] == "done" for j in jobs)
     assert model.most == 1  # one update call at a time, across users
     worker.stop()
+
+
+def test_beside_other_app_processes_a_start_ends_only_the_sessions_silent_past_the_timeout(store):
+    """KEEM_WORKER=off (several processes on one store): another process's live session is not ended by this one's
+    start; one silent past the idle timeout is (its process died), and its update is queued. Alone on the store, a
+    start ends every open session, as after a crash."""
+    bot = Chatbot(
+        Settings(), chat_model=ScriptedChatModel(responder=lambda m: "응"), embedder=NgramEmbedder(), store=store
+    )
+    user_id = store.users.get_or_create("minsu")
+    live = store.sessions.start(user_id, "keem", "scripted")
+    store.turns.add(live, user_id, "user", "나 이사했어")
+    shared = Worker(bot, shared=True, run_jobs=False, idle_timeout_s=3600)
+    assert shared.end_abandoned() == []
+    assert Worker(bot, shared=True, run_jobs=False, idle_timeout_s=0).end_abandoned() == [live]
+    assert [j["session_id"] for j in store.queue.jobs()] == [live]
+    other = store.sessions.start(user_id, "keem", "scripted")
+    assert Worker(bot, run_jobs=False, idle_timeout_s=3600).end_abandoned("restart") == [other]  # alone: every one

@@ -41,6 +41,12 @@ def _server_options() -> argparse.ArgumentParser:
         help="require a login: a file with one name:password per line "
         "(or the KEEM_AUTH secret: name:password pairs, comma-separated)",
     )
+    g.add_argument(
+        "--worker",
+        choices=["on", "off"],
+        help="off: this process runs no memory updates, `keem worker` processes do (KEEM_WORKER; default on; several "
+        "app processes on one store, see `keem serve`)",
+    )
     g.add_argument("--share", action="store_true", help="also open a public gradio.live link (off by default)")
     return parser
 
@@ -145,7 +151,9 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
         bot = load_bot(settings, store)
         worker = Worker(bot)
         waiting = worker.recover()
-        if waiting:
+        if settings.worker == "off":
+            print("KEEM_WORKER=off: memory updates run in `keem worker` processes", file=sys.stderr)
+        elif waiting:
             print(
                 f"finishing {plural(waiting, 'memory update')} left from an earlier run, in the background",
                 file=sys.stderr,
@@ -204,7 +212,8 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
         ended = backend.worker.stop() if backend.worker is not None else []
         if ended:
             print(
-                f"ended {plural(len(ended), 'open session')}; their memory updates run at the next start",
+                f"ended {plural(len(ended), 'open session')}; their memory updates run "
+                + ("in a `keem worker`" if settings.worker == "off" else "at the next start"),
                 file=sys.stderr,
             )
         app.close()

@@ -37,8 +37,10 @@ EPILOG_SESSION = """examples:
 def build_parser() -> argparse.ArgumentParser:
     """Every `keem` command: argparse subcommands, the shared options from chatbot/cli/options.py, a `run` each."""
     from chatbot.cli.chat import add_chat_parser
+    from chatbot.cli.serve import add_serve_parser
     from chatbot.cli.tokens import add_token_commands
     from chatbot.cli.why import add_why_commands
+    from chatbot.cli.worker import add_worker_parser
     from evaluation.commands import build as build_command
     from evaluation.commands.eval import EVAL_COMMANDS
     from training.command import add_train_parser
@@ -233,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_chat_parser(subs)
     add_token_commands(subs)
+    add_worker_parser(subs)
+    add_serve_parser(subs)
     p = add_command(
         subs,
         "build-dataset",

@@ -28,6 +28,7 @@ SETTING_OF: dict[str, str] = {
     "port": "port",
     "idle_timeout_min": "idle_timeout_min",
     "study": "study",
+    "worker": "worker",
 }
 
 EMBEDDER_HELP = (

@@ -1,0 +1,63 @@
+"""Per-user caches across processes: what another process (the CLI, another app process) commits or forgets is
+what this process serves at its next read; a live session of a user forgotten elsewhere stores nothing more."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chatbot.bot import Chatbot
+from chatbot.settings import Settings
+from memory.backup import open_store
+from memory.engine import MemoryEngine
+from memory.store import Sentence
+from models.embedders import NgramEmbedder
+from models.errors import UserForgottenError
+from models.fake import ScriptedChatModel
+from tests.procs import ROOT, env_for, store_location
+
+pytestmark = pytest.mark.slow  # two real `keem` processes
+
+
+def keem(db: str, *args: str) -> str:
+    """Run `keem ... --db DB` in its own process; its output, or AssertionError with it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "chatbot.cli.main", *args, "--db", db],
+        cwd=ROOT,
+        env=env_for("http://127.0.0.1:9/v1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_another_process_s_commit_and_forget_are_what_this_process_serves_next(tmp_path: Path) -> None:
+    db = store_location(tmp_path)
+    prompts: list[str] = []  # each reply's system prompt: the memory the live session holds
+    model = ScriptedChatModel(responder=lambda m: prompts.append(str(m[0]["content"])) or "응")
+    bot = Chatbot(Settings(db=db), chat_model=model, embedder=NgramEmbedder())
+    engine: MemoryEngine = bot.engine
+    user_id = bot.store.users.get_or_create("minsu")
+    engine.commit(user_id, [Sentence("서울에 산다.")], base=None, strategy="import", status="ok", author="import")
+    assert [h.text for h in engine.search(user_id, "고양이", k=5)] == ["서울에 산다."]  # cached here now
+    session = bot.open_session(user_id, "minsu", "keem")
+    list(session.send("안녕"))
+    assert "서울에 산다." in prompts[-1] and "고양이" not in prompts[-1]
+
+    (tmp_path / "more.txt").write_text("고양이 두 마리를 키운다.\n", encoding="utf-8")
+    keem(db, "memory", "import", "--user", "minsu", "--embedder", "ngram", str(tmp_path / "more.txt"))
+    assert "고양이 두 마리를 키운다." in [h.text for h in engine.search(user_id, "고양이", k=5)]  # never the stale one
+    list(session.send("고양이 이야기 할게"))
+    assert "고양이 두 마리를 키운다." in prompts[-1]  # the live session's memory follows the new version
+
+    keem(db, "memory", "forget", "--user", "minsu", "--yes")
+    assert engine.search(user_id, "고양이", k=5) == []
+    assert user_id not in engine.index.cached_users()  # the forgotten text left this process's memory
+    with pytest.raises(UserForgottenError):
+        list(session.send("나 이사했어"))  # the page turns this into the notice a forgotten user's tab gets
+    assert open_store(db).rows("select id from turns") == []
