@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo "torch>=2.4" || echo "torch==2.13.0")
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser lint run test test-fast test-e2e screenshots bench clean
+.PHONY: install browser postgres lint run test test-fast test-e2e screenshots bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,17 @@ browser:
 		else echo "browser tests need chromium and fonts-nanum: sudo apt-get install chromium fonts-nanum"; fi; \
 	fi
 
+# The store's contract tests run on SQLite and on Postgres: Debian's postgresql (apt, as root), and each `make test`
+# runs pytest inside `pg_virtualenv`, a throwaway cluster (fsync off) that sets PGHOST/PGPORT/PGUSER/PGPASSWORD and
+# is dropped afterwards; tests/conftest.py makes a database per test. Without it the Postgres half skips (fails on CI).
+postgres:
+	@if ! command -v pg_virtualenv >/dev/null; then \
+		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+		else echo "the store's Postgres tests need postgresql: sudo apt-get install postgresql"; fi; \
+	fi
+WITH_PG = $$(command -v pg_virtualenv >/dev/null && echo "pg_virtualenv -o fsync=off")
+
 run: $(STAMP)
 	HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False $(PY) app.py
 
@@ -36,12 +47,12 @@ run: $(STAMP)
 # the browser and app-process tests mostly wait, so two workers on CI's two cores take about two thirds of the time.
 XDIST := -n auto --maxprocesses 4 --dist loadfile
 
-test: $(STAMP) browser lint
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST)
+test: $(STAMP) browser postgres lint
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(WITH_PG) $(PY) -m pytest $(XDIST)
 
 # tests/ without the slow ones: no browser, no real model, no app process
-test-fast: $(STAMP)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST) -m "not slow"
+test-fast: $(STAMP) postgres
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(WITH_PG) $(PY) -m pytest $(XDIST) -m "not slow"
 
 # tests/e2e only: the app in chromium and in its own process
 test-e2e: $(STAMP) browser

@@ -61,6 +61,74 @@ def dead_owner() -> str:
     return f"{socket.gethostname()}:{child.pid}"
 
 
+# -- Postgres ---------------------------------------------------------------------------------------------------------
+# The store's contract runs on both engines (`store_url`). Postgres comes from the PG* environment that
+# `pg_virtualenv` sets (`make test` wraps pytest in it); each test gets a database of its own, dropped after. Without
+# a server the Postgres half skips locally and FAILS on CI (CI=true), which must run both.
+
+
+def _pg_url(database: str) -> str:
+    from urllib.parse import quote
+
+    host, port = os.environ.get("PGHOST", "localhost"), os.environ.get("PGPORT", "5432")
+    user, password = quote(os.environ.get("PGUSER", "postgres")), quote(os.environ.get("PGPASSWORD", ""), safe="")
+    auth = f"{user}:{password}@" if password else f"{user}@"
+    if host.startswith("/"):  # a socket folder
+        return f"postgresql://{auth}/{database}?host={quote(host)}&port={port}"
+    return f"postgresql://{auth}{host}:{port}/{database}"
+
+
+@pytest.fixture(scope="session")
+def pg_admin() -> Iterator[object]:
+    """A connection to the Postgres server of the PG* environment (autocommit), or skip (fail on CI)."""
+    why = ""
+    try:
+        import psycopg
+
+        conn = psycopg.connect(_pg_url(os.environ.get("PGDATABASE", "postgres")), autocommit=True, connect_timeout=3)
+    except ImportError:
+        why = "psycopg is not installed (make install)"
+    except Exception as exc:
+        why = f"no Postgres server in the PG* environment ({' '.join(str(exc).split())[:90]}...); run: make test"
+    if why:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI must run the Postgres half of the store's contract: {why}")
+        pytest.skip(why)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def pg_url(pg_admin: object, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, empty Postgres database for this test (one per xdist worker and test), dropped afterwards."""
+    import re
+    import uuid
+
+    name = f"keem_test_{os.environ.get('PYTEST_XDIST_WORKER', 'gw')}_{uuid.uuid4().hex[:10]}"
+    name = re.sub(r"[^a-z0-9_]", "_", name.lower())
+    pg_admin.execute(f"create database {name}")  # type: ignore[attr-defined]
+    try:
+        yield _pg_url(name)
+    finally:
+        pg_admin.execute(f"drop database if exists {name} with (force)")  # type: ignore[attr-defined]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store lives, once per engine: a SQLite file, then a fresh Postgres database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "keem.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def any_store(store_url: str) -> Iterator[Store]:
+    """A store on each engine in turn (the contract tests)."""
+    s = Store(store_url)
+    yield s
+    s.close()
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     s = Store(tmp_path / "keem.db")
