@@ -13,6 +13,13 @@ from memory.store import Store
 from memory.store.migrations import schema as memory_schema
 from models.errors import MigrationError
 
+
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    """This module's store-level tests run on SQLite and on Postgres (tests/conftest.py `store_url`)."""
+    return any_store
+
+
 # The trial tables as memory's migration m005_trial_questionnaires made them, before they had a set of their own.
 OLD_M005 = [
     """create table consents (

@@ -227,6 +227,30 @@ def test_a_sentence_erasure_redacts_its_turns_on_both_engines(any_store):
     assert store.one("select count(*) as n from turns where text like ?", ["%부산%"])["n"] == 0
 
 
+def test_an_erased_sentence_and_its_turns_leave_no_copy_in_the_database(store_url, tmp_path):
+    """The engine's "이 내용을 완전히 지우기" on either engine: on Postgres a pg_dump after it holds none of the text
+    (tests/test_erasure.py scans SQLite's files byte by byte)."""
+    import shutil
+    import subprocess
+
+    from tests.test_erasure import EARLIER, ECHO, KEPT, PHONE, SAID, SECRET, lived
+
+    store, engine, uid = lived(tmp_path, store_url)
+    erased = engine.forget_sentence(uid, SECRET)
+    assert erased.counts == {"memory_sentences": 3, "memory_versions": 3, "turns": 2}
+    assert [v.texts for v in store.versions.of_user(uid)] == [[], [], [KEPT]]
+    for table, column in (("turns", "text"), ("memory_sentences", "text"), ("memory_versions", "details")):
+        assert store.one(f"select count(*) as n from {table} where {column} like ?", [f"%{PHONE}%"])["n"] == 0
+    if store.dialect == "postgres":
+        dump = shutil.which("pg_dump")
+        if dump is None:
+            pytest.skip("pg_dump is not installed")
+        dumped = subprocess.run([dump, "--dbname", store_url], capture_output=True, text=True, timeout=60)
+        assert dumped.returncode == 0 and KEPT in dumped.stdout
+        assert not [t for t in (PHONE, SECRET, EARLIER, SAID, ECHO) if t in dumped.stdout]
+    store.close()
+
+
 def test_a_study_rule_holds_across_concurrent_writers(store_url):
     """A check-then-insert inside write() (one consent per text, answers submitted once) admits one writer."""
     first = Store(store_url)
