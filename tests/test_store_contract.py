@@ -282,6 +282,31 @@ def test_a_study_rule_holds_across_concurrent_writers(store_url):
         s.close()
 
 
+def test_a_notification_reaches_another_process_only_when_its_write_commits(store_url):
+    """The cache-eviction hint: NOTIFY on Postgres (sent at commit, never for a rollback); nothing on SQLite."""
+    store, other = Store(store_url), Store(store_url)
+    heard: list[str] = []
+    listener = threading.Thread(target=lambda: heard.extend(p for _, p in other.listen(["keem_test"], timeout=1.0)))
+    listener.start()
+    deadline = time.monotonic() + 10
+    while store.dialect == "postgres" and not heard and time.monotonic() < deadline:
+        with store.write():  # until the listener's LISTEN is in place
+            store.notify("keem_test", "ping")
+        time.sleep(0.1)
+    with pytest.raises(RuntimeError), store.write():
+        store.notify("keem_test", "rolled back")
+        raise RuntimeError
+    with store.write():
+        store.notify("keem_test", "user:7")
+    listener.join()
+    assert (set(heard), "rolled back" in heard) == (
+        ({"ping", "user:7"} if store.dialect == "postgres" else set()),
+        False,
+    )
+    store.close()
+    other.close()
+
+
 # -- bad input ---------------------------------------------------------------------------------------------------------
 def test_an_unknown_scheme_is_one_line_with_the_fix_and_makes_no_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -359,6 +359,22 @@ class Connection:
                 [[r.get(c) for c in columns] for r in rows],
             )
 
+    def notify(self, channel: str, payload: str = "") -> None:
+        """Tell other processes something changed (a user forgotten, a new memory version) so they evict caches
+        early: NOTIFY on Postgres, sent when the surrounding write() commits; nothing on SQLite. Only a hint:
+        correctness stays with the version and data_generation checks every read makes."""
+        if self.pg is not None:
+            self.pg.notify(channel, payload)
+
+    def listen(self, channels: Sequence[str], timeout: float | None = None) -> Iterator[tuple[str, str]]:
+        """(channel, payload) of each `notify` on these channels from any process, until `timeout` seconds pass
+        with none (None: forever). On SQLite nothing ever arrives: it waits `timeout` and ends, so one loop serves
+        both engines (`while running: for channel, payload in store.listen(["keem_users"], 1.0): ...`)."""
+        if self.pg is not None:
+            yield from self.pg.listen(channels, timeout)
+            return
+        time.sleep(timeout if timeout is not None else 0)
+
     def tables_with(self, column: str) -> list[str]:
         """The tables that have a column of this name (the erasure's count of a user's rows in every table)."""
         if self.pg is not None:

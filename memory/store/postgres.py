@@ -191,6 +191,32 @@ class Postgres:
         )
         return [r["table_name"] for r in rows]
 
+    # -- notifications (cache eviction across processes) -----------------------------------------------
+    def notify(self, channel: str, payload: str) -> None:
+        """NOTIFY `channel`: inside a write transaction it is sent at commit (never for a rollback)."""
+        with self._conn() as conn:
+            conn.execute("select pg_notify(%s, %s)", [channel, payload])
+
+    def listen(self, channels: Sequence[str], timeout: float | None) -> Iterator[tuple[str, str]]:
+        """(channel, payload) of every NOTIFY on `channels`, on a connection of its own, until `timeout` seconds
+        pass with none (None: forever). Stop early by leaving the loop; the connection closes with it."""
+        from psycopg import sql
+
+        try:
+            conn = self.psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+        except self.psycopg.Error as exc:
+            raise self.error(exc, "cannot reach the Postgres database") from None
+        with conn:
+            for channel in channels:
+                conn.execute(sql.SQL("listen {}").format(sql.Identifier(channel)))
+            while True:
+                got = False
+                for note in conn.notifies(timeout=timeout, stop_after=1):
+                    got = True
+                    yield note.channel, note.payload
+                if not got:
+                    return
+
     # -- erasure ------------------------------------------------------------------------------------
     def vacuum(self, tables: Sequence[str]) -> bool:
         """After an erasure: VACUUM the tables it touched (their dead row versions, which still hold the text, are
