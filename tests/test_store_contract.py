@@ -339,6 +339,14 @@ def test_urls_are_redacted_and_queries_translated():
     )
 
 
+def test_the_sqlite_driver_is_not_reachable_on_postgres(any_store):
+    if any_store.dialect == "sqlite":
+        assert any_store.db.table_names()
+    else:
+        with pytest.raises(AttributeError, match=r"store\.rows/one/execute"):
+            any_store.db.execute("select 1")
+
+
 def test_the_sqlite_store_keeps_its_path_and_a_folder_is_refused(tmp_path):
     with pytest.raises(StorageError) as refused:
         Connection(tmp_path, schema)

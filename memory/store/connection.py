@@ -200,6 +200,16 @@ class Connection:
         except (sqlite3.Error, OSError) as exc:
             raise storage_error(self.path, exc) from None
 
+    if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any attribute of a store
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "db" and self.__dict__.get("pg") is not None:  # reached only when `db` is absent: Postgres
+                raise AttributeError(
+                    "store.db is the SQLite driver and this store is Postgres; use store.rows/one/execute/insert/"
+                    "insert_many inside store.write() (memory/store/connection.py)"
+                )
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def _open_postgres(self, url: str, scheme: str, schema: Schema) -> None:
         from memory.store.postgres import SCHEMES, Postgres
 
