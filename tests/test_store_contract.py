@@ -329,6 +329,16 @@ def test_an_unreachable_postgres_is_one_line_without_the_password(tmp_path, monk
     assert list(tmp_path.iterdir()) == []
 
 
+def test_sqlite_snapshots_are_refused_for_postgres_with_what_to_use_instead(tmp_path):
+    from memory.backup import open_store
+    from models.errors import InputError
+
+    with pytest.raises(InputError, match="pg_dump") as refused:  # before any connection is tried
+        open_store("postgresql://keem:hunter2@127.0.0.1:1/keem", str(tmp_path / "backups"))
+    assert "KEEM_BACKUP_DIR" in str(refused.value) and "hunter2" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_urls_are_redacted_and_queries_translated():
     assert redact("postgresql://u:p%40ss@h:5/db?sslmode=require&password=x") == (
         "postgresql://u:***@h:5/db?sslmode=require&password=***"

@@ -223,6 +223,9 @@ class Postgres:
         removed and the space marked free), then CHECKPOINT where this role may (superuser or pg_checkpoint), so
         the WAL that holds the deleted rows can be recycled sooner. Outside any transaction, on a connection of
         its own. True when every step ran; a refusal is logged, never raised (the rows are gone either way)."""
+        if self.in_transaction():  # the delete is not committed yet: its rows are not dead, nothing to vacuum
+            log.warning("erasure cleanup skipped on %s: call it after the write() that deleted commits", self.label)
+            return False
         done = True
         try:
             with self.pool.connection() as conn:
