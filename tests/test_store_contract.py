@@ -251,6 +251,39 @@ def test_an_erased_sentence_and_its_turns_leave_no_copy_in_the_database(store_ur
     store.close()
 
 
+def test_on_postgres_a_forget_leaves_no_byte_of_the_user_in_table_or_index_pages(pg_url):
+    """pageinspect reads the raw 8 kB pages of the tables and the user-name index: after a forget none holds the
+    user's words (plain VACUUM would leave them in the page's free space; the erasure rewrites the tables)."""
+    import psycopg
+
+    store = Store(pg_url)
+    keep = store.users.get_or_create("keeper")
+    store.turns.add(store.sessions.start(keep, "keem", "fake"), keep, "user", "평범한 이야기")
+    gone = store.users.get_or_create("zebra-walker")  # inserted last: its bytes sit where plain VACUUM leaves them
+    store.turns.add(store.sessions.start(gone, "keem", "fake"), gone, "user", "SECRET-4417 나의 비밀")
+    pages = psycopg.connect(pg_url, autocommit=True)
+    try:
+        pages.execute("create extension if not exists pageinspect")
+    except psycopg.Error as exc:
+        pytest.skip(f"pageinspect is not available here ({exc})")
+
+    def holding() -> list[str]:
+        found = []
+        for relation in ("turns", "users", "sessions", "idx_users_name"):
+            count = pages.execute("select pg_relation_size(%s) / 8192", [relation]).fetchone()[0]
+            for page in range(count):
+                raw = pages.execute("select get_raw_page(%s, %s)", [relation, page]).fetchone()[0]
+                found += [f"{relation}:{page}" for word in (b"SECRET-4417", b"zebra-walker") if word in raw]
+        return found
+
+    assert holding()  # the scan finds what is there
+    store.erasure.forget_user(gone)
+    assert holding() == []
+    assert [t["text"] for t in store.rows("select text from turns")] == ["평범한 이야기"]
+    pages.close()
+    store.close()
+
+
 def test_a_study_rule_holds_across_concurrent_writers(store_url):
     """A check-then-insert inside write() (one consent per text, answers submitted once) admits one writer."""
     first = Store(store_url)

@@ -281,7 +281,7 @@ class Connection:
 
     def after_erasure(self, tables: Sequence[str]) -> bool:
         """What makes an erasure's deleted text leave the engine's files: SQLite's WAL checkpoint (secure_delete
-        zeroed the pages already); Postgres's VACUUM of the touched tables and a CHECKPOINT where permitted
+        zeroed the pages already); Postgres's VACUUM FULL of the touched tables and a CHECKPOINT where permitted
         (docs/postgres.md says what Postgres still keeps for a while)."""
         if self.pg is not None:
             return self.pg.vacuum(tables)

@@ -2,9 +2,9 @@
 
 Deleted and overwritten text does not linger: on SQLite every connection runs with `secure_delete` (connection.py),
 which zeroes freed space, and each erasure ends with a WAL checkpoint (TRUNCATE) that copies the zeroed pages into
-the file and empties the WAL, which still held the text. On Postgres each erasure ends with a VACUUM of the tables it
-touched and a CHECKPOINT where permitted (docs/postgres.md: what Postgres still keeps for a while). Each erasure
-leaves one audit row in `erasures`: what kind of thing, how many rows of which table, and when; never the text.
+the file and empties the WAL, which still held the text. On Postgres each erasure ends with a VACUUM FULL of the
+tables it touched and a CHECKPOINT where permitted (docs/postgres.md: what Postgres still keeps for a while). Each
+erasure leaves one audit row in `erasures`: what kind of thing, how many rows of which table, and when; never the text.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class Erasure:
             counts["other"] = sum(per_table.values())
             erased = Erased("user", counts)
             self._audit(erased, user_id)
-        self.conn.after_erasure(["users", *MAIN_TABLES, *per_table, "erasures"])
+        self.conn.after_erasure(["users", *MAIN_TABLES, *per_table])
         return erased
 
     def lineage(self, user_id: int, texts: Iterable[str]) -> list[dict[str, Any]]:

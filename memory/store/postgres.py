@@ -30,6 +30,7 @@ SCHEMES = ("postgresql", "postgres")
 WRITE_LOCK = 0x6B65656D_5752  # "keem" "WR"
 MIGRATE_LOCK = 0x6B65656D_4D47  # "keem" "MG"
 CONNECT_TIMEOUT_S = 5
+LOCK_TIMEOUT_S = 5  # the longest an erasure's VACUUM FULL waits for a table's readers before plain VACUUM
 FIX = (
     "start the server or fix the host, port, user, password or database name in --db (KEEM_DB); "
     "leave KEEM_DB empty for the local SQLite file"
@@ -219,35 +220,67 @@ class Postgres:
 
     # -- erasure ------------------------------------------------------------------------------------
     def vacuum(self, tables: Sequence[str]) -> bool:
-        """After an erasure: VACUUM the tables it touched (their dead row versions, which still hold the text, are
-        removed and the space marked free), then CHECKPOINT where this role may (superuser or pg_checkpoint), so
-        the WAL that holds the deleted rows can be recycled sooner. Outside any transaction, on a connection of
-        its own. True when every step ran; a refusal is logged, never raised (the rows are gone either way)."""
+        """After an erasure: rewrite the tables it touched so the deleted text leaves the data files, then
+        CHECKPOINT where this role may (superuser or pg_checkpoint) so the WAL holding it is recycled sooner.
+
+        Plain VACUUM removes dead row versions but leaves their bytes in the page's free space until new rows
+        overwrite them (measured: a pageinspect scan still finds them); VACUUM FULL writes each table and its
+        indexes anew and drops the old files. It locks the table meanwhile, so it waits at most LOCK_TIMEOUT for
+        readers to finish and otherwise falls back to plain VACUUM, saying so. KEEM_PG_VACUUM=plain chooses plain
+        VACUUM always (a large store where a forget must not pause chat; docs/postgres.md). Outside any
+        transaction, on a connection of its own. True when every step ran; a failure is logged, never raised (the
+        rows are gone either way)."""
         if self.in_transaction():  # the delete is not committed yet: its rows are not dead, nothing to vacuum
             log.warning("erasure cleanup skipped on %s: call it after the write() that deleted commits", self.label)
             return False
+        full = os.environ.get("KEEM_PG_VACUUM", "full").strip().lower() != "plain"
         done = True
         try:
             with self.pool.connection() as conn:
-                for table in tables:
-                    try:
-                        conn.execute(f"vacuum {table}")
-                    except self.psycopg.errors.UndefinedTable:
-                        continue
-                    except self.psycopg.Error as exc:
-                        log.warning("VACUUM %s on %s failed: %s", table, self.label, exc)
-                        done = False
+                conn.execute(f"set lock_timeout = '{LOCK_TIMEOUT_S}s'")
                 try:
-                    conn.execute("checkpoint")
-                except self.psycopg.errors.InsufficientPrivilege:
-                    log.info(
-                        "CHECKPOINT needs superuser or pg_checkpoint on %s; Postgres checkpoints on its own", self.label
-                    )
-                    done = False
+                    for table in dict.fromkeys(tables):
+                        done = self._vacuum(conn, table, full) and done
+                    try:
+                        conn.execute("checkpoint")
+                    except self.psycopg.errors.InsufficientPrivilege:
+                        log.info(
+                            "CHECKPOINT needs superuser or pg_checkpoint on %s; Postgres checkpoints on its own "
+                            "schedule",
+                            self.label,
+                        )
+                        done = False
+                finally:
+                    conn.execute("reset lock_timeout")
         except self.psycopg.Error as exc:
             log.warning("cleaning up after an erasure on %s failed: %s", self.label, exc)
             return False
         return done
+
+    def _vacuum(self, conn: Any, table: str, full: bool) -> bool:
+        errors = self.psycopg.errors
+        if full:
+            try:
+                conn.execute(f"vacuum full {table}")
+                return True
+            except errors.UndefinedTable:
+                return True
+            except (errors.LockNotAvailable, errors.InsufficientPrivilege) as exc:
+                log.warning(
+                    "VACUUM FULL %s on %s not possible now (%s); plain VACUUM instead: the deleted bytes may "
+                    "stay in free space until overwritten",
+                    table,
+                    self.label,
+                    " ".join(str(exc).split()),
+                )
+        try:
+            conn.execute(f"vacuum {table}")
+        except errors.UndefinedTable:
+            return True
+        except self.psycopg.Error as exc:
+            log.warning("VACUUM %s on %s failed: %s", table, self.label, exc)
+            return False
+        return not full
 
     # -- migrations ---------------------------------------------------------------------------------
     def applied(self, set_name: str) -> list[str]:
