@@ -341,10 +341,13 @@ def test_a_notification_reaches_another_process_only_when_its_write_commits(stor
 
 
 # -- bad input ---------------------------------------------------------------------------------------------------------
-def test_an_unknown_scheme_is_one_line_with_the_fix_and_makes_no_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "url", ["mysql://root:hunter2@localhost/keem", "postgresql:/root:hunter2@localhost/keem", "sqlite:hunter2.db"]
+)
+def test_an_unknown_scheme_is_one_line_with_the_fix_and_makes_no_file(url, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(StorageError) as refused:
-        Store("mysql://root:hunter2@localhost/keem")
+        Store(url)
     message = str(refused.value)
     assert refused.value.code == "storage_scheme" and "\n" not in message
     assert "postgresql://" in message and "hunter2" not in message

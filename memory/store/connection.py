@@ -44,11 +44,14 @@ def now_iso() -> str:
 
 
 URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# a database URL missing its // (postgresql:/x, sqlite:keem.db) is still a URL, never a file or folder name
+DATABASE_LIKE = re.compile(r"^((postgres(ql)?|mysql|mariadb|sqlite3?|mssql|oracle)(\+[A-Za-z0-9]+)?):", re.IGNORECASE)
 
 
 def url_scheme(target: str | os.PathLike[str]) -> str | None:
-    """The scheme of `target` when it is a URL (postgresql://...), None for a file path."""
-    found = URL.match(str(target))
+    """The scheme of `target` when it is a URL (postgresql://...) or looks like a database URL, None for a file
+    path."""
+    found = URL.match(str(target)) or DATABASE_LIKE.match(str(target))
     return found.group(1).lower() if found else None
 
 
@@ -213,6 +216,14 @@ class Connection:
     def _open_postgres(self, url: str, scheme: str, schema: Schema) -> None:
         from memory.store.postgres import SCHEMES, Postgres
 
+        if not URL.match(url):  # not even a URL: show none of it (what follows the scheme may be a password)
+            self.path = f"{scheme}:..."
+            raise StorageError(
+                f"--db (KEEM_DB) begins with '{scheme}:' but is not a database URL; give a SQLite file path, or a "
+                "Postgres URL such as postgresql://user@host:5432/keem",
+                code="storage_scheme",
+                path=self.path,
+            )
         if scheme not in SCHEMES:
             raise StorageError(
                 f"--db (KEEM_DB) {self.path} names a database kind keem cannot use ({scheme}://); give a SQLite file "
