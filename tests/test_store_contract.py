@@ -284,6 +284,33 @@ def test_on_postgres_a_forget_leaves_no_byte_of_the_user_in_table_or_index_pages
     store.close()
 
 
+def test_on_postgres_a_writer_held_too_long_is_a_storage_error_not_a_hang(pg_url, monkeypatch):
+    from memory.store import postgres
+
+    monkeypatch.setattr(postgres, "WRITE_WAIT_S", 1)
+    holder, waiter = Store(pg_url), Store(pg_url)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with holder.write():  # a hung process in the middle of a write
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(10)
+    try:
+        with pytest.raises(StorageError, match="for writing for 1 s") as refused:
+            waiter.users.get_or_create("minsu")
+        assert refused.value.code == "storage_postgres"
+    finally:
+        release.set()
+        thread.join()
+    assert waiter.users.get_or_create("minsu") > 0  # once it is free, writes go on
+    holder.close()
+    waiter.close()
+
+
 def test_a_study_rule_holds_across_concurrent_writers(store_url):
     """A check-then-insert inside write() (one consent per text, answers submitted once) admits one writer."""
     first = Store(store_url)

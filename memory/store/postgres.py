@@ -30,6 +30,7 @@ SCHEMES = ("postgresql", "postgres")
 WRITE_LOCK = 0x6B65656D_5752  # "keem" "WR"
 MIGRATE_LOCK = 0x6B65656D_4D47  # "keem" "MG"
 CONNECT_TIMEOUT_S = 5
+WRITE_WAIT_S = 30  # the longest a write waits for the other writers (SQLite's busy timeout is the same)
 LOCK_TIMEOUT_S = 5  # the longest an erasure's VACUUM FULL waits for a table's readers before plain VACUUM
 FIX = (
     "start the server or fix the host, port, user, password or database name in --db (KEEM_DB); "
@@ -119,7 +120,7 @@ class Postgres:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         reason = reason.replace(self.url, self.label)
         password = urlsplit(self.url).password
-        if password:
+        if password and len(password) >= 4:  # libpq never echoes it; this is a second guard, not the first
             reason = reason.replace(password, "***")
         return StorageError(f"{what} {self.label} ({reason}); {FIX}", code="storage_postgres", path=self.label)
 
@@ -145,7 +146,19 @@ class Postgres:
             yield
             return
         with self._conn() as conn, conn.transaction():
-            conn.execute("select pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+            # as SQLite's busy timeout: a writer that holds the lock longer (a hung process; a dead one's connection
+            # is closed by the server, which frees the lock) makes this one fail with the fix, not wait forever
+            conn.execute(f"set local lock_timeout = '{WRITE_WAIT_S}s'")
+            try:
+                conn.execute("select pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+            except self.psycopg.errors.LockNotAvailable:
+                raise StorageError(
+                    f"another process has held the Postgres database {self.label} for writing for {WRITE_WAIT_S} s; "
+                    "try again, and look for a hung keem process or a long transaction (pg_stat_activity)",
+                    code="storage_postgres",
+                    path=self.label,
+                ) from None
+            conn.execute("set local lock_timeout = 0")
             self.local.conn = conn
             try:
                 yield
