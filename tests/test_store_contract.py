@@ -46,6 +46,33 @@ def test_migrations_are_recorded_and_rerun_cleanly(store_url):
     again.close()
 
 
+def test_processes_opening_a_new_database_at_once_migrate_it_once(store_url):
+    """Several app processes (threads with stores of their own here) start on one new database together."""
+    opened: list[Store] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def start() -> None:
+        barrier.wait()
+        try:
+            store = Store(store_url)
+            records(store)
+            opened.append(store)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(opened) == 4
+    expected = schema.names if opened[0].dialect == "sqlite" else [n for n, _ in schema.postgres]
+    assert opened[0].applied(schema) == expected
+    for store in opened:
+        store.close()
+
+
 def test_a_database_a_newer_keem_wrote_is_refused(store_url):
     store = Store(store_url)
     with store.write():
@@ -313,9 +340,7 @@ def test_on_postgres_a_writer_held_too_long_is_a_storage_error_not_a_hang(pg_url
 
 def test_a_study_rule_holds_across_concurrent_writers(store_url):
     """A check-then-insert inside write() (one consent per text, answers submitted once) admits one writer."""
-    first = Store(store_url)
-    records(first)  # the trial tables, migrated at start as the app does
-    first.close()
+    Store(store_url).close()
     stores = [Store(store_url) for _ in range(4)]
     uid = stores[0].users.get_or_create("p1")
     sid = stores[0].sessions.start(uid, "keem", "fake")

@@ -167,14 +167,26 @@ class Schema:
                 code="migration_newer",
                 path=path,
             )
-        try:
-            self.migrations.apply(db)
-        except sqlite3.Error as exc:
-            raise MigrationError(
-                f"migrating {path} failed ({exc}); restore a backup or use a new --db",
-                code="migration_failed",
-                path=path,
-            ) from exc
+        seen = set(self.applied(db))
+        for attempt in range(10):
+            try:
+                self.migrations.apply(db)
+                return
+            except sqlite3.Error as exc:
+                # another process opening the same new file migrates at the same time: its table exists, its
+                # record is in, or its transaction holds the file (a deferred one that must write fails at once
+                # with "locked" rather than wait). Run again, which skips what it applied; a failed migration
+                # rolled back, a non-transactional one is safe to run again (`outside_transaction`)
+                now = set(self.applied(db))
+                if attempt < 9 and (now != seen or "locked" in str(exc).lower()):
+                    seen = now
+                    time.sleep(0.05 * (attempt + 1))
+                    continue
+                raise MigrationError(
+                    f"migrating {path} failed ({exc}); restore a backup or use a new --db",
+                    code="migration_failed",
+                    path=path,
+                ) from exc
 
 
 class Connection:
