@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo "torch>=2.4" || echo "torch==2.13.0")
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser serve-tools lint run test test-fast test-e2e screenshots bench clean
+.PHONY: install system browser serve-tools postgres lint run test test-fast test-e2e screenshots bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -21,21 +21,23 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
-# Browser tests use Debian's chromium and Korean fonts (apt, as root); Playwright never downloads a browser.
-browser:
-	@if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi nanum; then \
+# The tests use Debian's packages (apt, as root), installed here in one apt-get for whatever is missing: chromium and
+# fonts-nanum (browser tests; Playwright never downloads a browser), haproxy and supervisor (`keem serve` and its
+# test), postgresql (the store's contract tests run on SQLite and on Postgres: each `make test` runs pytest inside
+# `pg_virtualenv`, a throwaway cluster with fsync off that sets PGHOST/PGPORT/PGUSER/PGPASSWORD and is dropped
+# afterwards; without it the Postgres half skips, and fails on CI).
+APT_NEEDS = $(strip $(if $(wildcard /usr/bin/chromium),,chromium) \
+	$(if $(shell fc-list 2>/dev/null | grep -i nanum),,fonts-nanum) \
+	$(if $(wildcard /usr/sbin/haproxy),,haproxy) $(if $(shell command -v supervisord),,supervisor) \
+	$(if $(shell command -v pg_virtualenv),,postgresql))
+system:
+	@if [ -n "$(APT_NEEDS)" ]; then \
 		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-nanum >/dev/null; \
-		else echo "browser tests need chromium and fonts-nanum: sudo apt-get install chromium fonts-nanum"; fi; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_NEEDS) >/dev/null; \
+		else echo "the tests need Debian's $(APT_NEEDS): sudo apt-get install $(APT_NEEDS)"; fi; \
 	fi
-
-# `keem serve` (and its browser test) runs HAProxy and supervisord: Debian's haproxy and supervisor (apt, as root).
-serve-tools:
-	@if [ ! -x /usr/sbin/haproxy ] && ! command -v haproxy >/dev/null || ! command -v supervisord >/dev/null; then \
-		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy supervisor >/dev/null; \
-		else echo "keem serve and its test need HAProxy and supervisord: sudo apt-get install haproxy supervisor"; fi; \
-	fi
+browser serve-tools postgres: system
+WITH_PG = $$(command -v pg_virtualenv >/dev/null && echo "pg_virtualenv -o fsync=off")
 
 run: $(STAMP)
 	HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False $(PY) app.py
@@ -44,15 +46,15 @@ run: $(STAMP)
 # the browser and app-process tests mostly wait, so two workers on CI's two cores take about two thirds of the time.
 XDIST := -n auto --maxprocesses 4 --dist loadfile
 
-test: $(STAMP) browser serve-tools lint
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST)
+test: $(STAMP) system lint
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(WITH_PG) $(PY) -m pytest $(XDIST)
 
 # tests/ without the slow ones: no browser, no real model, no app process
-test-fast: $(STAMP)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST) -m "not slow"
+test-fast: $(STAMP) postgres
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(WITH_PG) $(PY) -m pytest $(XDIST) -m "not slow"
 
 # tests/e2e only: the app in chromium and in its own process
-test-e2e: $(STAMP) browser serve-tools
+test-e2e: $(STAMP) system
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST) tests/e2e
 
 # Rewrite docs/screenshot*.png, which README.md and docs/*.md show (tests never write them): the app against a loopback model, in chromium.

@@ -23,7 +23,7 @@ def default_db() -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    db: str = ""  # KEEM_DB; empty means the per-user data directory
+    db: str = ""  # KEEM_DB: a SQLite file or a postgresql:// URL (memory/store/connection.py); empty: per-user data dir
     model: str = "auto"  # KEEM_MODEL: hf:<id|path>, openai:<model>, demo, auto
     update_model: str = ""  # KEEM_UPDATE_MODEL; empty means the chat model
     embedder: str = "auto"  # KEEM_EMBEDDER: auto (e5-small, else use-multilingual), e5, use-multilingual, ...

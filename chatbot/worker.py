@@ -282,7 +282,7 @@ class Worker:
         if self.backups is None:
             return False
         erasures = self.store.users.forgotten + self.store.erasure.sentences_erased
-        state = (self.store.db.conn.total_changes, erasures)
+        state = (self.store.changes, erasures)
         if state == self._backed_up:
             return False
         forgot = state[1] != (self._backed_up[1] if self._backed_up else 0)

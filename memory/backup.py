@@ -16,10 +16,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from memory.store import Store
+from memory.store.connection import url_scheme
 from models.errors import InputError
 
 log = logging.getLogger(__name__)
 KEEP = 3
+ON_POSTGRES = (
+    "KEEM_BACKUP_DIR snapshots are SQLite files; a Postgres store is backed up with Postgres's own tools: "
+    "pg_dump (a logical copy) or pg_basebackup with WAL archiving (docs/postgres.md); unset KEEM_BACKUP_DIR"
+)
 PREFIX, SUFFIX = "keem-", ".db"
 
 
@@ -42,6 +47,8 @@ class Backups:
         """Write a consistent copy of `store` now; with `drop_older`, delete every earlier snapshot."""
         if store.path == ":memory:":
             raise InputError("an in-memory database cannot be backed up; give KEEM_DB a file path")
+        if store.dialect != "sqlite":
+            raise InputError(ON_POSTGRES)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -109,7 +116,10 @@ def snapshot_if_configured(backup_dir: str, store: Store, *, drop_older: bool = 
 
 
 def open_store(db_path: str, backup_dir: str = "") -> Store:
-    """The store at `db_path`, first restored from the newest snapshot in `backup_dir` when the file is missing."""
+    """The store at `db_path` (a SQLite file, or a postgresql:// URL: memory/store/connection.py decides), first
+    restored from the newest snapshot in `backup_dir` when the file is missing."""
+    if backup_dir and url_scheme(db_path):
+        raise InputError(ON_POSTGRES)
     if backup_dir and db_path != ":memory:":
         used = Backups(backup_dir).restore(db_path)
         if used is not None:

@@ -6,6 +6,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,6 +60,92 @@ def dead_owner() -> str:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     return f"{socket.gethostname()}:{child.pid}"
+
+
+# -- Postgres ---------------------------------------------------------------------------------------------------------
+# The store's contract runs on both engines (`store_url`). Postgres comes from the PG* environment that
+# `pg_virtualenv` sets (`make test` wraps pytest in it). Each pytest-xdist worker gets a database of its own for the
+# session, and each test a fresh schema in it (the URL sets search_path; CREATE SCHEMA takes milliseconds where
+# CREATE DATABASE takes a third of a second), dropped after it. Without a server the Postgres half skips locally and
+# FAILS on CI (CI=true), which must run both.
+
+
+def _pg_url(database: str, schema: str = "") -> str:
+    from urllib.parse import quote
+
+    host, port = os.environ.get("PGHOST", "localhost"), os.environ.get("PGPORT", "5432")
+    user, password = quote(os.environ.get("PGUSER", "postgres")), quote(os.environ.get("PGPASSWORD", ""), safe="")
+    auth = f"{user}:{password}@" if password else f"{user}@"
+    options = [f"options={quote(f'-csearch_path={schema}', safe='')}"] if schema else []
+    if host.startswith("/"):  # a socket folder
+        query = "&".join([f"host={quote(host)}", f"port={port}", *options])
+        return f"postgresql://{auth}/{database}?{query}"
+    return f"postgresql://{auth}{host}:{port}/{database}" + (f"?{options[0]}" if options else "")
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[tuple[str, object]]:
+    """This worker's database on the Postgres server of the PG* environment, with a connection to it (autocommit),
+    or skip (fail on CI)."""
+    import uuid
+
+    why = ""
+    try:
+        import psycopg
+
+        admin = psycopg.connect(_pg_url(os.environ.get("PGDATABASE", "postgres")), autocommit=True, connect_timeout=3)
+    except ImportError:
+        why = "psycopg is not installed (make install)"
+    except Exception as exc:
+        why = f"no Postgres server in the PG* environment ({' '.join(str(exc).split())[:90]}...); run: make test"
+    if why:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI must run the Postgres half of the store's contract: {why}")
+        pytest.skip(why)
+    name = f"keem_test_{os.environ.get('PYTEST_XDIST_WORKER', 'gw')}_{uuid.uuid4().hex[:10]}".lower()
+    admin.execute(f"create database {name}")
+    conn = psycopg.connect(_pg_url(name), autocommit=True)
+    try:
+        yield name, conn
+    finally:
+        conn.close()
+        admin.execute(f"drop database if exists {name} with (force)")
+        admin.close()
+
+
+@pytest.fixture
+def pg_url(pg_database: tuple[str, Any]) -> Iterator[str]:
+    """A fresh, empty Postgres schema for this test (its URL sets search_path), dropped afterwards with every
+    connection the test left open."""
+    import uuid
+
+    name, conn = pg_database
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    conn.execute(f"create schema {schema}")
+    try:
+        yield _pg_url(name, schema)
+    finally:
+        conn.execute(
+            "select pg_terminate_backend(pid) from pg_stat_activity where datname = %s and pid <> pg_backend_pid()",
+            [name],
+        )
+        conn.execute(f"drop schema {schema} cascade")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store lives, once per engine: a SQLite file, then a fresh Postgres database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "keem.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def any_store(store_url: str) -> Iterator[Store]:
+    """A store on each engine in turn (the contract tests)."""
+    s = Store(store_url)
+    yield s
+    s.close()
 
 
 @pytest.fixture

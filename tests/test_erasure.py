@@ -38,10 +38,10 @@ def leftovers(folder: Path, *texts: str) -> list[str]:
     return found
 
 
-def lived(tmp_path: Path) -> tuple[Store, MemoryEngine, int]:
+def lived(tmp_path: Path, target: str | None = None) -> tuple[Store, MemoryEngine, int]:
     """A user with two sessions whose turns said SECRET and KEPT, and three versions (SECRET rewritten from
-    EARLIER; a summary in the details that repeats it)."""
-    store = Store(tmp_path / "data" / "keem.db")
+    EARLIER; a summary in the details that repeats it), in TMP/data/keem.db or the store at `target`."""
+    store = Store(target or tmp_path / "data" / "keem.db")
     engine = MemoryEngine(store, NgramEmbedder())
     uid = store.users.get_or_create("minsu")
     for said, reply in ((SAID, ECHO), (KEPT_TURN, "고양이 이야기 좋아요")):

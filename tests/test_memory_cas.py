@@ -27,6 +27,13 @@ from models.embedders import NgramEmbedder
 from models.errors import InputError, MemoryChangedError
 from models.fake import ScriptedChatModel, stage_of
 
+
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    """This module's store-level tests run on SQLite and on Postgres (tests/conftest.py `store_url`)."""
+    return any_store
+
+
 SEOUL, CAT, SWIM, JOB = (
     "사용자는 서울에 산다.",
     "사용자는 고양이 나비를 키운다.",

@@ -21,6 +21,13 @@ from memory.updaters import make_updater
 from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel, stage_of
 
+
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    """This module's store-level tests run on SQLite and on Postgres (tests/conftest.py `store_url`)."""
+    return any_store
+
+
 SEOUL, CAT, SMOKE, PEANUT = (
     "사용자는 서울 마포구에 산다.",
     "사용자는 고양이 나비를 키운다.",
@@ -287,10 +294,10 @@ def test_exports_carry_provenance_and_changelog_scrubbed(engine, store, minsu, t
     assert dropped["text"] == SMOKE and "금연" in dropped["reason"]
 
 
-def test_the_cli_prints_why_changes_and_undoes(engine, store, minsu, capsys, monkeypatch):
+def test_the_cli_prints_why_changes_and_undoes(engine, store, store_url, minsu, capsys, monkeypatch):
     from chatbot.cli.main import main
 
-    monkeypatch.setenv("KEEM_DB", str(store.path))
+    monkeypatch.setenv("KEEM_DB", store_url)  # store.path hides a Postgres password
     monkeypatch.setenv("KEEM_EMBEDDER", "ngram")
 
     def run(*argv: str) -> tuple[int, str]:

@@ -1,4 +1,4 @@
-"""The SQLite store: migrations, versions, the job queue, forgetting."""
+"""The store: migrations, versions, the job queue, forgetting (most of it on SQLite and on Postgres)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,12 @@ from memory.store.migrations import schema
 from memory.store.queue import Queue, process_owner
 from models.errors import InputError, MigrationError, UnknownUserError, UpdateError
 from tests.conftest import dead_owner
+
+
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    """This module's store-level tests run on SQLite and on Postgres (tests/conftest.py `store_url`)."""
+    return any_store
 
 
 def test_migrations_build_the_schema_from_an_empty_database_and_rerun_cleanly(tmp_path):
@@ -99,10 +105,10 @@ def test_retry_also_runs_a_job_waiting_in_its_backoff_but_a_restart_keeps_the_ba
     assert store.queue.claim()["id"] == waiting  # runs now, not in ten minutes
 
 
-def test_a_job_another_process_runs_is_never_taken_until_its_lease_runs_out(tmp_path):
+def test_a_job_another_process_runs_is_never_taken_until_its_lease_runs_out(store_url):
     import threading
 
-    path = tmp_path / "shared.db"
+    path = store_url
     first = Store(path)
     uid = first.users.get_or_create("minsu")
     job = first.queue.enqueue(uid, first.sessions.start(uid, "keem", "fake"), "keem")
@@ -123,7 +129,8 @@ def test_a_job_another_process_runs_is_never_taken_until_its_lease_runs_out(tmp_
     assert (
         first.queue.requeue_running() == 0 and first.queue.claim(job) is None
     )  # alive and leased: nobody else takes it
-    first.db.execute("update update_jobs set lease_until = 0 where id = ?", [job])  # its process hung
+    with first.write():
+        first.execute("update update_jobs set lease_until = 0 where id = ?", [job])  # its process hung
     assert first.queue.claim(job)["owner"] == process_owner()
     for s in (first, *stores):
         s.close()
@@ -155,15 +162,15 @@ def test_forget_deletes_everything_of_one_user_only(store):
     with pytest.raises(UnknownUserError, match="keem session --user a"):
         store.users.require("a")
     for table in ("sessions", "turns", "memory_versions", "memory_sentences", "update_jobs"):
-        assert store.db.execute(f"select count(*) from {table} where user_id = ?", [a]).fetchone()[0] == 0
-        assert store.db.execute(f"select count(*) from {table} where user_id = ?", [b]).fetchone()[0] == 1
+        assert store.one(f"select count(*) as n from {table} where user_id = ?", [a])["n"] == 0
+        assert store.one(f"select count(*) as n from {table} where user_id = ?", [b])["n"] == 1
 
 
-def test_two_processes_writing_one_database_wait_for_each_other(tmp_path):
+def test_two_processes_writing_one_database_wait_for_each_other(store_url):
     """The app and the CLI share a file: concurrent writers must queue, never fail with 'database is locked'."""
     import threading
 
-    path = tmp_path / "shared.db"
+    path = store_url
     Store(path).close()
     errors: list[Exception] = []
 
@@ -197,6 +204,7 @@ def test_two_processes_writing_one_database_wait_for_each_other(tmp_path):
     assert errors == []
     store = Store(path)
     assert [len(store.versions.of_user(store.users.require(f"u{n}"))) for n in range(4)] == [25] * 4
+    store.close()
 
 
 def test_replies_carry_their_mark_and_a_replaced_one_leaves_the_dialogue_but_stays_stored(store):

@@ -29,6 +29,13 @@ from memory.store import Store
 from memory.updaters import STRATEGIES
 from models.errors import InputError
 
+
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    """This module's store-level tests run on SQLite and on Postgres (tests/conftest.py `store_url`)."""
+    return any_store
+
+
 STUDY = '''id = "pilot-1"
 title = "기억하는 챗봇 사용자 연구"
 strategies = ["keem", "accumulate"]

@@ -5,11 +5,20 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from chatbot.bot import Chatbot
 from chatbot.settings import Settings
 from chatbot.worker import Worker, pool_size
+from memory.store import Store
 from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
+
+
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    """This module's store-level tests run on SQLite and on Postgres (tests/conftest.py `store_url`)."""
+    return any_store
 
 
 class SlowUpdates(ScriptedChatModel):

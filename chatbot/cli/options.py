@@ -42,7 +42,11 @@ def _group(title: str) -> tuple[argparse.ArgumentParser, Any]:
 
 
 STORE, _g = _group("storage")
-_g.add_argument("--db", help="SQLite file (KEEM_DB; default: the per-user data directory)")
+_g.add_argument(
+    "--db",
+    help="SQLite file, or a postgresql://user@host/db URL for a shared store (KEEM_DB; default: the per-user data "
+    "directory; docs/postgres.md)",
+)
 
 JSON, _g = _group("output")
 _g.add_argument("--json", action="store_true", help="machine-readable output (JSON on stdout)")

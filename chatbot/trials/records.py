@@ -8,7 +8,6 @@ Databases from before this set, whose memory migration m005 made the same tables
 
 from __future__ import annotations
 
-import sqlite3
 import weakref
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -16,7 +15,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from memory.store import Store, now_iso, storage_error
+from memory.store import Store, now_iso
 from memory.store.connection import Schema
 from memory.store.rebuild import never_reuse_ids
 from models.errors import InputError
@@ -58,6 +57,34 @@ def t002_ids_never_reused(db: Database) -> None:
     never_reuse_ids(db, {"consents": [], "answers": []})
 
 
+# The same tables on Postgres (memory/store/postgres.py applies the set). EVERY future change of these tables needs a
+# migration in both sets: the next t0NN above and the next pgt0NN here. Ids are identity columns, never reused.
+schema.add_postgres(
+    "pgt001_schema_of_t002",
+    """
+    create table consents (
+        id bigint generated always as identity primary key,
+        user_id bigint not null references users (id) on delete cascade,
+        study_id text not null,
+        text_hash text not null,
+        created_at text not null);
+    create index idx_consents_user_study on consents (user_id, study_id);
+    create table answers (
+        id bigint generated always as identity primary key,
+        session_id bigint not null references sessions (id) on delete cascade,
+        user_id bigint not null references users (id) on delete cascade,
+        study_id text not null,
+        item text not null,
+        kind text not null,
+        question text,
+        value text not null,
+        created_at text not null);
+    create unique index idx_answers_session_item on answers (session_id, study_id, item);
+    create index idx_answers_user on answers (user_id, study_id);
+    """,
+)
+
+
 _opened: weakref.WeakKeyDictionary[Store, TrialRecords] = weakref.WeakKeyDictionary()
 
 
@@ -75,11 +102,7 @@ class TrialRecords:
 
     def __init__(self, store: Store):
         self.store = store
-        try:
-            with store.lock:
-                schema.apply(store.db, store.path)
-        except (sqlite3.Error, OSError) as exc:
-            raise storage_error(store.path, exc) from None
+        store.migrate(schema)
 
     def record_consent(
         self, user_id: int, study_id: str, text_hash: str, at: datetime | str | None = None
@@ -92,7 +115,7 @@ class TrialRecords:
         same = "select * from consents where user_id = ? and study_id = ? and text_hash = ? order by id limit 1"
         with self.store.write():
             if self.store.one(same, [user_id, study_id, text_hash]) is None:
-                self.store.db.execute(
+                self.store.execute(
                     "insert into consents (user_id, study_id, text_hash, created_at) values (?, ?, ?, ?)",
                     [user_id, study_id, text_hash, when],
                 )
@@ -149,7 +172,7 @@ class TrialRecords:
             if self.store.one(answered, [session_id, study_id]):  # another tab submitted meanwhile
                 raise twice
             for r in rows:
-                self.store.db.execute(
+                self.store.execute(
                     "insert into answers (session_id, user_id, study_id, item, kind, question, value, "
                     "created_at) values (?, ?, ?, ?, ?, ?, ?, ?)",
                     [session_id, user_id, study_id, r["item"], r["kind"], r.get("question"), str(r["value"]), created],

@@ -1,24 +1,35 @@
-"""One SQLite file: opening it (WAL, pragmas), applying a numbered migration set, write transactions, and storage
-errors that say how to fix them."""
+"""The store's database: a SQLite file (the default) or a Postgres database (a postgresql:// URL in --db / KEEM_DB,
+memory/store/postgres.py). Opening it, applying a numbered migration set, write transactions, the portable query
+calls every part of the store uses (`rows`, `one`, `execute`, `insert`, `insert_many`, `write`), and storage errors
+that say how to fix them.
+
+Queries are written once, in the SQL both engines share, with `?` placeholders (Postgres gets them translated). An
+upsert is `insert ... on conflict (...) do update set x = excluded.x` (both engines); a new row's id comes from
+`insert()`. Nothing outside this module and the SQLite migrations touches the driver (`db`, `total_changes`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+import re
 import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
 from models.errors import MigrationError, StorageError
+
+if TYPE_CHECKING:
+    from memory.store.postgres import Postgres, PostgresStep
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +41,27 @@ def placeholders(values: Sized) -> str:
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# a database URL missing its // (postgresql:/x, sqlite:keem.db) is still a URL, never a file or folder name
+DATABASE_LIKE = re.compile(r"^((postgres(ql)?|mysql|mariadb|sqlite3?|mssql|oracle)(\+[A-Za-z0-9]+)?):", re.IGNORECASE)
+
+
+def url_scheme(target: str | os.PathLike[str]) -> str | None:
+    """The scheme of `target` when it is a URL (postgresql://...) or looks like a database URL, None for a file
+    path."""
+    found = URL.match(str(target)) or DATABASE_LIKE.match(str(target))
+    return found.group(1).lower() if found else None
+
+
+def describe(target: str | os.PathLike[str]) -> str:
+    """`target` as it may be shown or logged: a URL without its password."""
+    if url_scheme(target):
+        from memory.store.postgres import redact
+
+        return redact(str(target))
+    return str(target)
 
 
 def storage_error(path: str, exc: BaseException, flag: str = "--db (KEEM_DB)") -> StorageError:
@@ -98,9 +130,17 @@ class Schema:
     """
 
     def __init__(self, name: str, retired: Sequence[str] = ()):
+        self.name = name
         self.migrations = Migrations(name)
         self.names: list[str] = []
         self.retired = tuple(retired)
+        # The same schema for Postgres, numbered apart (memory/store/postgres.py applies them). EVERY schema change
+        # needs a migration in both sets: a SQLite one registered with @schema and a Postgres one with `postgres`.
+        self.postgres: list[tuple[str, PostgresStep]] = []
+
+    def add_postgres(self, name: str, step: PostgresStep) -> None:
+        """Register the next Postgres migration: SQL (several statements allowed) or fn(psycopg connection)."""
+        self.postgres.append((name, step))
 
     def __call__(self, fn: Callable[[Database], None]) -> Callable[[Database], None]:
         self.names.append(fn.__name__)
@@ -127,24 +167,47 @@ class Schema:
                 code="migration_newer",
                 path=path,
             )
-        try:
-            self.migrations.apply(db)
-        except sqlite3.Error as exc:
-            raise MigrationError(
-                f"migrating {path} failed ({exc}); restore a backup or use a new --db",
-                code="migration_failed",
-                path=path,
-            ) from exc
+        seen = set(self.applied(db))
+        for attempt in range(10):
+            try:
+                self.migrations.apply(db)
+                return
+            except sqlite3.Error as exc:
+                # another process opening the same new file migrates at the same time: its table exists, its
+                # record is in, or its transaction holds the file (a deferred one that must write fails at once
+                # with "locked" rather than wait). Run again, which skips what it applied; a failed migration
+                # rolled back, a non-transactional one is safe to run again (`outside_transaction`)
+                now = set(self.applied(db))
+                if attempt < 9 and (now != seen or "locked" in str(exc).lower()):
+                    seen = now
+                    time.sleep(0.05 * (attempt + 1))
+                    continue
+                raise MigrationError(
+                    f"migrating {path} failed ({exc}); restore a backup or use a new --db",
+                    code="migration_failed",
+                    path=path,
+                ) from exc
 
 
 class Connection:
-    """One SQLite file in WAL mode, migrated to `schema`; safe to share between threads (one connection, one lock).
+    """The store's database, migrated to `schema`: a SQLite file in WAL mode (one connection, one lock) or, for a
+    postgresql:// URL, a Postgres database (a pool; memory/store/postgres.py). Safe to share between threads.
 
-    SQLite and file-system errors become a StorageError that says what is wrong and how to fix it.
+    Errors of either engine, and of the file system, become a StorageError that says what is wrong and how to fix
+    it; a URL's password never appears in `path`, a log line or an error.
     """
 
     def __init__(self, path: str | os.PathLike[str], schema: Schema):
+        scheme = url_scheme(path)
+        self.pg: Postgres | None = None
+        self.lock = threading.RLock()
+        if scheme is not None:
+            self.path = describe(path)
+            self.dialect = "postgres"
+            self._open_postgres(str(path), scheme, schema)
+            return
         self.path = str(path)
+        self.dialect = "sqlite"
         try:
             self._open()
             with self.lock:
@@ -152,22 +215,82 @@ class Connection:
         except (sqlite3.Error, OSError) as exc:
             raise storage_error(self.path, exc) from None
 
+    if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any attribute of a store
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "db" and self.__dict__.get("pg") is not None:  # reached only when `db` is absent: Postgres
+                raise AttributeError(
+                    "store.db is the SQLite driver and this store is Postgres; use store.rows/one/execute/insert/"
+                    "insert_many inside store.write() (memory/store/connection.py)"
+                )
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _open_postgres(self, url: str, scheme: str, schema: Schema) -> None:
+        from memory.store.postgres import SCHEMES, Postgres
+
+        if not URL.match(url):  # not even a URL: show none of it (what follows the scheme may be a password)
+            self.path = f"{scheme}:..."
+            raise StorageError(
+                f"--db (KEEM_DB) begins with '{scheme}:' but is not a database URL; give a SQLite file path, or a "
+                "Postgres URL such as postgresql://user@host:5432/keem",
+                code="storage_scheme",
+                path=self.path,
+            )
+        if scheme not in SCHEMES:
+            raise StorageError(
+                f"--db (KEEM_DB) {self.path} names a database kind keem cannot use ({scheme}://); give a SQLite file "
+                "path, or a Postgres URL such as postgresql://user@host:5432/keem",
+                code="storage_scheme",
+                path=self.path,
+            )
+        self.pg = Postgres(url)
+        try:
+            self.pg.migrate(schema)
+        except BaseException:
+            self.pg.close()
+            raise
+
     def _open(self) -> None:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
         self.db = Database(conn)
-        self.lock = threading.RLock()
         if self.path != ":memory:":
             self.db.enable_wal()
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.execute("PRAGMA secure_delete=ON")  # a forgotten user's text is overwritten, not left in free pages
 
+    def migrate(self, schema: Schema) -> None:
+        """Apply another migration set to this database (chatbot/trials/records.py's), on either engine."""
+        if self.pg is not None:
+            self.pg.migrate(schema)
+            return
+        try:
+            with self.lock:
+                schema.apply(self.db, self.path)
+        except (sqlite3.Error, OSError) as exc:
+            raise storage_error(self.path, exc) from None
+
+    def applied(self, schema: Schema) -> list[str]:
+        """The names of `schema`'s migrations this database ran (of its engine's set)."""
+        if self.pg is not None:
+            return self.pg.applied(schema.name)
+        with self.lock:
+            return schema.applied(self.db)
+
+    @property
+    def changes(self) -> int:
+        """A number that grows with every write through this store (the backup loop's "anything new?")."""
+        if self.pg is not None:
+            return self.pg.commits
+        return int(self.db.conn.total_changes)
+
     def checkpoint(self, attempts: int = 20) -> bool:
         """Copy the WAL into the file and empty it (TRUNCATE): after an erasure the WAL still holds the text, and
         `secure_delete`'s zeroed pages reach the file only here. Another connection reading at that moment (the CLI
-        beside the app, a backup) holds it back, so it is retried for a few seconds; True when the WAL is empty."""
-        if self.path == ":memory:":
+        beside the app, a backup) holds it back, so it is retried for a few seconds; True when the WAL is empty.
+        On Postgres: nothing to do here (see `after_erasure`)."""
+        if self.path == ":memory:" or self.pg is not None:
             return True
         for attempt in range(attempts):
             with self.lock:
@@ -179,20 +302,37 @@ class Connection:
         log.warning("the WAL of %s could not be emptied: another connection kept reading", self.path)
         return False
 
+    def after_erasure(self, tables: Sequence[str]) -> bool:
+        """What makes an erasure's deleted text leave the engine's files: SQLite's WAL checkpoint (secure_delete
+        zeroed the pages already); Postgres's VACUUM FULL of the touched tables and a CHECKPOINT where permitted
+        (docs/postgres.md says what Postgres still keeps for a while)."""
+        if self.pg is not None:
+            return self.pg.vacuum(tables)
+        return self.checkpoint()
+
     def close(self) -> None:
         """Empty the WAL into the file (a clean shutdown leaves no erased text in it), then close."""
+        if self.pg is not None:
+            self.pg.close()
+            return
         with contextlib.suppress(sqlite3.Error):
             self.checkpoint(attempts=3)
         self.db.conn.close()
 
     @contextlib.contextmanager
     def write(self) -> Iterator[None]:
-        """One write transaction, taking SQLite's write lock up front (BEGIN IMMEDIATE).
+        """One write transaction, serialised with every other writer of the database, in any process: SQLite takes
+        its write lock up front (BEGIN IMMEDIATE), Postgres a transaction-level advisory lock. A read-then-write
+        inside it (compare-and-swap, a lease, a study rule) sees every earlier commit and nothing slips between.
 
-        A deferred transaction that reads first and then writes can fail at once with "database is locked"
+        A deferred SQLite transaction that reads first and then writes can fail at once with "database is locked"
         when another process (the CLI beside the app) writes meanwhile; an immediate one waits its turn.
         Nested calls join the outer transaction.
         """
+        if self.pg is not None:
+            with self.pg.write():
+                yield
+            return
         with self.lock:
             if self.db.conn.in_transaction:
                 yield
@@ -212,6 +352,8 @@ class Connection:
 
     def rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         """The rows a read query returns, as dicts."""
+        if self.pg is not None:
+            return self.pg.rows(sql, params)
         with self.lock:
             return [dict(r) for r in self.db.query(sql, params)]
 
@@ -219,8 +361,56 @@ class Connection:
         rows = self.rows(sql, params)
         return rows[0] if rows else None
 
+    def execute(self, sql: str, params: Any = ()) -> int:
+        """Run a statement that writes (inside `write()`); how many rows it changed (cascades not counted)."""
+        if self.pg is not None:
+            return self.pg.execute(sql, params)
+        with self.lock:
+            return int(self.db.execute(sql, params).rowcount)
+
     def insert(self, table: str, row: dict[str, Any]) -> int:
         """Insert one row (inside `write()`); its new integer id."""
-        pk = self.db.table(table).insert(row).last_pk
+        if self.pg is not None:
+            return self.pg.insert(table, row)
+        with self.lock:
+            pk = self.db.table(table).insert(row).last_pk
         assert pk is not None, f"insert into {table} gave no row id"
         return int(pk)
+
+    def insert_many(self, table: str, rows: Iterable[dict[str, Any]]) -> None:
+        """Insert rows that all have the same keys (inside `write()`)."""
+        rows = list(rows)
+        if not rows:
+            return
+        if self.pg is not None:
+            self.pg.insert_many(table, rows)
+            return
+        columns = list(rows[0])
+        with self.lock:
+            self.db.conn.executemany(
+                f"insert into {table} ({', '.join(columns)}) values ({placeholders(columns)})",
+                [[r.get(c) for c in columns] for r in rows],
+            )
+
+    def notify(self, channel: str, payload: str = "") -> None:
+        """Tell other processes something changed (a user forgotten, a new memory version) so they evict caches
+        early: NOTIFY on Postgres, sent when the surrounding write() commits; nothing on SQLite. Only a hint:
+        correctness stays with the version and data_generation checks every read makes."""
+        if self.pg is not None:
+            self.pg.notify(channel, payload)
+
+    def listen(self, channels: Sequence[str], timeout: float | None = None) -> Iterator[tuple[str, str]]:
+        """(channel, payload) of each `notify` on these channels from any process, until `timeout` seconds pass
+        with none (None: forever). On SQLite nothing ever arrives: it waits `timeout` and ends, so one loop serves
+        both engines (`while running: for channel, payload in store.listen(["keem_users"], 1.0): ...`)."""
+        if self.pg is not None:
+            yield from self.pg.listen(channels, timeout)
+            return
+        time.sleep(timeout if timeout is not None else 0)
+
+    def tables_with(self, column: str) -> list[str]:
+        """The tables that have a column of this name (the erasure's count of a user's rows in every table)."""
+        if self.pg is not None:
+            return self.pg.tables_with(column)
+        with self.lock:
+            return sorted(t for t in self.db.table_names() if column in {c.name for c in self.db.table(t).columns})

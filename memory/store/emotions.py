@@ -83,26 +83,29 @@ class Emotions:
             r["text"]: r["id"]
             for r in self.conn.rows("select id, text from memory_sentences where version_id = ?", [version_id])
         }
-        self.conn.db.table("emotion_records").insert_all(
-            {
-                "version_id": version_id,
-                "user_id": user_id,
-                "position": i,
-                "key": r.key,
-                "emotion": r.emotion,
-                "cause": r.cause,
-                "status": r.status,
-                "sentence_id": ids.get(r.sentence.strip()),
-                "quote": r.quote,
-                "first_seen": r.first_seen,
-                "last_seen": r.last_seen,
-                "first_session": r.first_session,
-                "last_session": r.last_session,
-                "due": r.due,
-                "ended": r.ended,
-                "ended_at": r.ended_at,
-            }
-            for i, r in enumerate(records)
+        self.conn.insert_many(
+            "emotion_records",
+            [
+                {
+                    "version_id": version_id,
+                    "user_id": user_id,
+                    "position": i,
+                    "key": r.key,
+                    "emotion": r.emotion,
+                    "cause": r.cause,
+                    "status": r.status,
+                    "sentence_id": ids.get(r.sentence.strip()),
+                    "quote": r.quote,
+                    "first_seen": r.first_seen,
+                    "last_seen": r.last_seen,
+                    "first_session": r.first_session,
+                    "last_session": r.last_session,
+                    "due": r.due,
+                    "ended": r.ended,
+                    "ended_at": r.ended_at,
+                }
+                for i, r in enumerate(records)
+            ],
         )
 
     def of_version(self, version_id: int) -> list[EmotionRecord]:
@@ -139,9 +142,11 @@ class Emotions:
     # -- openings ------------------------------------------------------------------------------------
     def opened(self, user_id: int, session_id: int, record_key: str, turn_id: int | None) -> None:
         """Remember that this session's opening asked about `record_key`."""
-        self.conn.db.execute(
-            "insert or replace into session_openings (session_id, user_id, record_key, turn_id, created_at) "
-            "values (?, ?, ?, ?, ?)",
+        self.conn.execute(
+            "insert into session_openings (session_id, user_id, record_key, turn_id, created_at) "
+            "values (?, ?, ?, ?, ?) "
+            "on conflict (session_id) do update set user_id = excluded.user_id, record_key = excluded.record_key, "
+            "turn_id = excluded.turn_id, created_at = excluded.created_at",
             [session_id, user_id, record_key, turn_id, now_iso()],
         )
 

@@ -1,9 +1,10 @@
 """Erasure that leaves no copy in the database: forgetting a user, or one memory sentence with the turns it came from.
 
-Deleted and overwritten text does not linger: every connection runs with `secure_delete` (connection.py), which
-zeroes freed space, and each erasure ends with a WAL checkpoint (TRUNCATE) that copies the zeroed pages into the
-file and empties the WAL, which still held the text. Each erasure leaves one audit row in `erasures`: what kind of
-thing, how many rows of which table, and when; never the text.
+Deleted and overwritten text does not linger: on SQLite every connection runs with `secure_delete` (connection.py),
+which zeroes freed space, and each erasure ends with a WAL checkpoint (TRUNCATE) that copies the zeroed pages into
+the file and empties the WAL, which still held the text. On Postgres each erasure ends with a VACUUM FULL of the
+tables it touched and a CHECKPOINT where permitted (docs/postgres.md: what Postgres still keeps for a while). Each
+erasure leaves one audit row in `erasures`: what kind of thing, how many rows of which table, and when; never the text.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from memory.store.connection import Connection, now_iso
 from memory.store.users import Users
 from models.errors import InputError
 
+MAIN_TABLES = ("turns", "sessions", "memory_versions", "memory_sentences", "update_jobs")  # the audit's named counts
 MARKER = "[삭제됨]"  # what an erased sentence or a redacted turn reads as wherever it was
 
 
@@ -44,19 +46,22 @@ class Erasure:
     def forget_user(self, user_id: int) -> Erased:
         """Delete every row of the user (Users.delete, with the trial records its foreign keys cascade to)."""
         with self.conn.write():
-            counts = {
+            # every table with a user_id column (the trial tables and the emotion records too, through their
+            # foreign keys): how many of its rows go, counted before the delete, on either engine
+            per_table = {
                 table: int(
-                    self.conn.db.execute(f"select count(*) from {table} where user_id = ?", [user_id]).fetchone()[0]
+                    (self.conn.one(f"select count(*) as n from {table} where user_id = ?", [user_id]) or {})["n"]
                 )
-                for table in ("turns", "sessions", "memory_versions", "memory_sentences", "update_jobs")
+                for table in self.conn.tables_with("user_id")
+                if table != "erasures"
             }
-            before = self.conn.db.conn.total_changes
+            counts = {table: per_table.pop(table, 0) for table in MAIN_TABLES}
             self.users.delete(user_id)
             counts["users"] = 1
-            counts["other"] = max(0, self.conn.db.conn.total_changes - before - sum(counts.values()))
+            counts["other"] = sum(per_table.values())
             erased = Erased("user", counts)
             self._audit(erased, user_id)
-        self.conn.checkpoint()
+        self.conn.after_erasure(["users", *MAIN_TABLES, *per_table])
         return erased
 
     def lineage(self, user_id: int, texts: Iterable[str]) -> list[dict[str, Any]]:
@@ -90,7 +95,6 @@ class Erasure:
         texts = sorted({s["text"] for s in sentences} | {f for f in fragments if f.strip()}, key=len, reverse=True)
         versions = {s["version_id"] for s in sentences}
         with self.conn.write():
-            db = self.conn.db
             # an update running now read the turns before they were redacted, and would commit the fact again;
             # one that starts after this transaction reads them redacted
             if self.conn.one(
@@ -108,34 +112,34 @@ class Erasure:
             erased_ids = {s["id"] for s in sentences}
             gone = [r for r in rows if r["sentence_id"] in erased_ids or r["id"] in _records_saying(rows, texts, said)]
             for r in gone:
-                db.execute("delete from emotion_records where id = ?", [r["id"]])
+                self.conn.execute("delete from emotion_records where id = ?", [r["id"]])
             causes = {f"/{r['cause']}" for r in gone}
             for s in sentences:
-                db.execute("delete from memory_sentences where id = ? and user_id = ?", [s["id"], user_id])
+                self.conn.execute("delete from memory_sentences where id = ? and user_id = ?", [s["id"], user_id])
             for row in self.conn.rows("select id, note, details from memory_versions where user_id = ?", [user_id]):
                 note = _scrub(row["note"] or "", texts)
                 if row["id"] in versions:
                     note = f"{note} · {MARKER} 사용자가 지운 문장" if note else f"{MARKER} 사용자가 지운 문장"
                 details = _without_reports(json.loads(row["details"]) if row["details"] else {}, causes)
-                db.execute(
+                self.conn.execute(
                     "update memory_versions set note = ?, details = ? where id = ?",
                     [note or None, json.dumps(_scrub(details, texts), ensure_ascii=False), row["id"]],
                 )
             for tid in turn_ids:
-                db.execute("update turns set text = ? where id = ? and user_id = ?", [MARKER, tid, user_id])
+                self.conn.execute("update turns set text = ? where id = ? and user_id = ?", [MARKER, tid, user_id])
             for job in self.conn.rows(
                 "select id, last_error from update_jobs where user_id = ? and last_error is not null", [user_id]
             ):
                 scrubbed = _scrub(job["last_error"], texts)
                 if scrubbed != job["last_error"]:
-                    db.execute("update update_jobs set last_error = ? where id = ?", [scrubbed, job["id"]])
+                    self.conn.execute("update update_jobs set last_error = ? where id = ?", [scrubbed, job["id"]])
             erased = Erased(
                 "sentence",
                 {"memory_sentences": len(sentences), "memory_versions": len(versions), "turns": len(turn_ids)},
             )
             self._audit(erased, user_id)
         self.sentences_erased += 1
-        self.conn.checkpoint()
+        self.conn.after_erasure(["memory_sentences", "memory_versions", "turns", "update_jobs", "emotion_records"])
         return erased
 
     def audit(self, user_id: int | None = None) -> list[dict[str, Any]]:

@@ -240,7 +240,7 @@ def m012_reply_marks(db: Database) -> None:
 def m013_api_tokens(db: Database) -> None:
     """Bearer tokens of the HTTP API (memory/store/tokens.py): only a token's SHA-256 is stored, never the token.
     A user's token names its user and goes with them when they are forgotten; an app token (`app` 1, no user) acts
-    for any user a request names. Plain portable SQL: Postgres gets the same table."""
+    for any user a request names. Postgres gets the same table in pg002_api_tokens below."""
     db.execute(
         """create table api_tokens (
         id integer primary key autoincrement,
@@ -254,3 +254,139 @@ def m013_api_tokens(db: Database) -> None:
         )"""
     )
     db.execute("create index api_tokens_user on api_tokens (user_id)")
+
+
+# -- Postgres ---------------------------------------------------------------------------------------------------------
+# The same schema on Postgres (memory/store/postgres.py applies it; docs/postgres.md). Numbered apart from the SQLite
+# set, which grew by small steps: pg001 is the SQLite schema as of m012. EVERY future schema change needs a migration
+# in BOTH sets (the next m0NN above and the next pg0NN here), or one engine's store drifts from the other's.
+# Ids are identity columns (GENERATED ALWAYS): a sequence never goes back, even after a rollback, so ids are never
+# reused, as AUTOINCREMENT promises on SQLite. Vectors are bytea (SQLite BLOB), epoch seconds double precision (REAL).
+schema.add_postgres(
+    "pg001_schema_of_m012",
+    """
+    create table users (
+        id bigint generated always as identity primary key,
+        name text not null,
+        created_at text not null,
+        strategy text);
+    create unique index idx_users_name on users (name);
+    create table sessions (
+        id bigint generated always as identity primary key,
+        user_id bigint not null references users (id),
+        started_at text not null,
+        ended_at text,
+        strategy text,
+        chat_model text,
+        status text not null,
+        end_reason text);
+    create index idx_sessions_user_id_started_at on sessions (user_id, started_at);
+    create table turns (
+        id bigint generated always as identity primary key,
+        session_id bigint not null references sessions (id),
+        user_id bigint not null references users (id),
+        role text not null,
+        text text not null,
+        created_at text not null,
+        reply_to bigint,
+        mark text);
+    create index idx_turns_session_id_id on turns (session_id, id);
+    create table memory_versions (
+        id bigint generated always as identity primary key,
+        user_id bigint not null references users (id),
+        number integer not null,
+        session_id bigint,
+        strategy text not null,
+        status text not null,
+        model_spec text,
+        prompt_hash text,
+        author text not null,
+        note text,
+        details text,
+        created_at text not null);
+    create unique index idx_memory_versions_user_id_number on memory_versions (user_id, number);
+    create table memory_sentences (
+        id bigint generated always as identity primary key,
+        version_id bigint not null references memory_versions (id),
+        user_id bigint not null references users (id),
+        position integer not null,
+        text text not null,
+        embedding bytea,
+        embedder text,
+        provenance text not null,
+        origin_id bigint,
+        cues text,
+        cue_embedding bytea,
+        sources text);
+    create index idx_memory_sentences_version_id_position on memory_sentences (version_id, position);
+    create table update_jobs (
+        id bigint generated always as identity primary key,
+        user_id bigint not null references users (id),
+        session_id bigint not null references sessions (id),
+        strategy text not null,
+        status text not null,
+        stage text,
+        attempts integer not null default 0,
+        last_error text,
+        version_id bigint,
+        created_at text not null,
+        updated_at text,
+        owner text,
+        lease_until double precision,
+        next_attempt_at double precision);
+    create index idx_update_jobs_status_id on update_jobs (status, id);
+    create unique index idx_update_jobs_session_id on update_jobs (session_id);
+    create table data_generation (id integer primary key check (id = 1), forgets bigint not null);
+    insert into data_generation (id, forgets) values (1, 0);
+    create table erasures (
+        id bigint generated always as identity primary key,
+        kind text not null,
+        user_id bigint,
+        rows integer not null,
+        details text,
+        created_at text not null);
+    create table emotion_records (
+        id bigint generated always as identity primary key,
+        version_id bigint not null references memory_versions (id) on delete cascade,
+        user_id bigint not null references users (id) on delete cascade,
+        position integer not null,
+        key text not null,
+        emotion text not null,
+        cause text not null,
+        status text not null check (status in ('ongoing', 'resolved', 'past')),
+        sentence_id bigint references memory_sentences (id) on delete cascade,
+        quote text not null default '',
+        first_seen text not null,
+        last_seen text not null,
+        first_session bigint,
+        last_session bigint,
+        due text,
+        ended text,
+        ended_at text);
+    create index emotion_records_version on emotion_records (version_id, position);
+    create index emotion_records_user on emotion_records (user_id);
+    create table session_openings (
+        session_id bigint primary key references sessions (id) on delete cascade,
+        user_id bigint not null references users (id) on delete cascade,
+        record_key text not null,
+        turn_id bigint references turns (id) on delete cascade,
+        created_at text not null);
+    create index session_openings_user on session_openings (user_id, session_id);
+    """,
+)
+
+schema.add_postgres(
+    "pg002_api_tokens",
+    """
+    create table api_tokens (
+        id bigint generated always as identity primary key,
+        hash text not null unique,
+        user_id bigint references users (id) on delete cascade,
+        app integer not null default 0,
+        label text not null default '',
+        created_at text not null,
+        last_used_at text,
+        revoked_at text);
+    create index api_tokens_user on api_tokens (user_id);
+    """,
+)

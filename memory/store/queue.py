@@ -78,16 +78,20 @@ class Queue:
         now = time.time()
         with self.conn.write():
             free = "(status = 'pending' or (status = 'running' and coalesce(lease_until, 0) < ?))"
+            # On Postgres the row is locked for this transaction, and rows another transaction holds are skipped
+            # (write() serialises writers already; this keeps two claimers apart even where a claim did not)
+            lock = " for update skip locked" if self.conn.dialect == "postgres" else ""
             if job_id:
-                row = self.conn.one(f"select * from update_jobs where id = ? and {free}", [job_id, now])
+                row = self.conn.one(f"select * from update_jobs where id = ? and {free}{lock}", [job_id, now])
             else:
                 row = self.conn.one(
-                    f"select * from update_jobs where {free} and coalesce(next_attempt_at, 0) <= ? order by id limit 1",
+                    f"select * from update_jobs where {free} and coalesce(next_attempt_at, 0) <= ? "
+                    f"order by id limit 1{lock}",
                     [now, now],
                 )
             if row is None:
                 return None
-            self.conn.db.execute(
+            self.conn.execute(
                 "update update_jobs set status = 'running', attempts = attempts + 1, owner = ?, "
                 "lease_until = ?, updated_at = ? where id = ?",
                 [owner, now + lease_s, now_iso(), row["id"]],
@@ -97,14 +101,14 @@ class Queue:
     def set_stage(self, job_id: int, stage: str, lease_s: float = LEASE_S) -> None:
         """Record the stage a running job reached, and renew its lease."""
         with self.conn.write():
-            self.conn.db.execute(
+            self.conn.execute(
                 "update update_jobs set stage = ?, updated_at = ?, lease_until = ? where id = ?",
                 [stage, now_iso(), time.time() + lease_s, job_id],
             )
 
     def finish_without_version(self, job_id: int, stage: str) -> None:
         with self.conn.write():
-            self.conn.db.execute(
+            self.conn.execute(
                 "update update_jobs set status = 'done', stage = ?, owner = null, updated_at = ? where id = ?",
                 [stage, now_iso(), job_id],
             )
@@ -113,7 +117,7 @@ class Queue:
         """Record a failed attempt: pending again after `retry_in_s`, or (None) failed until an operator or the next
         start retries it. Either way the error stays on the job."""
         with self.conn.write():
-            self.conn.db.execute(
+            self.conn.execute(
                 "update update_jobs set status = ?, stage = 'failed', last_error = ?, owner = null, "
                 "lease_until = null, next_attempt_at = ?, updated_at = ? where id = ?",
                 [
@@ -138,7 +142,7 @@ class Queue:
                 params.append(user_id)
             ids = [r["id"] for r in self.conn.rows(f"select id from update_jobs where {where} order by id", params)]
             if ids:
-                self.conn.db.execute(
+                self.conn.execute(
                     f"update update_jobs set status = 'pending', stage = 'queued', attempts = 0, "
                     f"next_attempt_at = null, updated_at = ? where id in ({','.join('?' * len(ids))})",
                     [now_iso(), *ids],
@@ -169,7 +173,7 @@ class Queue:
                 if _owner_is_dead(r["owner"]) or (r["lease_until"] or 0) < now
             ]
             if stale:
-                self.conn.db.execute(
+                self.conn.execute(
                     f"update update_jobs set status = 'pending', stage = 'queued', owner = null, "
                     f"lease_until = null, updated_at = ? where id in ({','.join('?' * len(stale))})",
                     [now_iso(), *stale],

@@ -93,7 +93,7 @@ class Tokens:
 
     def used(self, token_id: int) -> None:
         with self.conn.write():
-            self.conn.db.execute("update api_tokens set last_used_at = ? where id = ?", [now_iso(), token_id])
+            self.conn.execute("update api_tokens set last_used_at = ? where id = ?", [now_iso(), token_id])
 
     def all(self, user_id: int | None = None) -> list[Token]:
         if user_id is None:
@@ -109,7 +109,7 @@ class Tokens:
             if row is None:
                 raise InputError(f"no API token {token_id}; see them with: keem token list")
             if row["revoked_at"] is None:
-                self.conn.db.execute("update api_tokens set revoked_at = ? where id = ?", [now_iso(), token_id])
+                self.conn.execute("update api_tokens set revoked_at = ? where id = ?", [now_iso(), token_id])
         found = self.conn.one("select * from api_tokens where id = ?", [token_id])
         assert found is not None
         return _token(found)

@@ -76,7 +76,7 @@ class Users:
                 )
             }
             chosen = min(choices, key=lambda c: counts.get(c, 0))
-            self.conn.db.execute("update users set strategy = ? where id = ?", [chosen, user_id])
+            self.conn.execute("update users set strategy = ? where id = ?", [chosen, user_id])
             return chosen
 
     def delete(self, user_id: int) -> None:
@@ -85,9 +85,9 @@ class Users:
         answers, chatbot/trials/records.py) go with them."""
         with self.conn.write():
             for table in ("memory_sentences", "memory_versions", "update_jobs", "turns", "sessions", "api_tokens"):
-                self.conn.db.execute(f"delete from {table} where user_id = ?", [user_id])
-            self.conn.db.execute("delete from users where id = ?", [user_id])
-            self.conn.db.execute("update data_generation set forgets = forgets + 1")
+                self.conn.execute(f"delete from {table} where user_id = ?", [user_id])
+            self.conn.execute("delete from users where id = ?", [user_id])
+            self.conn.execute("update data_generation set forgets = forgets + 1")
         self.forgotten += 1
 
     def generation(self) -> int:
@@ -125,7 +125,7 @@ class Sessions:
 
     def end(self, session_id: int, reason: str = "user") -> None:
         with self.conn.write():
-            self.conn.db.execute(
+            self.conn.execute(
                 "update sessions set status = 'ended', ended_at = ?, end_reason = ? where id = ? and status = 'open'",
                 [now_iso(), reason, session_id],
             )
@@ -216,7 +216,7 @@ class Turns:
         stored, honestly, and the session's dialogue leaves it out from now on."""
         with self.conn.write():
             check_session(self.conn, session_id, user_id)
-            self.conn.db.execute(
+            self.conn.execute(
                 "update turns set mark = 'replaced' where id = ? and session_id = ? and role = 'assistant'",
                 [turn_id, session_id],
             )

@@ -205,25 +205,28 @@ class Versions:
                     "created_at": now_iso(),
                 },
             )
-            self.conn.db.table("memory_sentences").insert_all(
-                {
-                    "version_id": version_id,
-                    "user_id": user_id,
-                    "position": i,
-                    "text": s.text.strip(),
-                    "embedding": _blob(s.embedding),
-                    "embedder": s.embedder,
-                    "provenance": s.provenance,
-                    "origin_id": s.origin_id,
-                    "cues": s.cues,
-                    "cue_embedding": _blob(s.cue_embedding),
-                    "sources": json.dumps(s.sources, ensure_ascii=False) if s.sources else None,
-                }
-                for i, s in enumerate(sentences)
+            self.conn.insert_many(
+                "memory_sentences",
+                [
+                    {
+                        "version_id": version_id,
+                        "user_id": user_id,
+                        "position": i,
+                        "text": s.text.strip(),
+                        "embedding": _blob(s.embedding),
+                        "embedder": s.embedder,
+                        "provenance": s.provenance,
+                        "origin_id": s.origin_id,
+                        "cues": s.cues,
+                        "cue_embedding": _blob(s.cue_embedding),
+                        "sources": json.dumps(s.sources, ensure_ascii=False) if s.sources else None,
+                    }
+                    for i, s in enumerate(sentences)
+                ],
             )
             self.emotions.write(user_id, version_id, records)
             if job_id is not None:
-                self.conn.db.execute(
+                self.conn.execute(
                     "update update_jobs set status = 'done', stage = ?, version_id = ?, owner = null, "
                     "updated_at = ? where id = ?",
                     [status, version_id, now_iso(), job_id],
