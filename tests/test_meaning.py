@@ -196,3 +196,22 @@ def test_the_benchmark_meets_its_acceptance_figures():
     assert all(r["episodes_kept"] == r["episodes"] for r in ideal)
     yes = run(("keem",), models=("yes",), verifiers=("silent",), embedder=NgramEmbedder())
     assert all(r["unrelated_lost"] == 0 for r in yes), [r["lost"] for r in yes]
+
+
+def test_peers_gives_one_row_per_system_from_one_run(monkeypatch, tmp_path):
+    """benchmarks/peers.py with mem0 (the `peers` extra; skipped without it) and keem on the same sessions."""
+    import importlib.util
+
+    if importlib.util.find_spec("mem0") is None:  # not imported here: it reads its telemetry switch on import
+        pytest.skip("mem0ai is not installed (pip install -e '.[peers]')")
+    from benchmarks.peers import FIELDS
+    from benchmarks.peers import run as peers
+
+    monkeypatch.setenv("MEM0_TELEMETRY", "False")  # restored after: run() sets both for mem0
+    monkeypatch.setenv("MEM0_DIR", str(tmp_path))
+
+    rows = peers(("mem0", "keem"), ("sessions",))
+    assert [r["system"] for r in rows] == ["mem0", "keem"] and all(set(FIELDS) <= set(r) for r in rows)
+    mem0, keem = rows
+    assert keem["outdated_left"] == 0 and keem["unrelated_lost"] == 0 and mem0["unrelated_lost"] == 0
+    assert mem0["changes"] == keem["changes"] == 12 and mem0["llm_calls"] == 5  # one extraction per session
