@@ -142,6 +142,8 @@ class Ideal(Oracle):
             lines = self._update(previous, summary)
             claims = [f"{line} => {self._replacement(line, summary)}" for line in previous if line not in lines]
             claims = [c for c in claims if not c.endswith("=> None")]
+            if "바뀐 문장:" not in prompt:  # a prompt that asks for no claims (an older update.txt) gets none
+                return "\n".join(lines)
             return "\n".join(lines + (["바뀐 문장:", *claims] if claims else ["바뀐 문장: 없음"]))
         if stage == "scope":
             memory = [re.sub(r"^\d+\.\s*", "", line) for line in section(prompt, "\n기억:", "이번 요약:")]
