@@ -215,3 +215,33 @@ def test_peers_gives_one_row_per_system_from_one_run(monkeypatch, tmp_path):
     mem0, keem = rows
     assert keem["outdated_left"] == 0 and keem["unrelated_lost"] == 0 and mem0["unrelated_lost"] == 0
     assert mem0["changes"] == keem["changes"] == 12 and mem0["llm_calls"] == 5  # one extraction per session
+
+
+def test_a_rewrite_that_keeps_the_claims_protocol_is_taken_at_its_word():
+    """A drop it claims nothing about is silent: restored without the judge, though it shares a noun with the session
+    and the judge agrees with everything; a rewrite with no claims section gets the attribute table's pairs."""
+    gimbap, lunch = "사용자는 김밥을 잘 만든다.", "사용자는 오늘 점심으로 김밥을 먹었다."
+    previous = [OLD, gimbap, "사용자는 고양이 두 마리를 키운다."]
+    asked: list[str] = []
+
+    def respond(messages, claims=True):
+        prompt = messages[-1]["content"]
+        stage = stage_of(prompt)
+        if stage in ("summarize", "reflect"):
+            return f"{NEW}\n{lunch}"
+        if stage == "update":
+            memory = f"{NEW}\n사용자는 고양이 두 마리를 키운다.\n{lunch}"  # the gimbap fact dropped silently
+            return memory + (f"\n바뀐 문장:\n{OLD} => {NEW}" if claims else "")
+        if stage == "guard":
+            pairs = section(prompt, "\n질문:", "답:")
+            asked.extend(pairs)
+            return "\n".join(f"{n}: 예" for n in range(1, len(pairs) + 1))
+        return "통과" if stage == "verify" else "없음"
+
+    result, _ = _updated(respond, previous, "나 라식 했어! 점심엔 김밥 먹었어.")
+    texts = [s.text for s in result.sentences]
+    assert gimbap in texts and OLD not in texts and len(asked) == 1 and OLD in asked[0]
+    asked.clear()
+    result, _ = _updated(lambda m: respond(m, claims=False), previous, "나 라식 했어! 점심엔 김밥 먹었어.")
+    texts = [s.text for s in result.sentences]
+    assert gimbap not in texts and OLD in texts  # no protocol: the shared noun pairs it, and this judge agrees

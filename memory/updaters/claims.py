@@ -9,7 +9,10 @@ pairwise judge. A claim is read as leniently as a model writes it and trusted no
 - its A must be a previous sentence (exactly, or holding every noun of one and 60% of its content words), its B a
   sentence of the new memory or this session's (the same way), or "끝남" (over: the judge then reads the dialogue);
 - a claim that matches nothing, a line cut at the token budget, or a missing claims section is simply no claim,
-  so the sentence it would have justified is restored: no claim ever loses a fact on its own.
+  so the sentence it would have justified is restored: no claim ever loses a fact on its own;
+- an answer that keeps the protocol (`lists_claims`) is taken at its word: a drop it claims nothing about is a
+  silent drop, restored without asking the judge; only an answer with no claims section at all gets the attribute
+  table's pairs (relatedness.py) as a backup.
 """
 
 from __future__ import annotations
@@ -58,6 +61,14 @@ def split_claims(answer: str) -> tuple[str, list[Claim]]:
         if not after:
             memory.append(raw)
     return "\n".join(memory), claims
+
+
+def lists_claims(answer: str) -> bool:
+    """Whether the answer keeps the claims protocol: a "바뀐 문장:" line or a claim line. A model that does leaves
+    nothing to guess: a drop it claims nothing about is a silent drop (restored); one that does not (an older
+    prompt, a model that ignores the instruction) gets the attribute table's pairs (relatedness.py) instead."""
+    lines = [_LEAD.sub("", line) for line in strip_wrappers(answer).splitlines()]
+    return any(MARKER.match(line) or len(ARROW.split(line, maxsplit=1)) == 2 for line in lines)
 
 
 def resolve(claims: list[Claim], previous: list[str], candidates: list[str]) -> list[tuple[int, str]]:

@@ -9,12 +9,13 @@ How it decides, for each sentence of the previous memory:
 2. Otherwise it was dropped. A drop is justified only if some sentence of the session may have replaced it AND
    the update model, asked with guard.txt "B가 사실이면 A는 더 이상 사실이 아닌가요?" about that pair, answers
    "예". The pair comes from meaning: first what the rewrite itself claims ("A => B" after its memory:
-   memory/updaters/claims.py; any attribute, eyesight -> LASIK, 대리 -> 과장), then, for a drop it claims nothing
-   about, memory/updaters/relatedness.py's evidence (the same attribute in its table, or a shared noun) for a
-   model that writes no claims. All pairs of one update go in one call. Everything else is restored verbatim,
-   marked `restored`: a silent drop with no claim and no evidence never reaches the judge, and a pair whose answer
-   is unusable (cut, or neither 예 nor 아니오) is restored too. A sentence the rewrite kept word for word but
-   claims is replaced (a model copying back an outdated line) goes to the same judge, and goes on "예".
+   memory/updaters/claims.py; any attribute, eyesight -> LASIK, 대리 -> 과장). Only for a rewrite that writes no
+   claims section at all (a model that ignores the instruction) does a drop get memory/updaters/relatedness.py's
+   evidence instead (the same attribute in its table, or a shared noun); a rewrite that keeps the protocol is
+   taken at its word, and a drop it claims nothing about is silent. All pairs of one update go in one call.
+   Everything else is restored verbatim, marked `restored`: a silent drop never reaches the judge, and a pair
+   whose answer is unusable (cut, or neither 예 nor 아니오) is restored too. A sentence the rewrite kept word for
+   word but claims is replaced (a model copying back an outdated line) goes to the same judge, and goes on "예".
 3. Contested: a sentence the verifier named in a contradiction with a new one (the retry of a failed verification)
    is put to the same judge even when the rewrite kept it verbatim; on "예" it goes, so the retry resolves the
    contradiction instead of repeating it. A rewrite of it ("예전에는 서울에 살았다": history) is left alone.
@@ -85,6 +86,7 @@ def guard(
     cosine: Cosine | None = None,
     contested: Sequence[tuple[int, str]] = (),
     claimed: Sequence[tuple[int, str]] = (),
+    backup: bool = True,
 ) -> tuple[list[Sentence], list[GuardDecision]]:
     """Attribute each new sentence to its origin and restore unjustified drops; returns (sentences, decisions).
 
@@ -93,7 +95,9 @@ def guard(
     makes its old sentence A no longer true. `contested` holds (index into `previous`, new text) pairs the verifier
     named as contradicting; `claimed` holds (index into `previous`, new text) pairs the rewrite says replaced that
     sentence (memory/updaters/claims.py): the judge is asked about those first, and about a claimed sentence the
-    rewrite kept word for word too; `cosine` (the embedder's) only orders candidates.
+    rewrite kept word for word too; `backup`: whether a drop with no claim gets relatedness.py's pairs (False when
+    the rewrite kept the claims protocol: then it is a silent drop); `cosine` (the embedder's) only orders
+    candidates.
     """
     origin: dict[int, Sentence] = {}
     decisions: dict[int, GuardDecision] = {}
@@ -113,7 +117,7 @@ def guard(
         if i in decisions and decisions[i].action == "kept":
             verbatim.add(i)
             pairs.append((i, claims[i], CLAIMED))
-    unclaimed = [i for i in dropped if i not in claims]
+    unclaimed = [i for i in dropped if i not in claims] if backup else []
     pairs += [
         (unclaimed[p.old], p.new, str(p.evidence))
         for p in pair_drops([previous[i].text for i in unclaimed], added + session_texts, cosine)

@@ -49,7 +49,7 @@ from memory.text import (
     parse_yes_no_list,
 )
 from memory.updaters.base import UpdateInput, UpdateResult, carry_over
-from memory.updaters.claims import Claim, resolve, split_claims
+from memory.updaters.claims import Claim, lists_claims, resolve, split_claims
 from memory.updaters.guard import GuardDecision, decisions_json, guard, keep_summary
 from memory.updaters.relatedness import evidence, named
 from models.base import ChatModel, Completion, GenerationOptions, Message, estimate_tokens
@@ -239,10 +239,10 @@ class Steps:
         session_date: date | None,
         previous_date: date | None,
         problem: str | None = None,
-    ) -> tuple[list[str], list[Claim]]:
+    ) -> tuple[list[str], list[Claim] | None]:
         """`rewrite`'s memory, and what the rewrite says each previous sentence it left out was replaced by
-        (memory/updaters/claims.py). The budget has room for a claim per summary sentence (each may end one
-        previous sentence: the claim quotes both)."""
+        (memory/updaters/claims.py), or None when its answer has no claims section at all (then the guard pairs
+        drops by the attribute table). The budget has room for CLAIMS claims."""
         answer = self.call(
             "update",
             render(
@@ -258,7 +258,8 @@ class Steps:
             complete_before="바뀐 문장:",
         )
         memory, said = split_claims(answer or "")
-        return self.parse(memory, 2 * (len(previous) + len(reflected)) + 10), said
+        listed = said if lists_claims(answer or "") else None
+        return self.parse(memory, 2 * (len(previous) + len(reflected)) + 10), listed
 
     def verify(
         self, previous: list[str], dialogue_text: str, memory: list[str], session_date: date | None
@@ -454,7 +455,8 @@ class Steps:
                 judge=lambda pairs: self.judge(pairs, session_dialogue),
                 cosine=self._cosine if self.embedder is not None else None,
                 contested=contested(previous, last) if last is not None else [],
-                claimed=resolve(said, [s.text for s in previous], generated + reflected + user_turns),
+                claimed=resolve(said or [], [s.text for s in previous], generated + reflected + user_turns),
+                backup=said is None,
             )
             sentences, summary_kept = keep_summary(sentences, reflected)
         else:
@@ -486,7 +488,12 @@ class Steps:
         carried = [] if touched is None else carry_over(s for i, s in enumerate(previous) if i not in set(touched))
         details: dict[str, Any] = {"attempts": []}
         if touched is not None:
-            details["scope"] = {"rewritten": len(part), "carried": len(carried), "ceiling": self.ceiling}
+            details["scope"] = {
+                "rewritten": len(part),
+                "carried": len(carried),
+                "ceiling": self.ceiling,
+                "shown": touched,  # indices into previous
+            }
         result: Attempt | None = None
         for _ in range(attempts):
             result = self.attempt(
