@@ -245,3 +245,9 @@ def test_a_rewrite_that_keeps_the_claims_protocol_is_taken_at_its_word():
     result, _ = _updated(lambda m: respond(m, claims=False), previous, "나 라식 했어! 점심엔 김밥 먹었어.")
     texts = [s.text for s in result.sentences]
     assert gimbap not in texts and OLD in texts  # no protocol: the shared noun pairs it, and this judge agrees
+
+
+def test_a_rewrite_that_lists_its_claims_first_loses_none_of_its_memory():
+    answer = f"바뀐 문장:\n{OLD} => {NEW}\n{NEW}\n사용자는 고양이를 키운다.\n사용자는 시력이 나빠"
+    memory, claims = split_claims(answer)
+    assert memory.splitlines() == [NEW, "사용자는 고양이를 키운다."] and claims == [Claim(OLD, NEW)]

@@ -1,11 +1,12 @@
 """What the rewrite says it replaced: "이전 문장 => 새 문장" lines after its new memory (memory/prompts/update.txt).
 
 The rewrite knows why it left a previous sentence out; the guard asks it to say so, one claim per sentence it
-replaced or found over, and puts only those claims (and the attribute table's pairs: relatedness.py) to the
-pairwise judge. A claim is read as leniently as a model writes it and trusted no further than it can be matched:
+replaced or found over, and puts only those claims to the pairwise judge. A claim is read as leniently as a
+model writes it and trusted no further than it can be matched:
 
 - the claims follow a "바뀐 문장:" line; a claim line anywhere ("A => B", "A -> B", "A → B") is a claim, never
-  memory, whatever wraps it (a <think> block, fences, bullets, numbering, quotes);
+  memory, whatever wraps it (a <think> block, fences, bullets, numbering, quotes), and any other line is read as
+  memory wherever it stands (a model that lists its claims first loses no sentence of its memory);
 - its A must be a previous sentence (exactly, or holding every noun of one and 60% of its content words), its B a
   sentence of the new memory or this session's (the same way), or "끝남" (over: the judge then reads the dialogue);
 - a claim that matches nothing, a line cut at the token budget, or a missing claims section is simply no claim,
@@ -42,8 +43,9 @@ def _clean(text: str) -> str:
 
 
 def split_claims(answer: str) -> tuple[str, list[Claim]]:
-    """(the answer without its claims, the claims): lines after a "바뀐 문장:" marker and every arrow line anywhere
-    are claims; a claim line with an empty side (cut at the budget, or "A =>") is dropped."""
+    """(the answer without its claims, the claims): every arrow line, anywhere, is a claim (the "바뀐 문장:" marker
+    removed); a claim line with an empty side (cut at the budget, or "A =>") is dropped; the rest is memory, after
+    the marker only lines that end as a sentence does (a claim cut before its arrow is no memory)."""
     memory: list[str] = []
     claims: list[Claim] = []
     after = False
@@ -58,8 +60,8 @@ def split_claims(answer: str) -> tuple[str, list[Claim]]:
                 over = new.rstrip(".").strip() in OVER
                 claims.append(Claim(old, None if over else new))
             continue
-        if not after:
-            memory.append(raw)
+        if not after or line.rstrip(" \"'”").endswith((".", "다", "요")):  # past the claims, only whole sentences
+            memory.append(line)
     return "\n".join(memory), claims
 
 
