@@ -722,9 +722,17 @@ class Oracle:
             lines = section(prompt, "\n요약:", "답:")
             return "\n".join((f.felt or line) if (f := self.by_text.get(line)) else line for line in lines)
         if stage == "update":
-            return "\n".join(
-                self._update(section(prompt, "\n이전 기억:", "이번 요약:"), section(prompt, "\n이번 요약:", "새 기억:"))
+            previous, summary = (
+                section(prompt, "\n이전 기억:", "이번 요약:"),
+                section(prompt, "\n이번 요약:", "새 기억:"),
             )
+            lines = self._update(previous, summary)
+            if "바뀐 문장:" not in prompt:  # a prompt that asks for no claims gets none
+                return "\n".join(lines)
+            claims = [
+                f"{line} => {new}" for line in previous if line not in lines and (new := self._later(line, summary))
+            ]
+            return "\n".join([*lines, "바뀐 문장:", *claims] if claims else [*lines, "바뀐 문장: 없음"])
         if stage == "verify":
             clash = self.contradiction(section(prompt, "\n새 기억:", "답:"))
             return f"실패: '{clash[0]}'와 '{clash[1]}'는 서로 모순됩니다." if clash else "통과"
@@ -736,6 +744,11 @@ class Oracle:
                 ends = a is not None and b is not None and a.chain is not None and a.chain == b.chain
                 answers.append(f"{n}: {'예' if ends and b.state > a.state else '아니오'}")  # type: ignore[union-attr]
             return "\n".join(answers)
+        if stage == "scope":  # a large memory: the numbered sentences the summary changes
+            memory = [re.sub(r"^\d+\.\s*", "", line) for line in section(prompt, "\n기억:", "이번 요약:")]
+            summary = section(prompt, "\n이번 요약:", "답:")
+            named = [str(n) for n, line in enumerate(memory, 1) if self._later(line, summary)]
+            return f"번호: {', '.join(named) or '없음'}"
         if stage == "emotions":
             return self._records(prompt)
         if stage == "operations":
@@ -774,6 +787,15 @@ class Oracle:
     def nli(self, premise: str, hypothesis: str) -> str:
         """The NLI judge of `keem eval memory`, answered from the world: contradiction for two states of one fact."""
         return "contradiction" if self.contradiction([premise, hypothesis]) else "neutral"
+
+    def _later(self, line: str, summary: list[str]) -> str | None:
+        """What the ideal rewrite wrote for `line` when the summary holds a later state of its fact (the claim's B)."""
+        old = self.by_text.get(line)
+        for text in summary:
+            new = self.by_text.get(text)
+            if old is not None and new is not None and old.chain and new.chain == old.chain and new.state > old.state:
+                return new.merged or text
+        return None
 
     def _update(self, previous: list[str], summary: list[str]) -> list[str]:
         later = {f.chain: (f.state, line) for line in summary if (f := self.by_text.get(line)) and f.chain}

@@ -160,6 +160,27 @@ def parse_yes_no_list(text: str, count: int) -> list[bool | None]:
     return [found.get(i) for i in range(count)]
 
 
+_NUMBERS_LINE = re.compile(r"번호\s*[:：]\s*(.*)$")
+_NONE = re.compile(r"없음|없습니다|none", re.I)
+
+
+def parse_numbers(text: str, count: int) -> list[int] | None:
+    """The 0-based indices a "번호: 3, 17" answer names (1..count; others ignored), [] for "번호: 없음", None when no
+    line of the answer (wrappers aside) is such a line or a bare list of numbers."""
+    found: list[str] | None = None
+    for line in strip_wrappers(text).splitlines():
+        m = _NUMBERS_LINE.search(line)
+        bare = _BULLET.sub("", line).strip() if re.fullmatch(r"[\d,\s]+", _BULLET.sub("", line).strip()) else ""
+        if m or bare:
+            found = [(m.group(1) if m else bare)]
+    if found is None:
+        return None
+    if _NONE.search(found[0]) and not re.search(r"\d", found[0]):
+        return []
+    numbers = [int(n) - 1 for n in re.findall(r"\d+", found[0])]
+    return sorted({n for n in numbers if 0 <= n < count})
+
+
 def extractive_summary(dialogue: list[dict[str, str]]) -> list[str]:
     """The user's own words as memory sentences: the summary of last resort when the model gives none."""
     return [

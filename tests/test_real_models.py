@@ -102,6 +102,8 @@ def ideal(messages: list[dict[str, Any]]) -> str:
         return "통과"
     if stage == "guard":
         return "아니오"
+    if stage == "scope":  # the session (yoga) changes none of the memory
+        return "번호: 없음"
     if stage == "operations":
         return "APPEND"
     return "좋아요, 멋지네요!"
@@ -168,12 +170,12 @@ def test_a_server_that_stops_at_max_tokens_cuts_nothing_into_memory(tmp_path, ca
 @pytest.mark.parametrize("marks", ["numbering", "bullets"])
 def test_wrapped_answers_and_a_silently_dropped_fact_leave_memory_whole(tmp_path, capsys, monkeypatch, marks):
     habits = {h: 1.0 for h in ("think", "preamble", "fences", "english", "repeat", "drop", "free_verdict", marks)}
-    spoiler = RealisticChatModel(ideal, habits, seed=3)
+    spoiler = RealisticChatModel(ideal, habits, seed=4)
     with FakeOpenAIServer(
         reply=lambda body: spoiler.spoil(ideal(body["messages"]), body["messages"][-1]["content"])
     ) as server:
         sentences = session_with(server, tmp_path, capsys, monkeypatch)
-    assert spoiler.dropped and set(spoiler.dropped) <= set(FACTS)  # the server did drop facts
+    assert set(spoiler.dropped) & set(FACTS)  # the server did drop facts
     assert_whole(sentences)
     restored = {s["text"] for s in sentences if s["provenance"] == "restored"}
     assert set(spoiler.dropped) & restored
@@ -243,7 +245,7 @@ def keem(model, ceiling=512):
 
 @pytest.mark.parametrize("stage", ["summarize", "reflect", "update", "verify"])
 def test_an_answer_cut_once_is_asked_again_with_twice_the_budget(stage):
-    pad = {"summarize": 700, "reflect": 120, "update": 150, "verify": 260}[stage]  # past the budget, within twice it
+    pad = {"summarize": 700, "reflect": 120, "update": 260, "verify": 260}[stage]  # past the budget, within twice it
     model = ScriptedChatModel(responder=padded(stage, pad, {}))
     result = keem(model)
     budgets = [

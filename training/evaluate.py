@@ -167,13 +167,13 @@ def update_row(model: Any, row: dict[str, Any], episode: Any, *, ceiling: int, a
     session_date, previous_date = row_dates(row)
     calls: list[dict[str, Any]] = []
     steps = Steps(_recording(model_ask(model), calls), model.count_tokens, model.context_window, ceiling)
-    touched = steps.scope(previous, reflected, [d["text"] for d in dialogue if d["role"] == "user"])
-    carried = set() if touched is None else {s.text for i, s in enumerate(previous) if i not in set(touched)}
     started = time.perf_counter()
     new, details = steps.update(
         previous, reflected, dialogue, session_date=session_date, previous_date=previous_date, attempts=attempts
     )
     seconds = time.perf_counter() - started
+    touched = details["scope"]["shown"] if "scope" in details else None  # what the update showed the model
+    carried = set() if touched is None else {s.text for i, s in enumerate(previous) if i not in set(touched)}
     committed = [s.text for s in new] if new is not None else [s.text for s in accumulate(previous, reflected)]
     first = details["attempts"][0] if details["attempts"] else {"memory": [], "guard": []}
     last = details["attempts"][-1] if details["attempts"] else {"guard": []}

@@ -6,12 +6,16 @@ How it decides, for each sentence of the previous memory:
    "아는 언니네 방문할 예정", though two of its three words are there. Such new sentences are marked `kept` or
    `rewritten` with the old sentence as origin; one new sentence continues several old ones only when it
    contains each of them so (a merge).
-2. Otherwise it was dropped. A drop is justified only if some sentence of the session may have replaced it (a
-   sentence the update added, a summary sentence or a user turn, paired with it by memory/updaters/relatedness.py:
-   the same attribute of the user's life, or a shared content word) AND the update model, asked with guard.txt
-   "B가 사실이면 A는 더 이상 사실이 아닌가요?" about that pair, answers "예". All pairs of one update go in one call.
-   Everything else is restored verbatim, marked `restored`: an unrelated fact never reaches the judge, and a pair
-   whose answer is unusable (cut, or neither 예 nor 아니오) is restored too.
+2. Otherwise it was dropped. A drop is justified only if some sentence of the session may have replaced it AND
+   the update model, asked with guard.txt "B가 사실이면 A는 더 이상 사실이 아닌가요?" about that pair, answers
+   "예". The pair comes from meaning: first what the rewrite itself claims ("A => B" after its memory:
+   memory/updaters/claims.py; any attribute, eyesight -> LASIK, 대리 -> 과장). Only for a rewrite that writes no
+   claims section at all (a model that ignores the instruction) does a drop get memory/updaters/relatedness.py's
+   evidence instead (the same attribute in its table, or a shared noun); a rewrite that keeps the protocol is
+   taken at its word, and a drop it claims nothing about is silent. All pairs of one update go in one call.
+   Everything else is restored verbatim, marked `restored`: a silent drop never reaches the judge, and a pair
+   whose answer is unusable (cut, or neither 예 nor 아니오) is restored too. A sentence the rewrite kept word for
+   word but claims is replaced (a model copying back an outdated line) goes to the same judge, and goes on "예".
 3. Contested: a sentence the verifier named in a contradiction with a new one (the retry of a failed verification)
    is put to the same judge even when the rewrite kept it verbatim; on "예" it goes, so the retry resolves the
    contradiction instead of repeating it. A rewrite of it ("예전에는 서울에 살았다": history) is left alone.
@@ -34,6 +38,8 @@ from memory.updaters.relatedness import Cosine, pair_drops
 Judge = Callable[[list[tuple[str, str]]], list[tuple[bool | None, str]]]
 
 CONTAINMENT = 0.6
+MAX_CLAIMS = 16  # claims one judge call asks about (a session that changes more is an odd one; the rest restored)
+CLAIMED = "claimed by the rewrite"
 
 
 @dataclass
@@ -79,13 +85,19 @@ def guard(
     judge: Judge,
     cosine: Cosine | None = None,
     contested: Sequence[tuple[int, str]] = (),
+    claimed: Sequence[tuple[int, str]] = (),
+    backup: bool = True,
 ) -> tuple[list[Sentence], list[GuardDecision]]:
     """Attribute each new sentence to its origin and restore unjustified drops; returns (sentences, decisions).
 
     `session_texts` are this session's summary sentences and user turns: with the sentences the update added, the
     candidates for what replaced a dropped one. `judge(pairs)` answers, in one call, whether each new sentence B
     makes its old sentence A no longer true. `contested` holds (index into `previous`, new text) pairs the verifier
-    named as contradicting; `cosine` (the embedder's) only orders candidates.
+    named as contradicting; `claimed` holds (index into `previous`, new text) pairs the rewrite says replaced that
+    sentence (memory/updaters/claims.py): the judge is asked about those first, and about a claimed sentence the
+    rewrite kept word for word too; `backup`: whether a drop with no claim gets relatedness.py's pairs (False when
+    the rewrite kept the claims protocol: then it is a silent drop); `cosine` (the embedder's) only orders
+    candidates.
     """
     origin: dict[int, Sentence] = {}
     decisions: dict[int, GuardDecision] = {}
@@ -97,12 +109,19 @@ def guard(
             origin.setdefault(best, carry_over([old])[0] if same else Sentence(new_texts[best], "rewritten", old.id))
             decisions[i] = GuardDecision(old.text, action, new_texts[best])
     added = [t for j, t in enumerate(new_texts) if j not in origin]
+    claims = dict(list(claimed)[:MAX_CLAIMS])
     dropped = [i for i in range(len(previous)) if i not in decisions]
-    pairs = [
-        (dropped[p.old], p.new, str(p.evidence))
-        for p in pair_drops([previous[i].text for i in dropped], added + session_texts, cosine)
-    ]
+    pairs = [(i, claims[i], CLAIMED) for i in dropped if i in claims]
     verbatim: set[int] = set()
+    for i in sorted(claims):  # kept word for word, yet the rewrite says it is replaced: a stale line, judged
+        if i in decisions and decisions[i].action == "kept":
+            verbatim.add(i)
+            pairs.append((i, claims[i], CLAIMED))
+    unclaimed = [i for i in dropped if i not in claims] if backup else []
+    pairs += [
+        (unclaimed[p.old], p.new, str(p.evidence))
+        for p in pair_drops([previous[i].text for i in unclaimed], added + session_texts, cosine)
+    ]
     for i, new in contested:
         if i in {p[0] for p in pairs} or (i in decisions and decisions[i].action != "kept"):
             continue

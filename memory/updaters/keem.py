@@ -44,7 +44,7 @@ class KeemUpdater:
         summarize and reflect; a first memory is the reflected summary, verified; a later one goes through
         `Steps.update`; then records."""
         steps = self.new_steps()
-        rewrite = steps.update_calls() if inp.previous else steps.calls()
+        rewrite = steps.update_calls([s.text for s in inp.previous]) if inp.previous else steps.calls()
         return steps.calls(2) + rewrite + steps.record_calls()
 
     def update(self, inp: UpdateInput, progress: Progress) -> UpdateResult:

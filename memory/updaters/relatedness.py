@@ -1,9 +1,11 @@
-"""Which new sentence may have replaced a dropped memory sentence: relatedness by meaning, not by shared words.
+"""Which new sentence may have replaced a dropped memory sentence, for a drop the rewrite claims nothing about.
 
 "사용자는 서울 마포구에 산다" and "부산으로 이사했어" share no content word, yet the second ends the first. The guard
 asks the update model one pairwise question per candidate pair ("B가 사실이면 A는 더 이상 사실이 아닌가요?"), all
-pairs in one call; this module finds the pairs worth asking. A pair (dropped A, new or summary sentence B) is a
-candidate when there is evidence that B speaks to the same attribute of the user:
+pairs in one call. Its first candidates come from meaning: what the rewrite itself says it replaced
+(memory/updaters/claims.py: "시력이 나빠 안경을 쓴다 => 라식 수술을 받았다", for any attribute). This module is the
+backup for a drop with no claim (a model that writes none, or leaves one out): a pair (dropped A, new or summary
+sentence B) is a candidate when there is evidence that B speaks to the same attribute of the user:
 1. **same attribute**: both carry a cue of one attribute in ATTRIBUTES (where the user lives, their work, a
    relationship, a habit, their health, a plan, a pet, their schooling, military service, a pregnancy or a
    newborn), and both are about the same people: a grandmother's home is not the user's (KIN words must agree,

@@ -11,11 +11,17 @@ reports no answer, so the caller's never-lose fallback takes over. Why is kept i
 
 The guard also keeps this session's news: a reflected summary sentence the rewrite does not continue is appended.
 
+The rewrite says, after its memory, which previous sentence each one it left out was replaced by ("A => B",
+memory/updaters/claims.py); the guard's judge confirms those claims pairwise. Relatedness comes from meaning (what
+the rewrite claims, what the model names), not from a list of attributes.
+
 Large memories are rewritten in part: when re-writing the whole previous memory would need more than
-`ceiling` output tokens, only the sentences the session touches (Korean content words shared with the user's
-turns and the summary, plus the embedder's nearest sentences) go to the update prompt, as many as fit the
-ceiling; every other sentence is carried over verbatim, marked `kept`. The cost of an update then stays bounded
-as memory grows, and unrelated facts never pass through the model.
+`ceiling` output tokens, only the sentences the session touches go to the update prompt: those the model names
+from the whole memory numbered (the scope call, scope.txt: one more call, its prompt the memory's size, its
+answer one line), then those of the same attribute or sharing a Korean content word with the user's turns and
+the summary, then the embedder's nearest, as many as fit the ceiling; every other sentence is carried over
+verbatim, marked `kept`. The output of an update then stays bounded as memory grows, and unrelated facts never
+pass through the rewrite.
 """
 
 from __future__ import annotations
@@ -37,11 +43,13 @@ from memory.text import (
     elapsed_text,
     extractive_summary,
     format_dialogue,
+    parse_numbers,
     parse_sentences,
     parse_verdict,
     parse_yes_no_list,
 )
 from memory.updaters.base import UpdateInput, UpdateResult, carry_over
+from memory.updaters.claims import Claim, lists_claims, resolve, split_claims
 from memory.updaters.guard import GuardDecision, decisions_json, guard, keep_summary
 from memory.updaters.relatedness import evidence, named
 from models.base import ChatModel, Completion, GenerationOptions, Message, estimate_tokens
@@ -50,7 +58,7 @@ from models.errors import ContextOverflowError, GenerationError
 
 Ask = Callable[[str, str, int], Completion]  # (stage, prompt, max_new_tokens) -> the model's answer
 Parse = Callable[[str, int], list[str]]
-PROMPTS = ("update_system", "summarize", "reflect", "update", "verify", "guard", "emotions")
+PROMPTS = ("update_system", "summarize", "reflect", "update", "verify", "guard", "scope", "emotions")
 
 SUMMARY_SENTENCES = 10  # the summarize prompt asks for at most this many
 MAX_SUMMARY = 15  # parsed summary / reflected sentences kept
@@ -68,6 +76,9 @@ NEW_RECORDS = 8  # room for this many new records per session
 RECORD_TRIES = 2  # the records call (Steps.emotions): a failed one is tried once more
 RETRIEVED_PER_QUERY = 2  # scoped rewrite: nearest previous sentences per user turn and summary sentence
 DEFAULT_CEILING = 512  # KEEM_UPDATE_MAX_TOKENS: past this, an update rewrites only what the session touches
+CLAIM_TOKENS = 16  # the rewrite's claims ("A => B" after its memory): the marker line, and per claim its arrow
+CLAIMS = 2  # claims the update budget has room for
+SCOPE_TOKENS = 96  # the scope call's "번호: 3, 17" line, with room for a preamble
 
 
 def model_ask(model: ChatModel) -> Ask:
@@ -134,16 +145,26 @@ class Steps:
         """Output tokens to re-write these sentences: their tokens plus a margin and room for one more line."""
         return int(sum(self.count_tokens(t) + 2 for t in texts) * MARGIN) + SLACK_TOKENS
 
-    def call(self, stage: str, prompt: str, budget: int) -> str | None:
+    def update_budget(self, previous: list[str], reflected: list[str]) -> int:
+        """Output tokens of the update call: the rewrite of both, and room for CLAIMS claims (a claim quotes a
+        previous sentence and the summary sentence that ends it: memory/updaters/claims.py; a session that changes
+        more is cut and asked again with twice the budget, the rule of every call)."""
+        longest = max((self.count_tokens(t) for t in reflected), default=0)
+        claims = CLAIM_TOKENS + min(len(reflected), CLAIMS) * (2 * longest + CLAIM_TOKENS)
+        return self.rewrite_budget(previous + reflected) + claims
+
+    def call(self, stage: str, prompt: str, budget: int, complete_before: str | None = None) -> str | None:
         """The model's answer, or None when there is no usable one (cut twice, or a prompt too long: ours or the
-        backend's ContextOverflowError, recorded in `problems`)."""
+        backend's ContextOverflowError, recorded in `problems`). `complete_before`: a line marking where the part of
+        the answer that must be whole ends (the update's "바뀐 문장:"): an answer cut twice after that line is used
+        without its last, cut line."""
         try:
-            return self._call(stage, prompt, budget)
+            return self._call(stage, prompt, budget, complete_before)
         except ContextOverflowError as exc:
             self.problems.append(f"{stage}: {exc}")
             return None
 
-    def _call(self, stage: str, prompt: str, budget: int) -> str | None:
+    def _call(self, stage: str, prompt: str, budget: int, complete_before: str | None = None) -> str | None:
         if self.not_asked:  # its answer would be cut, and a cut answer is never used: save the minutes
             self.problems.append(f"{stage}: not asked, {self.not_asked}")
             return None
@@ -162,6 +183,10 @@ class Steps:
                 self.problems.append(f"{stage}: answer cut at {budget} tokens, retried with {min(budget * 2, room)}")
                 budget = min(budget * 2, room)
                 continue
+            lines = answer.text.splitlines()
+            if complete_before and any(line.strip().endswith(complete_before) for line in lines[:-1]):
+                self.problems.append(f"{stage}: answer cut at {budget} tokens after its {complete_before}; used")
+                return "\n".join(lines[:-1])
             self.problems.append(f"{stage}: answer cut at {budget} tokens; not used")
             return None
         return None  # pragma: no cover - the loop always returns
@@ -183,12 +208,17 @@ class Steps:
         return (summary, True) if summary else (extractive_summary(dialogue)[:MAX_SUMMARY], False)
 
     def reflect(self, dialogue: list[dict[str, str]], summary: list[str]) -> list[str]:
-        """The summary with the user's emotions and their causes; the summary itself when no usable answer."""
+        """The summary with the user's emotions and their causes; the summary itself when no usable answer, and
+        any summary sentence the answer does not continue (a model that drops a line it was asked to copy) after
+        it."""
         budget = self.rewrite_budget(summary) + len(summary) * 24  # each sentence may gain an emotion clause
         answer = self.call(
             "reflect", render("reflect", dialogue=format_dialogue(dialogue), summary="\n".join(summary)), budget
         )
-        return self.parse(answer or "", MAX_REFLECTED) or summary
+        reflected = self.parse(answer or "", MAX_REFLECTED)
+        if not reflected:
+            return summary
+        return [s.text for s in keep_summary([Sentence(t, "added") for t in reflected], summary)[0]]
 
     def rewrite(
         self,
@@ -200,6 +230,19 @@ class Steps:
     ) -> list[str]:
         """The new integrated memory of `previous` and the reflected summary ([] when no usable answer); `problem`
         is what the verifier found in the last attempt, for the retry to resolve."""
+        return self.rewrite_with_claims(previous, reflected, session_date, previous_date, problem)[0]
+
+    def rewrite_with_claims(
+        self,
+        previous: list[str],
+        reflected: list[str],
+        session_date: date | None,
+        previous_date: date | None,
+        problem: str | None = None,
+    ) -> tuple[list[str], list[Claim] | None]:
+        """`rewrite`'s memory, and what the rewrite says each previous sentence it left out was replaced by
+        (memory/updaters/claims.py), or None when its answer has no claims section at all (then the guard pairs
+        drops by the attribute table). The budget has room for CLAIMS claims."""
         answer = self.call(
             "update",
             render(
@@ -211,9 +254,12 @@ class Steps:
                 elapsed=_elapsed(previous_date, session_date),
                 problem=problem,
             ),
-            self.rewrite_budget(previous + reflected),
+            self.update_budget(previous, reflected),
+            complete_before="바뀐 문장:",
         )
-        return self.parse(answer or "", 2 * (len(previous) + len(reflected)) + 10)
+        memory, said = split_claims(answer or "")
+        listed = said if lists_claims(answer or "") else None
+        return self.parse(memory, 2 * (len(previous) + len(reflected)) + 10), listed
 
     def verify(
         self, previous: list[str], dialogue_text: str, memory: list[str], session_date: date | None
@@ -307,23 +353,34 @@ class Steps:
         """`emotions` (every strategy's last stage, `with_records`): one call (RECORD_TRIES when it fails)."""
         return self.calls(1)
 
-    def update_calls(self) -> int:
+    def update_calls(self, previous: Sequence[str] = ()) -> int:
         """`update`: the rewrite, the guard's judge (one call for all its pairs) and the verification (all three
-        again for each further attempt a failed verification asks for)."""
-        return self.calls(3 if self.use_guard else 2)
+        again for each further attempt a failed verification asks for); and, for a memory too large for one
+        rewrite (`previous`, before this session's summary is known), the scope call that names what to show."""
+        scoped = self.use_guard and self.rewrite_budget(list(previous)) > self.ceiling
+        return self.calls((3 if self.use_guard else 2) + scoped)
 
     # -- the update: scope, rewrite, guard, verify ---------------------------------------------------
-    def scope(self, previous: list[Sentence], reflected: list[str], user_turns: list[str]) -> list[int] | None:
+    def scope(
+        self, previous: list[Sentence], reflected: list[str], user_turns: list[str], *, ask: bool = False
+    ) -> list[int] | None:
         """Indices of the previous sentences to rewrite, or None when the whole memory fits one rewrite.
 
-        Touched: speaks to the same attribute of the user's life as a user turn or summary sentence (what the
-        session may replace: memory/updaters/relatedness.py), shares a content word with one, or is among the
-        embedder's RETRIEVED_PER_QUERY nearest for one of them; same attribute first, then most shared words, as
-        many as fit `ceiling`.
+        Touched: named by the model (`ask`: the update's own scope call, `pick`, which reads the whole memory
+        numbered and finds what the session changes by meaning: eyesight for a LASIK, a car for the subway), speaks
+        to the same attribute of the user's life as a user turn or summary sentence (memory/updaters/relatedness.py),
+        shares a content word with one, or is among the embedder's RETRIEVED_PER_QUERY nearest for one of them;
+        in that order, then most shared words, as many as fit `ceiling` (with `ask`, the update's budget: its
+        claims too).
         """
         texts = [s.text for s in previous]
-        if self.rewrite_budget(texts + reflected) <= self.ceiling:
+
+        def need(part: list[str]) -> int:
+            return self.update_budget(part, reflected) if ask else self.rewrite_budget(part + reflected)
+
+        if need(texts) <= self.ceiling:
             return None
+        picked = set(self.pick(texts, reflected) or ()) if ask else set()
         queries = user_turns + reflected
         topic = frozenset().union(*(content_words(q) for q in queries))
         overlap = [len(content_words(t) & topic) for t in texts]
@@ -335,15 +392,22 @@ class Steps:
                 for j in np.argsort(-row)[:RETRIEVED_PER_QUERY]:
                     nearest[j] = max(nearest[j], row[j])
         ranked = sorted(
-            (i for i in range(len(texts)) if same[i] or overlap[i] or nearest[i] > 0),
-            key=lambda i: (-same[i], -overlap[i], -nearest[i], i),
+            (i for i in range(len(texts)) if i in picked or same[i] or overlap[i] or nearest[i] > 0),
+            key=lambda i: (i not in picked, -same[i], -overlap[i], -nearest[i], i),
         )
         chosen: list[int] = []
         for i in ranked:
-            if self.rewrite_budget([texts[j] for j in chosen] + [texts[i]] + reflected) > self.ceiling:
+            if need([texts[j] for j in chosen] + [texts[i]]) > self.ceiling:
                 break
             chosen.append(i)
         return sorted(chosen)
+
+    def pick(self, previous: list[str], reflected: list[str]) -> list[int] | None:
+        """The previous sentences (indices) the model says this session may change or end, chosen from the whole
+        memory numbered (scope.txt): one call whose prompt grows with the memory and whose answer is one line.
+        None when there is no usable answer (then the scope is the table's, the words' and the embedder's)."""
+        answer = self.call("scope", render("scope", memory=previous, summary=reflected), SCOPE_TOKENS)
+        return parse_numbers(answer, len(previous)) if answer is not None else None
 
     def _cosine(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         assert self.embedder is not None
@@ -376,7 +440,9 @@ class Steps:
         verification is told why, and the guard puts the contradiction the verifier named to its judge."""
         progress("updating")
         problem = last.problem if last is not None else None
-        generated = self.rewrite([s.text for s in previous], reflected, session_date, previous_date, problem)
+        generated, said = self.rewrite_with_claims(
+            [s.text for s in previous], reflected, session_date, previous_date, problem
+        )
         progress("verifying")
         if not generated:
             return Attempt([], [], [], "the update produced no usable sentence")
@@ -389,6 +455,8 @@ class Steps:
                 judge=lambda pairs: self.judge(pairs, session_dialogue),
                 cosine=self._cosine if self.embedder is not None else None,
                 contested=contested(previous, last) if last is not None else [],
+                claimed=resolve(said or [], [s.text for s in previous], generated + reflected + user_turns),
+                backup=said is None,
             )
             sentences, summary_kept = keep_summary(sentences, reflected)
         else:
@@ -415,12 +483,17 @@ class Steps:
         """
         user_turns = [t["text"] for t in dialogue if t["role"] == "user"]
         session_dialogue = format_dialogue(dialogue)
-        touched = self.scope(previous, reflected, user_turns)
+        touched = self.scope(previous, reflected, user_turns, ask=self.use_guard)
         part = previous if touched is None else [previous[i] for i in touched]
         carried = [] if touched is None else carry_over(s for i, s in enumerate(previous) if i not in set(touched))
         details: dict[str, Any] = {"attempts": []}
         if touched is not None:
-            details["scope"] = {"rewritten": len(part), "carried": len(carried), "ceiling": self.ceiling}
+            details["scope"] = {
+                "rewritten": len(part),
+                "carried": len(carried),
+                "ceiling": self.ceiling,
+                "shown": touched,  # indices into previous
+            }
         result: Attempt | None = None
         for _ in range(attempts):
             result = self.attempt(

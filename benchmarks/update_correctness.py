@@ -1,0 +1,364 @@
+"""Korean update correctness: are changes applied, and are unrelated facts kept, by each memory-update strategy?
+
+usage: python benchmarks/update_correctness.py [--strategies keem operations accumulate] [--settings ...]
+       [--models ideal sloppy yes] [--verifiers catches silent] [--embedder ngram] [--seed 0] [--json]
+
+The scenarios are evaluation/fixtures/update_correctness.json (written for this benchmark, CC0): ten changes said
+in words the old fact does not share, for attributes outside common lists (eyesight -> LASIK, iPhone -> Galaxy,
+meat every day -> vegan, long hair -> a short cut, asleep after 3 a.m. -> by eleven, 90 kg -> 15 kg lost, no
+Chinese -> HSK 4, 대리 -> 과장, a car sold for the subway, a beard shaved), two finished episodes (a cast taken off,
+a trip taken: kept as past), 42 unrelated facts and 5 new ones. Settings:
+
+- small: one update per change, the old fact among 6 unrelated ones (the whole memory is rewritten);
+- large: one update per change, the old fact among 44 unrelated ones (past the ceiling: the scoped rewrite);
+- sessions: 5 sessions over 12 unrelated facts and every change's old state, 2-3 changes and a new fact each;
+- sessions-large: the same over 42 unrelated facts.
+
+Models (models/fake.py RealisticChatModel around `Ideal`, which knows the scenarios and answers every stage as an
+ideal model would): `ideal` (no habits), `sloppy` (wrappers, a silently dropped line, an outdated line copied
+back, a claim left out, each at 0.3-0.5), `yes` (sloppy, and its judge answers 예 to every question). Verifiers:
+`catches` fails a memory holding two states of one fact, naming both; `silent` passes everything (a real verifier
+misses contradictions too). Every answer is cut at its token budget, as backends cut them.
+
+Reported per strategy and (setting, model, verifier): outdated facts left (an old state still stored word for word,
+of the changes made), unrelated facts lost (of those in memory or stated), finished episodes kept, fallback
+updates, and the cost: model calls, prompt and completion tokens per update, and the scope calls (keem's large
+memories). What it shows: the machinery (which pairs reach the judge, what a sloppy model can make it lose). What
+it cannot: whether a real model writes the claims, names the sentences or judges the pairs right; run the same
+scenarios with `--model` for that (the scenarios then only score).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass, replace
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.long_horizon import Fact, Oracle, present
+from memory.store import Sentence
+from memory.updaters import STRATEGIES, UpdateInput, make_updater
+from memory.updaters.base import memory_of
+from models.base import ChatModel, ChatStream, Completion, GenerationOptions, Message
+from models.embedders import Embedder
+from models.fake import RealisticChatModel, section, stage_of
+from models.spec import load_chat_model, load_embedder
+
+FIXTURE = Path(__file__).resolve().parents[1] / "evaluation" / "fixtures" / "update_correctness.json"
+SETTINGS = ("small", "large", "sessions", "sessions-large")
+MODELS = ("ideal", "sloppy", "yes")
+VERIFIERS = ("catches", "silent")
+WRAPPING = ("think", "preamble", "fences", "bullets", "english", "repeat", "free_verdict")
+SLOPPY = {**{h: 0.3 for h in WRAPPING}, "drop": 0.5, "stale": 0.3, "unclaimed": 0.3}
+CEILING = 512
+START = date(2026, 9, 7)
+
+
+# -- the scenarios ------------------------------------------------------------------------------------------
+@dataclass
+class World:
+    """The facts of the fixture: each change and episode a chain of two states, the unrelated ones stable."""
+
+    changes: list[list[Fact]]  # [old, new] per change and per episode (episodes last)
+    unrelated: list[Fact]
+    new_facts: list[Fact]
+
+    def all_facts(self) -> list[Fact]:  # what Oracle reads
+        return [f for chain in self.changes for f in chain] + self.unrelated + self.new_facts
+
+
+@dataclass
+class Case:
+    setting: str
+    name: str
+    initial: list[Fact]
+    sessions: list[list[Fact]]  # per session: the facts its user states
+
+
+def load_world(path: Path = FIXTURE) -> World:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    changes = [
+        [
+            Fact(c["old"], None, f"(이전) {c['old']}", "", "change", c["id"], 0),
+            Fact(c["new"], None, c["turn"], c["reply"], "change", c["id"], 1, key=c["key"], merged=c.get("merged")),
+        ]
+        for c in data["changes"] + data["episodes"]
+    ]
+    stable = [Fact(u["fact"], None, u["turn"], "그렇군요.", "stable") for u in data["unrelated"]]
+    new = [Fact(u["fact"], None, u["turn"], "좋네요!", "stable") for u in data["new_facts"]]
+    return World(changes, stable, new)
+
+
+def cases(world: World, settings: tuple[str, ...] = SETTINGS) -> list[Case]:
+    out: list[Case] = []
+    chains, pool = world.changes, world.unrelated
+    for setting in settings:
+        if setting in ("small", "large"):
+            size = 6 if setting == "small" else 44
+            for k, (old, new) in enumerate(chains):
+                others = [pool[(k * 5 + j) % len(pool)] for j in range(size)]
+                at = (k * 7) % (size + 1)
+                out.append(Case(setting, str(new.chain), [*others[:at], old, *others[at:]], [[new]]))
+        else:
+            size = 12 if setting == "sessions" else len(pool)
+            olds = [c[0] for c in chains]
+            initial = [f for pair in zip(pool[:size], olds) for f in pair] + pool[len(olds) : size]
+            initial += olds[size:]
+            sessions = [[c[1] for c in chains[s::5]] + [world.new_facts[s]] for s in range(5)]
+            out.append(Case(setting, "5 sessions", initial, sessions))
+    return out
+
+
+def dialogue(facts: list[Fact]) -> list[dict[str, str]]:
+    turns = [{"role": "assistant", "text": "요즘 어떻게 지내요?"}]
+    for f in facts:
+        turns += [{"role": "user", "text": f.turn}, {"role": "assistant", "text": f.reply or "그렇군요."}]
+    return turns + [{"role": "user", "text": "오늘 얘기 즐거웠어."}, {"role": "assistant", "text": "또 얘기해요!"}]
+
+
+# -- the ideal model --------------------------------------------------------------------------------------------
+class Ideal(Oracle):
+    """Every stage answered as a model that knows the scenarios would: the rewrite replaces each old state the
+    summary changes and says so ("A => B"), the scope call names the old states, the judge says 예 exactly for a
+    later state of the same fact, and the verifier (`catches`) fails two states of one fact stored together."""
+
+    def __init__(self, world: World, catches: bool = True):
+        super().__init__(world)  # type: ignore[arg-type]
+        self.catches = catches
+
+    def __call__(self, messages: list[Message]) -> str:
+        prompt = messages[-1]["content"]
+        stage = stage_of(prompt)
+        if stage == "update":
+            previous = section(prompt, "\n이전 기억:", "이번 요약:")
+            summary = section(prompt, "\n이번 요약:", "새 기억:")
+            lines = self._update(previous, summary)
+            claims = [f"{line} => {self._replacement(line, summary)}" for line in previous if line not in lines]
+            claims = [c for c in claims if not c.endswith("=> None")]
+            if "바뀐 문장:" not in prompt:  # a prompt that asks for no claims (an older update.txt) gets none
+                return "\n".join(lines)
+            return "\n".join(lines + (["바뀐 문장:", *claims] if claims else ["바뀐 문장: 없음"]))
+        if stage == "scope":
+            memory = [re.sub(r"^\d+\.\s*", "", line) for line in section(prompt, "\n기억:", "이번 요약:")]
+            summary = section(prompt, "\n이번 요약:", "답:")
+            named = [str(n) for n, line in enumerate(memory, 1) if self._replacement(line, summary)]
+            return f"번호: {', '.join(named) if named else '없음'}"
+        if stage == "verify" and not self.catches:
+            return "통과"
+        return super().__call__(messages)
+
+    def _replacement(self, line: str, summary: list[str]) -> str | None:
+        """The summary's later state of the fact `line` states, as the ideal rewrite writes it, or None."""
+        old = self.by_text.get(line)
+        for text in summary:
+            new = self.by_text.get(text)
+            if old is not None and new is not None and old.chain and new.chain == old.chain and new.state > old.state:
+                return new.merged or text
+        return None
+
+
+class Counted(ChatModel):
+    """A chat model with each call's stage, prompt and completion tokens and finish reason recorded."""
+
+    def __init__(self, inner: ChatModel):
+        self.inner, self.spec, self.context_window = inner, inner.spec, inner.context_window
+        self.calls: list[tuple[str | None, int, int, str]] = []
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:
+        return self.inner.stream(messages, options)
+
+    def complete(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> Completion:
+        answer = self.inner.complete(messages, options)
+        prompt = answer.finish.prompt_tokens or sum(self.count_tokens(m["content"]) for m in messages)
+        done = answer.finish.completion_tokens or self.count_tokens(answer.text)
+        self.calls.append((stage_of(messages[-1]["content"]), prompt, done, answer.finish.reason))
+        return answer
+
+
+def model_for(world: World, kind: str, verifier: str, seed: int, real: ChatModel | None = None) -> Counted:
+    if real is not None:
+        return Counted(real)
+    habits = {} if kind == "ideal" else {**SLOPPY, **({"yes": 1.0} if kind == "yes" else {})}
+    return Counted(RealisticChatModel(Ideal(world, verifier == "catches"), habits, seed=seed))
+
+
+# -- running and scoring ----------------------------------------------------------------------------------------
+def run_case(
+    strategy: str, case: Case, model: Counted, embedder: Embedder | None, ceiling: int = CEILING
+) -> dict[str, Any]:
+    """The case's sessions through one strategy; the final memory scored against the scenario."""
+    memory: list[Sentence] = memory_of(f.text for f in case.initial)
+    ids = iter(range(len(memory), 10**9))
+    fallbacks = updates = 0
+    started = time.perf_counter()
+    first = len(model.calls)
+    day, previous_day = START, START - timedelta(days=9)
+    for facts in case.sessions:
+        updater = make_updater(strategy, model, embedder, ceiling)
+        result = updater.update(UpdateInput(memory, dialogue(facts), day, previous_day), lambda stage: None)
+        memory = [replace(s, id=next(ids)) for s in result.sentences]
+        fallbacks += result.status == "fallback"
+        updates += 1
+        previous_day, day = day, day + timedelta(days=9)
+    texts = [s.text for s in memory]
+    changed = [f for session in case.sessions for f in session if f.kind == "change"]
+    olds = {f.chain: f for f in case.initial if f.kind == "change"}
+    unrelated = [f for f in case.initial if f.kind == "stable"] + [
+        f for session in case.sessions for f in session if f.kind == "stable"
+    ]
+    episodes = [f for f in changed if f.merged]
+    calls = model.calls[first:]
+    return {
+        "setting": case.setting,
+        "case": case.name,
+        "changes": len(changed),
+        "outdated_left": sum(olds[f.chain].text in texts for f in changed),
+        "new_missing": sum(not (present(f, texts) or (f.key and any(f.key in t for t in texts))) for f in changed),
+        "unrelated": len(unrelated),
+        "unrelated_lost": sum(not present(f, texts) for f in unrelated),
+        "lost": [f.text for f in unrelated if not present(f, texts)],
+        "outdated": [olds[f.chain].text for f in changed if olds[f.chain].text in texts],
+        "episodes": len(episodes),
+        "episodes_kept": sum(any(str(f.key) in t for t in texts) for f in episodes),
+        "updates": updates,
+        "fallbacks": fallbacks,
+        "llm_calls": len(calls),
+        "scope_calls": sum(c[0] == "scope" for c in calls),
+        "prompt_tokens": sum(c[1] for c in calls),
+        "completion_tokens": sum(c[2] for c in calls),
+        "scope_prompt_tokens": sum(c[1] for c in calls if c[0] == "scope"),
+        "update_completion_tokens": sum(c[2] for c in calls if c[0] == "update"),
+        "cut": sum(c[3] == "length" for c in calls),
+        "seconds": time.perf_counter() - started,
+    }
+
+
+TOTALS = (
+    "changes",
+    "outdated_left",
+    "new_missing",
+    "unrelated",
+    "unrelated_lost",
+    "episodes",
+    "episodes_kept",
+    "updates",
+    "fallbacks",
+    "llm_calls",
+    "scope_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "scope_prompt_tokens",
+    "update_completion_tokens",
+    "cut",
+    "seconds",
+)
+
+
+def run(
+    strategies: tuple[str, ...] = STRATEGIES,
+    settings: tuple[str, ...] = SETTINGS,
+    models: tuple[str, ...] = MODELS,
+    verifiers: tuple[str, ...] = VERIFIERS,
+    embedder: Embedder | None = None,
+    seed: int = 0,
+    real: ChatModel | None = None,
+) -> list[dict[str, Any]]:
+    """One row per (strategy, setting, model, verifier): the totals over its cases."""
+    world = load_world()
+    rows = []
+    for strategy in strategies:
+        for setting in settings:
+            for kind in models:
+                for verifier in verifiers:
+                    row: dict[str, Any] = {
+                        "strategy": strategy,
+                        "setting": setting,
+                        "model": kind,
+                        "verifier": verifier,
+                        **{k: 0 for k in TOTALS},
+                        "lost": [],
+                        "outdated": [],
+                    }
+                    for n, case in enumerate(cases(world, (setting,))):
+                        model = model_for(world, kind, verifier, seed * 1000 + n, real)
+                        got = run_case(strategy, case, model, embedder)
+                        for k in TOTALS:
+                            row[k] += got[k]
+                        row["lost"] += got["lost"]
+                        row["outdated"] += got["outdated"]
+                    rows.append(row)
+    return rows
+
+
+def table(rows: list[dict[str, Any]], strategy: str) -> str:
+    """A markdown table of one strategy's rows."""
+    head = (
+        "| setting | model | verifier | outdated left | unrelated lost | episodes kept | fallbacks | "
+        "calls / update | prompt tok / update | completion tok / update | scope calls |"
+    )
+    out = [head, "|" + "---|" * 11]
+    for r in rows:
+        if r["strategy"] != strategy:
+            continue
+        u = max(1, r["updates"])
+        out.append(
+            f"| {r['setting']} | {r['model']} | {r['verifier']} | {r['outdated_left']}/{r['changes']} | "
+            f"{r['unrelated_lost']}/{r['unrelated']} | {r['episodes_kept']}/{r['episodes']} | "
+            f"{r['fallbacks']}/{r['updates']} | {r['llm_calls'] / u:.1f} | {r['prompt_tokens'] / u:.0f} | "
+            f"{r['completion_tokens'] / u:.0f} | {r['scope_calls']} |"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--verifiers", nargs="+", default=list(VERIFIERS), choices=VERIFIERS)
+    parser.add_argument("--embedder", default="ngram", help="ngram (default here) or auto (the app's)")
+    parser.add_argument("--model", default=None, help="a real model spec instead of the fake (scores only)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    real = load_chat_model(args.model) if args.model else None
+    rows = run(
+        tuple(args.strategies),
+        tuple(args.settings),
+        tuple(args.models) if real is None else ("real",),
+        tuple(args.verifiers) if real is None else ("real",),
+        load_embedder(args.embedder),
+        args.seed,
+        real,
+    )
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=1))
+        return
+    print(
+        f"update correctness, embedder {args.embedder}, ceiling {CEILING}, seed {args.seed}; "
+        f"{time.perf_counter() - started:.1f} s"
+    )
+    for strategy in args.strategies:
+        print(f"\n{strategy}\n{table(rows, strategy)}")
+        for r in rows:
+            if r["strategy"] == strategy and (r["lost"] or r["outdated"]):
+                where = f"{r['setting']}/{r['model']}/{r['verifier']}"
+                if r["lost"]:
+                    print(f"  {where} lost: {'; '.join(r['lost'][:3])}")
+                if r["outdated"]:
+                    print(f"  {where} outdated: {'; '.join(r['outdated'][:3])}")
+
+
+if __name__ == "__main__":
+    main()
