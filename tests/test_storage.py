@@ -77,7 +77,7 @@ def test_a_read_only_mount_and_a_full_disk_say_so_and_lose_nothing(tmp_path, cap
         "".join(f"사용자는 {i}번째로 아주 긴 이야기를 여러 번 좋아한다고 말했다.\n" for i in range(3000)),
         encoding="utf-8",
     )
-    with tmpfs(tmp_path / "disk", "400k") as disk:
+    with tmpfs(tmp_path / "disk", "1m") as disk:  # the migrations fill the WAL before their first checkpoint
         db = str(disk / "keem.db")
         assert (
             run(capsys, "memory", "import", "--user", "minsu", "--db", db, "--embedder", "ngram", str(sentences))[0]
