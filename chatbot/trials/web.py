@@ -37,6 +37,7 @@ from chatbot.trials.study import (
     submit_answers,
     trial_sessions,
 )
+from chatbot.web import toasts
 from chatbot.web.guard import PRIVATE
 from chatbot.web.render import md
 from chatbot.web.state import Entrance, UserState
@@ -270,7 +271,7 @@ class StudyUI:
             raise InputError("답할 설문이 없습니다. 대화를 끝내면 설문이 나옵니다.")
         answers = {q.id: _value(q, v) for q, v in zip(self.study.questions, values)}
         submit_answers(self.store, person.survey, person.user_id, self.study, answers)
-        gr.Info("설문을 저장했습니다. 감사합니다.")
+        toasts.info("설문을 저장했습니다. 감사합니다.")
         pending = pending_questionnaires(self.store, person.user_id, self.study)
         person.survey = pending[0]["id"] if pending else None
         return StudyView(person=person) | self.survey_view(person)
@@ -322,7 +323,7 @@ class Organiser:
         archive, counts = self.exports.make(lambda folder: export(self.store, folder, local=self.study.local), name)
         PRIVATE.grant(archive, login)
         replaced = sum(counts["pii"].values())
-        gr.Info(
+        toasts.info(
             f"내보냈습니다: 참가자 {counts['participants']}명, 설문 응답 {counts['answers']}개, "
             f"가린 개인정보 {replaced}개."
         )

@@ -20,6 +20,7 @@ from chatbot.web.chat import PLACEHOLDER, ChatUI
 from chatbot.web.editing import build as sentence_rows
 from chatbot.web.flow import Flow
 from chatbot.web.guard import refuse_routes
+from chatbot.web.messages import DEMO_NOTE, DEMO_TITLE
 from chatbot.web.opening import Opening, wire_openings
 from chatbot.web.state import Entrance
 from chatbot.web.style import CSS, HEAD
@@ -160,6 +161,10 @@ def components(page: Page, ui: ChatUI, title: str, browser_identity: bool, part:
 
 
 def chat_tab(page: Page) -> None:
+    # with the demo model, before the first message: what it cannot do, what works, how to connect a Korean model
+    with gr.Accordion(DEMO_TITLE, open=True, visible=False, elem_id="demo-note") as demo_box:
+        gr.Markdown(DEMO_NOTE, elem_id="demo-note-text")
+    page.add(demo_box=demo_box)
     page.add(
         chat=gr.Chatbot(
             label="대화",
@@ -284,7 +289,7 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
         [app.load, p["banner_timer"].tick],
         ui.entry.banner,
         None,
-        ["model_info", "banner", "banner_timer", "start"],
+        ["model_info", "banner", "banner_timer", "start", "demo_box"],
         show_progress="hidden",
         concurrency_limit=None,
     )

@@ -15,6 +15,8 @@ from typing import Any
 from chatbot.localtime import local_time
 from chatbot.trials.study import study_from_dict
 from chatbot.web.messages import LABELS
+from models.demo import RUNS_TO_BUDGET
+from models.fake import ScriptedChatModel
 from models.openai_backend import OpenAIChatModel
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.pages import enter, open_tab
@@ -150,3 +152,47 @@ def test_the_model_is_behind_its_info_without_the_server_address_and_a_phone_see
         finally:
             app.close()
             worker.stop()
+
+
+def test_with_the_demo_model_the_page_says_what_it_cannot_do_and_the_memory_tab_says_what_happened(
+    new_page: Any, tmp_path: Path
+) -> None:
+    """Issue 34 items 1-2: a model that answers as the demo does (spec `demo`, never asked by the updater: the page
+    sees exactly what SmolLM2 gives it, without loading it)."""
+    model = ScriptedChatModel(responder=lambda messages: "I am a small model. How can I help?", spec="demo")
+    model.runs_to_budget = RUNS_TO_BUDGET
+    url, app, _, worker = serve(tmp_path / "k.db", model=model)
+    try:
+        page = new_page(viewport={"width": 1200, "height": 900})
+        enter(page, url, "민수")
+        note = page.locator("#demo-note")
+        note.get_by_text("한국어로 대화하지 못합니다").first.wait_for(timeout=10_000)  # before the first message
+        text = note.inner_text()
+        assert "그래도 되는 것" in text and "기억" in text and "ollama pull exaone3.5:7.8b" in text, text
+        assert len(page.get_by_test_id("bot").all()) == 0
+        page.locator("#model-info").get_by_text("데모 모델 (한국어를 하지 못합니다)").click()
+        banner = page.locator("#model-banner").inner_text()
+        assert "데모 모델" in banner and "English" not in banner and "KV" not in banner, banner
+        box = page.locator("#message-input textarea")
+        box.fill("내일 발표가 있어서 좀 떨려")
+        box.press("Enter")
+        page.get_by_text("I am a small model").wait_for(timeout=20_000)
+        page.locator("#end-button").click()
+        steps = page.locator("#end-steps")
+        steps.get_by_text("바뀐 것과 그 이유").wait_for(timeout=30_000)  # the pointer names where the reason is
+        assert "버전 기록" not in steps.inner_text()
+        page.set_viewport_size(PHONE)  # the same tab on a phone: the note fits the screen's width
+        open_tab(page, "대화")
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        assert note.bounding_box()["width"] <= PHONE["width"]  # type: ignore[index]
+        open_tab(page, "기억")
+        changes = page.locator("#changelog")
+        changes.get_by_text("묻지 않았습니다").wait_for(timeout=15_000)  # the reason: not asked, not "failed"
+        assert "요약하지 못해(답이 잘렸거나" not in changes.inner_text()
+        page.get_by_text("감정의 흐름", exact=True).click()
+        page.locator("#emotions").get_by_text("감정을 기록하지 않습니다").wait_for(timeout=10_000)
+        emotions = page.locator("#emotions").inner_text()
+        assert "감정을 기록하지 않습니다" in emotions and "말하면 여기에 남습니다" not in emotions, emotions
+    finally:
+        app.close()
+        worker.stop()
