@@ -285,6 +285,7 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
     """Every event of the chat page but logging in (chat_events, or the trial's); returns those after which a
     user's waiting memory updates may run (end, new conversation, retry)."""
     p, state = page, page["state"]
+    p.events["load"] = app.load  # the page's load, for the parts wired elsewhere (a trial's organiser section)
     p.on(
         [app.load, p["banner_timer"].tick],
         ui.entry.banner,

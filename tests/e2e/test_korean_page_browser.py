@@ -97,17 +97,21 @@ def test_a_participant_on_a_phone_logs_in_in_korean_chats_sees_korean_times_and_
             assert korean in changes and LABELS["updater"] in changes and "keem" not in changes
             assert "keem" not in page.locator("#history").inner_text() + page.locator("#memory").inner_text()
 
-            page.get_by_text("연구자 화면").click()  # the organiser's export: ISO times with Korea's offset
-            page.locator("#admin-password input").fill("org-pw")
-            page.locator("#admin-open").click()
-            page.locator("#admin-export").click()
-            link = page.locator("#admin-file a").first
+            org = page.context.new_page()  # the organiser's address, beside (participants never see the section)
+            org.goto(f"{url}?organiser")
+            org.get_by_text("연구자 화면").click()  # the organiser's export: ISO times with Korea's offset
+            org.locator("#admin-password input").fill("org-pw")
+            org.locator("#admin-open").click()
+            org.locator("#admin-export").click()
+            link = org.locator("#admin-file a").first
             link.wait_for(timeout=30_000)
-            archive = page.context.request.get(link.get_attribute("href"))
+            archive = org.context.request.get(link.get_attribute("href"))
             with zipfile.ZipFile(io.BytesIO(archive.body())) as z:
                 name = next(n for n in z.namelist() if n.endswith("sessions.jsonl"))
                 session = json.loads(z.read(name).decode("utf-8").splitlines()[0])
             assert session["started_at"].endswith("+09:00") and session["turns"][0]["at"].endswith("+09:00")
+            org.close()
+            assert not page.get_by_text("연구자 화면").is_visible()
 
             open_tab(page, "대화")
             page.locator("#logout-button").click()  # 나가기 signs this browser out: the login page again
