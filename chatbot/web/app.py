@@ -20,7 +20,7 @@ from chatbot.web.chat import PLACEHOLDER, ChatUI
 from chatbot.web.editing import build as sentence_rows
 from chatbot.web.flow import Flow
 from chatbot.web.guard import refuse_routes
-from chatbot.web.messages import DEMO_NOTE, DEMO_TITLE
+from chatbot.web.messages import DEMO_NOTE, DEMO_TITLE, GRADIO_WORDS
 from chatbot.web.opening import Opening, wire_openings
 from chatbot.web.state import Entrance
 from chatbot.web.style import CSS, HEAD
@@ -68,6 +68,8 @@ def launch_options() -> dict[str, Any]:
         "css": CSS,
         "head": HEAD,
         "auth_message": login.MESSAGE,
+        # Gradio's own words its Korean lacks, for every browser (the page is Korean whatever its language)
+        "i18n": gr.I18n(ko=GRADIO_WORDS, en=GRADIO_WORDS),
     }
 
 

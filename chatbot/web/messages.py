@@ -44,7 +44,28 @@ NO_EMOTIONS_RECORDED = (
     "_이 기억 갱신 모델(데모 모델)은 감정을 기록하지 않습니다. 한국어 모델로 대화를 끝내면 느낀 감정과 그 이유가 "
     "여기에 남습니다._"
 )
-TOAST_TITLES = {"info": "알림", "warning": "확인해 주세요"}  # the pop-up notices' titles (chatbot/web/toasts.py)
+# Gradio's own words where its Korean lacks them (English) or reads badly (launch's i18n, chatbot/web/app.py)
+GRADIO_WORDS = {
+    "chatbot.copy_message": "메시지 복사",
+    "chatbot.copied_message": "복사했습니다",
+    "login.incorrect_credentials": "아이디나 비밀번호가 맞지 않습니다. 다시 입력해 주세요.",
+}
+# aria labels Gradio writes in English with no translation key, renamed in the page (chatbot/web/style.py HEAD):
+# an exact label, or a prefix before the message's own text
+ARIA_LABELS = {
+    "chatbot conversation": "대화 내용",
+    "Copy conversation": "대화 전체 복사",
+    "Copied conversation": "대화 전체를 복사했습니다",
+    "More tabs": "다른 탭",
+    "Close": "닫기",
+}
+ARIA_PREFIXES = {
+    "user's message: ": "내 메시지: ",
+    "bot's message: ": "챗봇의 답: ",
+    "assistant's message: ": "챗봇의 답: ",
+}
+# the pop-up notices' titles by kind (chatbot/web/toasts.py; Gradio 6 shows its English kind, renamed by style.py)
+TOAST_TITLES = {"info": "알림", "warning": "확인해 주세요", "error": "오류", "success": "완료"}
 
 MESSAGES = {
     # codes (models/errors.py CODES)

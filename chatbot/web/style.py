@@ -12,6 +12,10 @@ In the memory tab each sentence's row (chatbot/web/editing.py) keeps its four ac
 sentence on a desktop, under it on a phone.
 """
 
+import json
+
+from chatbot.web.messages import ARIA_LABELS, ARIA_PREFIXES, TOAST_TITLES
+
 CSS = """
 .keem-banner {font-size: 0.9em; opacity: 0.9}
 #model-info > button {padding-top: 2px; padding-bottom: 2px}
@@ -57,3 +61,29 @@ HEAD = """<style>
   .gradio-container .toast-wrap > * {pointer-events: auto}
 }
 </style>"""
+# Gradio 6 titles a toast with its kind in English ("Warning"), whatever title it is given: the Korean title instead
+HEAD += (
+    "<style>"
+    + "".join(
+        f".gradio-container .toast-title.{kind} {{font-size: 0 !important}}"
+        f'.gradio-container .toast-title.{kind}::before {{content: "{title}"; font-size: var(--text-md, 14px)}}'
+        for kind, title in TOAST_TITLES.items()
+    )
+    + "</style>"
+)
+# Gradio's chat writes some aria labels in English with no translation key: renamed as they appear (messages.py)
+ARIA_JS = (
+    "<script>(() => {const exact = EXACT, prefixes = PREFIXES;"
+    "const fix = el => {const label = el.getAttribute('aria-label'); if (!label) return;"
+    " if (exact[label]) { el.setAttribute('aria-label', exact[label]); return; }"
+    " for (const [p, k] of Object.entries(prefixes)) if (label.startsWith(p)) {"
+    " el.setAttribute('aria-label', k + label.slice(p.length)); return; }};"
+    "const sweep = root => { if (root.nodeType !== 1) return; fix(root);"
+    " root.querySelectorAll('[aria-label]').forEach(fix); };"
+    "new MutationObserver(ms => ms.forEach(m => m.type === 'attributes' ? fix(m.target) : m.addedNodes.forEach(sweep)))"
+    ".observe(document.documentElement, {subtree: true, childList: true, attributes: true,"
+    " attributeFilter: ['aria-label']});})();</script>"
+)
+HEAD += ARIA_JS.replace("EXACT", json.dumps(ARIA_LABELS, ensure_ascii=False)).replace(
+    "PREFIXES", json.dumps(ARIA_PREFIXES, ensure_ascii=False)
+)

@@ -178,9 +178,20 @@ def test_with_the_demo_model_the_page_says_what_it_cannot_do_and_the_memory_tab_
         banner = page.locator("#model-banner").inner_text()
         assert "데모 모델" in banner and "English" not in banner and "KV" not in banner, banner
         box = page.locator("#message-input textarea")
+        box.fill("   ")
+        box.press("Enter")  # a toast, titled in Korean (chatbot/web/toasts.py)
+        toast = page.locator(".toast-body").filter(has_text="빈 메시지입니다")
+        toast.wait_for(timeout=10_000)
+        shows = toast.locator(".toast-title").evaluate(  # what is drawn: the Korean title, the English one at size 0
+            "el => [getComputedStyle(el, '::before').content, getComputedStyle(el).fontSize]"
+        )
+        assert shows == ['"확인해 주세요"', "0px"], shows
         box.fill("내일 발표가 있어서 좀 떨려")
         box.press("Enter")
         page.get_by_text("I am a small model").wait_for(timeout=20_000)
+        labels = page.evaluate("[...document.querySelectorAll('[aria-label]')].map(e => e.getAttribute('aria-label'))")
+        english = [x for x in labels if x.isascii() and any(c.isalpha() for c in x)]
+        assert not english and "메시지 복사" in labels and "대화 내용" in labels, labels
         page.locator("#end-button").click()
         steps = page.locator("#end-steps")
         steps.get_by_text("바뀐 것과 그 이유").wait_for(timeout=30_000)  # the pointer names where the reason is
