@@ -24,6 +24,7 @@ CSS = """
 #message-row > #send-button {min-width: 72px; flex: 0 0 auto}
 #chat button[aria-label="Clear"], #chat button[aria-label="대화 지우기"] {display: none}
 #reply-actions {justify-content: flex-end; gap: 6px}
+#past-pick input {padding-right: 32px !important; text-overflow: ellipsis}
 .keem-sentence-row {align-items: center !important; flex-wrap: nowrap !important}
 .keem-sentence-row > .keem-sentence-text {flex: 1 1 0 !important; min-width: 0 !important}
 .keem-sentence-actions {flex: 0 0 auto !important; width: max-content !important; flex-wrap: nowrap !important}
@@ -50,7 +51,9 @@ CSS = """
   .keem-sentence-row > .keem-sentence-text {flex: 1 1 100% !important}
   .keem-sentence-actions {flex: 1 1 100% !important; width: 100% !important}
   .keem-sentence-actions > button {flex: 1 1 auto !important; min-width: 0 !important; padding: 4px 6px !important}
+  .keem-sentence button {min-height: 40px !important}
 }
+.keem-sentence-actions > .keem-erase {margin-left: 14px !important}
 """
 # What lies outside the part Gradio scopes `css` to (its toasts, the page's margins): a <style> in the page's head
 HEAD = """<style>
