@@ -61,6 +61,13 @@ def test_a_participant_on_a_phone_logs_in_in_korean_chats_sees_korean_times_and_
             page.goto(url)
             page.get_by_text("KEEM 채팅에 오신 것을 환영합니다").wait_for(timeout=15_000)  # Gradio's login, in Korean
             page.get_by_label("사용자 이름").fill("P001")
+            page.get_by_label("비밀번호").fill("wrong")  # a mistyped password: told in plain Korean
+            page.get_by_role("button", name="로그인").click()
+            creds = page.locator(".creds")
+            creds.wait_for(timeout=10_000)
+            drawn = creds.evaluate("e => [getComputedStyle(e, '::before').content, getComputedStyle(e).fontSize]")
+            assert drawn == ['"아이디나 비밀번호가 맞지 않습니다. 다시 입력해 주세요."', "0px"], drawn
+            page.get_by_label("사용자 이름").fill("P001")
             page.get_by_label("비밀번호").fill("pw-1")
             page.get_by_role("button", name="로그인").click()
             page.locator("#login-who").get_by_text("P001").wait_for(timeout=15_000)  # the login says who: no name box
