@@ -5,7 +5,8 @@ its own container's content (`.contain`): CSS for what lies outside it (toasts, 
 On a phone (up to 640 px wide, e.g. 390x844) the title shrinks and its line of explanation goes, the model details
 stay behind their ⓘ, the chat is shorter so that the message box with 보내기 on its row and the session's actions
 (대화 끝내기, the update's progress) fit on the first screen, and toasts sit over the chat (a third of the way
-down), not over the buttons at the top (나가기) or the message row. After 대화 끝내기 the status card
+down), not over the buttons at the top (나가기) or the message row. On a desktop toasts sit at the bottom left,
+narrow, clear of the memory rows' actions on the right. After 대화 끝내기 the status card
 (chatbot/web/ending.py) takes a line of its own under the message row, which keeps 보내기 beside the box.
 The chat's own clear icon is hidden: it would only empty the screen (chatbot/web/replies.py).
 In the memory tab each sentence's row (chatbot/web/editing.py) keeps its four actions on one line: beside the
@@ -57,6 +58,10 @@ CSS = """
 """
 # What lies outside the part Gradio scopes `css` to (its toasts, the page's margins): a <style> in the page's head
 HEAD = """<style>
+@media (min-width: 641px) {
+  .gradio-container .toast-wrap {top: auto !important; bottom: 16px !important; left: 16px !important;
+    right: auto !important; max-width: 320px !important}
+}
 @media (max-width: 640px) {
   .gradio-container .main.app {padding-left: 8px !important; padding-right: 8px !important}
   .gradio-container .toast-wrap {top: 30vh !important; bottom: auto !important; left: 8px !important;

@@ -114,7 +114,19 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             edit_box.wait_for(state="visible", timeout=10_000)
             assert edit_box.input_value() == first and "부산" in first  # prefilled with the sentence
             edit_box.fill("사용자는 지난주 부산 해운대로 이사했다.")
+            page.set_viewport_size({"width": 1280, "height": 420})  # a short window, the rows at its top
+            page.evaluate("document.querySelector('#sentence-0').scrollIntoView({block: 'start'})")
             page.locator("#sentence-0-save").click()
+            saved = page.locator(".toast-body").filter(has_text="새 기억 버전을 저장했습니다")
+            saved.wait_for(timeout=10_000)  # a desktop's toast keeps clear of the rows' actions
+            covered = saved.evaluate(
+                "t => { const r = t.getBoundingClientRect();"
+                " return [...document.querySelectorAll('.keem-sentence-actions button')].filter(b => {"
+                " const q = b.getBoundingClientRect(); return q.width && q.left < r.right && r.left < q.right"
+                " && q.top < r.bottom && r.top < q.bottom; }).map(b => b.id); }"
+            )
+            assert covered == [], covered
+            page.set_viewport_size({"width": 1280, "height": 900})
             assert "해운대" in shown_memory(page, "현재 기억 v2")
             page.locator("#sentence-0-text").get_by_text("해운대").wait_for(timeout=10_000)  # the rows follow
             sentences = [line.split(". ", 1)[-1] for line in memory_sentences(page)]
