@@ -414,3 +414,15 @@ def test_a_turn_that_shares_no_word_is_never_a_source():
 def dropped_id(store: Store, uid: int) -> int:
     """The id of SMOKE in the user's first version (what the update dropped)."""
     return next(s.id for s in store.versions.get(uid, 1).sentences if s.text == SMOKE)  # type: ignore[return-value]
+
+
+def test_why_names_the_feeling_the_sentence_holds_now_not_its_records_first_label():
+    from memory.emotion_words import EmotionParts
+    from memory.provenance import current_emotion
+
+    anxious = EmotionParts(["불안"], "시험")
+    relieved = current_emotion(anxious, "사용자는 시험을 잘 봐서 안도했다.")  # rewritten: relieved now
+    assert relieved is not None and relieved.emotion == ["안도했다"] and relieved.cause == "시험을 잘 봐서"
+    assert current_emotion(anxious, "사용자는 시험 때문에 불안하다.") is anxious  # still the recorded feeling
+    assert current_emotion(anxious, "사용자는 시험이 끝났다.") is anxious  # no feeling word: the record says
+    assert current_emotion(None, "사용자는 서울에 산다.") is None
