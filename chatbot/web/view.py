@@ -291,7 +291,7 @@ def _flat(target: Any) -> list[Any]:
     return list(target) if isinstance(target, list) else [target]
 
 
-RESTORE_SLOTS = 4  # "되살리기" buttons for the latest version's dropped sentences (chatbot/web/why.py)
+RESTORE_SLOTS = 4  # "되살리기" buttons for dropped sentences, the latest update's first (chatbot/web/why.py restorable)
 PANEL = ("jobs", "memory", "history", "retry", "changelog", "restore", "revert", "emotions")
 # what leaving clears besides the chat and the panel
 AWAY = ("card", "steps", "end", "send", "past_pick", "transcript", "add_text", "stop", "regenerate")

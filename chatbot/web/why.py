@@ -167,9 +167,15 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
             f"\n\n*v{versions[known - 1].number}까지는 제목만 보입니다 (바뀐 것은 최근 {HISTORY_SHOWN}개 버전까지 "
             "보여 줍니다).*"
         )
-    drops = latest_log.of("dropped")[:RESTORE_SLOTS]
-    state.shown_changes = {"version": latest.number, "drops": [e.sentence_id for e in drops]}
-    buttons = [gr.update(visible=True, value=f"되살리기: {e.text[:40]}") for e in drops]
+    drops = restorable(versions, logs)
+    state.shown_changes = {"version": latest.number, "drops": [e.sentence_id for _, e in drops]}
+    buttons = [
+        gr.update(
+            visible=True,
+            value=f"되살리기: {e.text[:40]}" if n == latest.number else f"되살리기 (v{n}에서 빠짐): {e.text[:36]}",
+        )
+        for n, e in drops
+    ]
     buttons += [gr.update(visible=False)] * (RESTORE_SLOTS - len(drops))
     to = update_base(latest)
     return PageView(
@@ -178,6 +184,19 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
         restore=buttons,
         revert=gr.update(visible=to is not None, value=f"이번 갱신 되돌리기 (v{to} 기억으로)" if to else ""),
     )
+
+
+def restorable(versions: Sequence[Version], logs: Sequence[Changelog | None]) -> list[tuple[int, Any]]:
+    """(version number, dropped entry) for each sentence an update dropped that the memory lacks now, the latest
+    version's drops first, then earlier ones newest first (so a later session does not put them out of reach),
+    each text once; at most RESTORE_SLOTS."""
+    current = set(versions[-1].texts)
+    found: list[tuple[int, Any]] = []
+    for version, log in zip(reversed(versions), reversed(logs), strict=True):
+        for entry in log.of("dropped") if log is not None else []:
+            if entry.text not in current and all(entry.text != e.text for _, e in found):
+                found.append((version.number, entry))
+    return found[:RESTORE_SLOTS]
 
 
 class WhyTab:
