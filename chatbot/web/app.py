@@ -288,6 +288,7 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
     user's waiting memory updates may run (end, new conversation, retry)."""
     p, state = page, page["state"]
     p.events["load"] = app.load  # the page's load, for the parts wired elsewhere (a trial's organiser section)
+    app.unload(ui.entry.on_unload)  # a closed tab's conversation ends at once (listed in 지난 대화)
     p.on(
         [app.load, p["banner_timer"].tick],
         ui.entry.banner,

@@ -123,6 +123,9 @@ class AppContext:
         self.backend, self.browser_identity, self.study = backend, browser_identity, study
         self.zero = zerogpu.ZeroGPU(backend) if zerogpu.active() else None  # GPU work in GPU functions
         self.frames = Frames()  # the replies streaming in this process share a budget of frames
+        # each open tab's state by its Gradio session, so that closing the tab ends its conversation at once
+        # (chatbot/web/chat.py on_unload); Gradio itself drops a closed tab's state only an hour later
+        self.tabs: dict[str, Any] = {}
 
     @property
     def bot(self) -> Chatbot:

@@ -48,6 +48,12 @@ class Entry:
         """The model banner, its timer and the start button (page load and the banner timer's tick)."""
         return self.ctx.backend.banner_view()
 
+    def on_unload(self, request: gr.Request) -> None:
+        """The tab closed (or reloaded): its open conversation ends now, so 지난 대화 lists it and its memory update
+        runs, not when Gradio drops the tab's state an hour later or the idle timeout comes."""
+        state = self.ctx.tabs.pop(str(getattr(request, "session_hash", "")), None)
+        self.on_state_deleted(state)
+
     def on_state_deleted(self, state: UserState | None) -> None:
         """The tab closed (Gradio dropped its state): end the session so its memory update runs."""
         worker = self.ctx.backend.worker
@@ -87,6 +93,8 @@ class Entry:
         session = self.bot.start(who.name, strategy=strategy, browser_key=who.browser_key, hf_user=who.hf_user)
         self.ctx.track(session)
         state = UserState(session.user_id, who.name, session)
+        if request is not None and getattr(request, "session_hash", None):
+            self.ctx.tabs[str(request.session_hash)] = state
         view = (
             PageView(
                 state=state,

@@ -54,8 +54,8 @@ def test_erase_button_confirms_then_the_sentence_and_its_turn_are_gone(new_page:
         assert "망원동" not in left and "배드민턴" in left
         shown_once(page, [OTHER])
     finally:
+        worker.stop()  # first: closing the app closes the tab, which ends its conversation (its update not run here)
         app.close()
-        worker.stop()
     assert bot.store.versions.latest(uid).texts == [OTHER]
     assert [t["text"] for t in bot.store.rows("select text from turns where role = 'user'")] == [MARKER]
     assert leftovers(tmp_path / "data", "망원동", PLACE) == []
