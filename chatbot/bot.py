@@ -134,19 +134,24 @@ def load_bot(settings: Settings, store: Store | None = None) -> Chatbot:
     (the CLI's handler) before minutes of model loading."""
     from memory.backup import open_store
     from models.demo import DEMO_NOTICE
-    from models.spec import load_chat_model, load_embedder, resolve_auto
+    from models.local import search_ports
+    from models.spec import load_chat_model, load_embedder, resolve
 
     store = store or open_store(settings.db_path, settings.backup_dir)
 
-    chat_spec, update_spec = resolve_auto(settings.model), resolve_auto(settings.update_model_spec)
-    if "auto" in (settings.model, settings.update_model_spec):
-        reason = "CUDA found" if chat_spec != "demo" else "no CUDA here, so the offline CPU demo model"
-        print(f"model auto -> {chat_spec} ({reason})", file=sys.stderr)
-    print(f"loading chat model {chat_spec} ...", file=sys.stderr)
+    ports = search_ports()  # KEEM_LOCAL_PORTS: where `auto` looks for a Korean model server
+    chat_spec = resolve(settings.model, ports)
+    update_spec = (
+        chat_spec if settings.update_model_spec == settings.model else resolve(settings.update_model_spec, ports)
+    )
+    for asked, got in ((settings.model, chat_spec), (settings.update_model_spec, update_spec)):
+        if asked == "auto":
+            print(f"model auto -> {got.spec} ({got.reason})", file=sys.stderr)
+    print(f"loading chat model {chat_spec.spec} ...", file=sys.stderr)
     chat = load_chat_model(chat_spec, load_in_4bit=settings.load_in_4bit)
     update = chat if update_spec == chat_spec else load_chat_model(update_spec, load_in_4bit=settings.load_in_4bit)
     embedder = load_embedder(settings.embedder)
     print(f"chat: {chat.description} | update: {update.description} | embedder: {embedder.name}", file=sys.stderr)
-    if "demo" in (chat_spec, update_spec):
+    if "demo" in (chat_spec.spec, update_spec.spec):
         print(DEMO_NOTICE, file=sys.stderr)
     return Chatbot(settings, chat_model=chat, update_model=update, embedder=embedder, store=store)

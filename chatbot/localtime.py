@@ -48,11 +48,11 @@ class LocalTime:
         offset = at.strftime("%z")
         return f"UTC{offset[:3]}:{offset[3:]}"
 
-    def stamp(self, when: str | datetime | None) -> str:
-        """'2026-11-03 20:00 KST'; '-' for no time."""
+    def stamp(self, when: str | datetime | None, round_up: bool = False) -> str:
+        """'2026-11-03 20:00 KST'; '-' for no time (`round_up`: as `minute`'s, for a time not to come before)."""
         if not when:
             return "-"
-        return f"{self.minute(when)} {self.abbreviation(when)}"
+        return f"{self.minute(when, round_up)} {self.abbreviation(when)}"
 
     def iso(self, when: str | datetime | None) -> str | None:
         """ISO 8601 in this zone with its offset ('2026-11-03T20:00:00+09:00'); None and '' stay as they are."""

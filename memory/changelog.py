@@ -24,6 +24,7 @@ from memory.diff import version_diff
 from memory.provenance import Quote, Why, explain_all
 from memory.store import Store, Version
 from memory.store.rebase import continuations
+from memory.words import particle
 
 KINDS = ("fallback", "added", "rewritten", "dropped", "restored", "carried", "kept", "passed")
 HEADINGS = {
@@ -98,7 +99,7 @@ def _guard_reason(d: Mapping[str, Any], dropped: bool) -> str:
     if dropped:
         if d.get("evidence") == "named by the verifier":
             return f"새 기억의 {pair}와 서로 어긋난다는 검토가 있었고, 모델도 이제 사실이 아니라고 판단했어요."
-        return f"이번 대화의 {pair} 때문에 더 이상 사실이 아니라고 모델이 판단했어요 (판단: {d.get('judge') or '예'})."
+        return f"이번 대화의 {pair} 때문에 더 이상 사실이 아니라고 모델이 판단했어요."
     if not d.get("related"):
         return "새로 쓴 기억에서 빠졌지만, 이번 대화에 이 내용을 바꿀 만한 말이 없어 그대로 되살렸어요."
     if d.get("judge") in ("아니오",):
@@ -169,7 +170,11 @@ def changelog(store: Store, previous: Version | None, version: Version, *, blind
         text = old_s.text
         quotes: list[Quote] = []
         if person:
-            reason = f"버전 {d['revert_to']}으로 되돌리면서 빠졌어요." if d.get("revert_to") else "사용자가 지웠어요."
+            reason = (
+                f"버전 {particle(d['revert_to'], '으로')} 되돌리면서 빠졌어요."
+                if d.get("revert_to")
+                else "사용자가 지웠어요."
+            )
         elif text in decided and decided[text].get("action") == "dropped":
             reason = _guard_reason(decided[text], dropped=True)
             quotes = said.get(decided[text].get("pair") or "", [])
@@ -210,7 +215,7 @@ def _added_reason(text: str, w: Why, version: Version, operations: Mapping[str, 
     if step == "restore":
         return "사용자가 되살린 문장이에요."
     if step == "revert":
-        return f"사용자가 버전 {version.details.get('revert_to')}으로 되돌리면서 돌아온 문장이에요."
+        return f"사용자가 버전 {particle(version.details.get('revert_to'), '으로')} 되돌리면서 돌아온 문장이에요."
     if step in ("user", "import") or version.author in ("user", "import"):
         return "사용자가 직접 넣었어요." if step != "import" else "가져온 기억이에요."
     if text in operations:

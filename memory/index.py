@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -29,6 +30,9 @@ class IndexCache:
     """One inner-product index per user, keyed to the version it was built from, least recently used evicted."""
 
     def __init__(self, embedder: Embedder, max_users: int = MAX_USERS):
+        # faiss logs each optional CPU-feature library it tries and lacks ("Could not load library ..."): noise a
+        # user reads as an error, and nothing to act on; its real errors stay (WARNING and above)
+        logging.getLogger("faiss.loader").setLevel(logging.WARNING)
         import faiss
 
         # One query searches one user's few hundred rows: extra OpenMP threads only add tail latency.

@@ -289,10 +289,22 @@ def explain_all(store: Store, version: Version) -> list[Why]:
                 summary_line=line,
                 op=src.get("op"),
                 written_at=src.get("at"),
-                emotion=recorded.get(sentence.text) or emotion_parts(sentence.text),
+                emotion=current_emotion(recorded.get(sentence.text), sentence.text),
             )
         )
     return out
+
+
+def current_emotion(recorded: EmotionParts | None, text: str) -> EmotionParts | None:
+    """The emotion a sentence holds now: its record's, unless the sentence was rewritten to another feeling (a
+    record keeps the label it was first given: "불안" for a sentence that now says the user is relieved), then the
+    feeling its own words carry; the surface reading where no record names the sentence."""
+    own = emotion_parts(text)
+    if recorded is None:
+        return own
+    if own is not None and not any(label and label in text for label in recorded.emotion):
+        return EmotionParts(own.emotion, own.cause or recorded.cause)
+    return recorded
 
 
 def explain(store: Store, version: Version, number: int) -> Why:

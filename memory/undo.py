@@ -12,6 +12,7 @@ from memory.engine import MemoryEngine
 from memory.store import Sentence, Version, now_iso
 from memory.store.emotions import follow
 from memory.updaters.base import carry_over
+from memory.words import particle
 from models.errors import InputError
 
 
@@ -81,7 +82,7 @@ def revert(engine: MemoryEngine, user_id: int, to: int, base: int) -> Version:
         strategy="user",
         status="ok",
         author="user",
-        note=f"사용자가 버전 {to}으로 되돌렸습니다",
+        note=f"사용자가 버전 {particle(to, '으로')} 되돌렸습니다",
         details={"revert_to": to},
         records=follow(target.records, out),  # the emotion records as they were then (a resolution undone with it)
     )

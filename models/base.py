@@ -119,6 +119,7 @@ class ChatModel:
     # Why, for a model that never ends an answer on its own (the offline demo): every answer would be cut at its
     # budget and so unusable (docs/design.md), and the memory-update steps do not ask it. Empty for real models.
     runs_to_budget: str = ""
+    found_on: str = ""  # the local server `auto` found it on ("Ollama", "vLLM", ...: models/local.py); else empty
 
     def stream(self, messages: list[Message], options: GenerationOptions = GenerationOptions()) -> ChatStream:
         raise NotImplementedError

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from models.base import ChatModel
 from models.embedders import Embedder
@@ -22,11 +24,38 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def resolve_auto(spec: str) -> str:
-    """'auto' -> the Korean Llama on CUDA, else the offline demo; other specs unchanged."""
+@dataclass(frozen=True)
+class Resolved:
+    """What a spec loads: `auto` made concrete, with the local server it was found on (models/local.py)."""
+
+    spec: str
+    base_url: str | None = None  # an openai: model's server, when `auto` found it on this computer
+    found_on: str = ""  # "Ollama", "vLLM", ...
+    reason: str = ""  # why `auto` chose it (English, for the log)
+
+
+def resolve(spec: str, ports: Sequence[int] = ()) -> Resolved:
+    """'auto' -> a Korean chat model a loopback server on one of `ports` serves, else the Korean Llama on CUDA,
+    else the offline demo; other specs unchanged. Only here is anything probed (never at import)."""
+    spec = spec.strip()
     if spec != "auto":
-        return spec
-    return KOREAN_LLAMA if cuda_available() else "demo"
+        return Resolved(spec)
+    if ports:
+        from models.local import find_local_model
+
+        local = find_local_model(ports)
+        if local is not None:
+            reason = f"found {local.model} on {local.server} at {local.base_url}"
+            return Resolved(local.spec, local.base_url, local.server, reason)
+    searched = f"no Korean chat model on loopback ports {', '.join(map(str, ports))}" if ports else "no search"
+    if cuda_available():
+        return Resolved(KOREAN_LLAMA, reason=f"{searched}; CUDA found")
+    return Resolved("demo", reason=f"{searched} and no CUDA, so the offline CPU demo model")
+
+
+def resolve_auto(spec: str, ports: Sequence[int] = ()) -> str:
+    """The spec `auto` stands for here (see `resolve`); other specs unchanged."""
+    return resolve(spec, ports).spec
 
 
 def split_adapter(source: str) -> tuple[str, str | None]:
@@ -42,9 +71,11 @@ def split_adapter(source: str) -> tuple[str, str | None]:
     return base, adapter
 
 
-def load_chat_model(spec: str, *, load_in_4bit: bool = False) -> ChatModel:
-    """Build a chat model from its spec; heavy imports happen inside the backend's constructor."""
-    spec = resolve_auto(spec.strip())
+def load_chat_model(spec: str | Resolved, *, load_in_4bit: bool = False) -> ChatModel:
+    """Build a chat model from its spec (`auto` without a search: see `resolve`); heavy imports happen inside the
+    backend's constructor."""
+    resolved = spec if isinstance(spec, Resolved) else resolve(spec)
+    spec = resolved.spec
     kind, _, rest = spec.partition(":")
     if spec == "demo":
         from models.demo import load_demo
@@ -58,7 +89,11 @@ def load_chat_model(spec: str, *, load_in_4bit: bool = False) -> ChatModel:
     if kind == "openai" and rest:
         from models.openai_backend import OpenAIChatModel
 
-        return OpenAIChatModel(rest)
+        # a server found on loopback gets no OPENAI_API_KEY meant for another
+        key = "not-needed" if resolved.found_on else None
+        model = OpenAIChatModel(rest, base_url=resolved.base_url, api_key=key)
+        model.found_on = resolved.found_on
+        return model
     raise ModelSpecError(f"unknown model spec '{spec}'; use one of: {CHAT_SPECS_HELP}")
 
 

@@ -4,7 +4,9 @@ Like a real backend it stops at `max_tokens` (tokens estimated as models.base.es
 says so: finish_reason "length", and `usage` on non-streaming answers. Local servers differ, and `flavor` imitates
 them: "openai" (the above), "ollama" (no key; its /v1/models list; an older Ollama says "stop" even for an answer
 cut at max_tokens, which only `usage` gives away), "llama-server" (a /v1/models list with "meta", `usage` and
-"timings" in the last stream chunk), "bare" (no /v1/models at all, no finish reason, no usage).
+"timings" in the last stream chunk), "vllm" (as "openai", its /v1/models entries owned by "vllm", nothing but /v1),
+"bare" (no /v1/models at all, no finish reason, no usage). `models` replaces the names /v1/models lists (and an
+"ollama" server's /api/tags, Ollama's own list).
 """
 
 from __future__ import annotations
@@ -65,8 +67,10 @@ class FakeOpenAIServer:
         flavor: str = "openai",
         context: int | None = None,
         chunk_delay_s: float = 0.0,
+        models: list[str] | None = None,
     ):
-        assert flavor in ("openai", "ollama", "llama-server", "bare"), flavor
+        assert flavor in ("openai", "ollama", "llama-server", "vllm", "bare"), flavor
+        self.models = models
         self.reply, self.latency_s, self.flavor = reply, latency_s, flavor
         self.context = context  # tokens the server really runs with: a longer request is refused as servers do
         self.chunk_delay_s = chunk_delay_s  # a pause between streamed chunks (a slow model, visibly streaming)
@@ -88,8 +92,16 @@ class FakeOpenAIServer:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
-                if server.flavor == "bare":
+                ollama_tags = server.flavor == "ollama" and self.path == "/api/tags"
+                if server.flavor == "bare" or (self.path != "/v1/models" and not ollama_tags):
                     self._json(404, {"error": "not found"})
+                elif ollama_tags:
+                    names = server.models or ["exaone3.5:7.8b"]
+                    self._json(200, {"models": [{"name": n, "model": n, "size": 0} for n in names]})
+                elif server.models is not None:
+                    owner = {"ollama": "library", "vllm": "vllm", "llama-server": "llamacpp"}.get(server.flavor, "x")
+                    data = [{"id": n, "object": "model", "owned_by": owner} for n in server.models]
+                    self._json(200, {"object": "list", "data": data})
                 elif server.flavor == "ollama":
                     self._json(
                         200,
@@ -133,7 +145,9 @@ class FakeOpenAIServer:
                 text, reason = server.reply(body), "stop"
                 if body.get("max_tokens"):
                     text, reason = cut_to_budget(text, int(body["max_tokens"]))
-                reason = {"openai": reason, "llama-server": reason, "ollama": "stop", "bare": None}[server.flavor]
+                reason = {"openai": reason, "vllm": reason, "llama-server": reason, "ollama": "stop", "bare": None}[
+                    server.flavor
+                ]
                 usage = {
                     "prompt_tokens": prompt,
                     "completion_tokens": estimate_tokens(text),

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from chatbot.web.chat import ChatUI
+from chatbot.web.ending import ENDED
 from chatbot.web.flow import Flow
 from chatbot.web.messages import korean_stored_error
 from chatbot.web.render import stage_text
@@ -181,7 +182,7 @@ def test_after_the_end_a_card_with_the_stages_and_past_conversations_of_this_use
     ended = fl.ending.end_session(state)
     assert ended.card == {"visible": True, "__type__": "update"} and ended.end["interactive"] is False
     assert ended.send["interactive"] is False
-    assert ended.message["interactive"] is False and "새 대화 시작" in ended.message["placeholder"]
+    assert ended.message["interactive"] is False and ended.message["placeholder"] == ENDED
     assert "대화를 끝냈어요" in ended.steps and "⏳ 대기 중" in ended.steps
     assert "이미 끝난 대화" in fl.ending.end_session(state).progress  # a second click changes nothing
     ui.worker.run_pending()

@@ -421,3 +421,38 @@ def test_a_turn_that_shares_no_word_is_never_a_source():
 def dropped_id(store: Store, uid: int) -> int:
     """The id of SMOKE in the user's first version (what the update dropped)."""
     return next(s.id for s in store.versions.get(uid, 1).sentences if s.text == SMOKE)  # type: ignore[return-value]
+
+
+def test_why_names_the_feeling_the_sentence_holds_now_not_its_records_first_label():
+    from memory.emotion_words import EmotionParts
+    from memory.provenance import current_emotion
+
+    anxious = EmotionParts(["불안"], "시험")
+    relieved = current_emotion(anxious, "사용자는 시험을 잘 봐서 안도했다.")  # rewritten: relieved now
+    assert relieved is not None and relieved.emotion == ["안도했다"] and relieved.cause == "시험을 잘 봐서"
+    assert current_emotion(anxious, "사용자는 시험 때문에 불안하다.") is anxious  # still the recorded feeling
+    assert current_emotion(anxious, "사용자는 시험이 끝났다.") is anxious  # no feeling word: the record says
+    assert current_emotion(None, "사용자는 서울에 산다.") is None
+
+
+def test_a_sentence_an_earlier_update_dropped_can_still_be_brought_back(tmp_path):
+    """Issue 34 item 5: after another version, the drop of v2's update is still offered, and restoring it works."""
+    from chatbot.bot import Chatbot
+    from chatbot.settings import Settings
+    from chatbot.web.app import build_app
+    from chatbot.web.why import WhyTab
+
+    bot = Chatbot(
+        Settings(db=str(tmp_path / "k.db")), chat_model=ScriptedChatModel(responder=world), embedder=NgramEmbedder()
+    )
+    minsu = two_sessions(bot.engine)
+    latest = bot.engine.current(minsu)
+    mine = [Sentence(s.text, "kept", s.id, sources=s.sources) for s in latest.sentences]
+    bot.engine.commit(minsu, [*mine, Sentence("사용자는 수영을 배운다.", "user")], base=2, **BY_USER)  # v3
+    ui = build_app(bot).keem_ui  # type: ignore[attr-defined]
+    tab = ui.entry.login("민수").state
+    view = ui.memory.panel(tab)
+    assert view.restore[0]["visible"] and view.restore[0]["value"] == f"되살리기 (v2에서 빠짐): {SMOKE[:36]}"
+    WhyTab(ui.memory.ctx).restore(0, tab)
+    assert SMOKE in bot.store.versions.latest(minsu).texts and bot.store.versions.latest(minsu).number == 4
+    assert not any(SMOKE in str(b.get("value")) for b in ui.memory.panel(tab).restore)  # back: no longer offered

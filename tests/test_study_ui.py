@@ -3,6 +3,7 @@ sessions, the questionnaire after each session (completable later, once), and th
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 import zipfile
 from pathlib import Path
@@ -187,3 +188,39 @@ def test_a_study_file_with_a_mistake_names_the_field(tmp_path: Path) -> None:
     path.write_text('id = "x"\ntitle = "t"\nsessions = 0\nconsent = "c"\n', encoding="utf-8")
     with pytest.raises(InputError, match="field 'sessions'"):
         load_study(path)
+
+
+def test_trial_screens_say_one_thing_the_card_offers_what_the_plan_allows_and_times_agree(tmp_path: Path) -> None:
+    """Issue 34 item 6: after 대화 끝내기 the card's main button is not 새 대화 시작 while the gap applies (it says
+    when); the organiser's table shows the minute the participant was told; the organiser's section shows only on
+    the organiser's address."""
+    from types import SimpleNamespace
+
+    sui, ui, _, worker = make(tmp_path)
+    person, state = one_session(sui, ui, "P005", "오늘 면접을 봤어")
+    again = sui.after_end(state, person).again
+    assert again["interactive"] is False and again["value"].startswith("다음 대화는") and "이후에" in again["value"]
+    told = again["value"].removeprefix("다음 대화는 ").split(" (")[0]
+    person, out = enter(sui, "P005")
+    assert told in out.gate_note  # the start screen's note and the card say the same minute
+    sui.organiser.limiter = Limiter(0)
+    overview = sui.organiser.unlock("organiser-pw", None).overview
+    row = next(line for line in overview.splitlines() if "P005" in line)
+    assert told in row, (told, row)  # rounded up as the participant's, not a minute earlier
+    assert sui.organiser.section(SimpleNamespace(query_params={})).organiser["visible"] is False
+    assert sui.organiser.section(SimpleNamespace(query_params={"organiser": ""})).organiser["visible"] is True
+
+    done, state2 = one_session(sui, ui, "P006", "안녕")  # a plan of one session: done after it
+    sui.study = dataclasses.replace(sui.study, sessions=1)
+    assert sui.after_end(state2, done).again["value"] == "연구의 대화를 모두 마쳤습니다"
+    worker.stop()
+
+
+def test_a_login_told_to_come_back_later_is_not_also_told_to_press_start(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    sui, ui, _, worker = make(tmp_path)
+    one_session(sui, ui, "P007", "주말에 등산 갔어")
+    out = sui.enter("P007", request=SimpleNamespace(username="P007"))  # type: ignore[arg-type]
+    assert "이후에" in out.gate_note and out.who == "**P007** 님으로 로그인했습니다."
+    worker.stop()

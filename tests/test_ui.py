@@ -738,8 +738,8 @@ def test_a_trial_participant_never_sees_their_strategy(tmp_path: Path) -> None:
     panel = ui.memory.panel(state)
     shown = f"{panel.memory.text}{panel.changelog}{panel.history}{panel.jobs}"
     assert "keem" not in shown and "기억을 새로 썼습니다" in panel.history
-    plain = make_bot(tmp_path / "k.db")  # an operator's app names it in the history
-    assert "keem 방식" in ChatUI(plain, Worker(plain)).memory.panel(state).history
+    plain = make_bot(tmp_path / "k.db")  # nor does an operator's page (`keem memory history` names it)
+    assert "방식" not in ChatUI(plain, Worker(plain)).memory.panel(state).history
 
 
 def test_with_browser_identity_a_typed_name_opens_only_that_browsers_memory(tmp_path: Path) -> None:

@@ -165,7 +165,7 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
             f"user trial {study.id}: {plural(study.sessions, 'session')} per participant "
             f"among {', '.join(study.strategies)}; "
             + (
-                "organiser view on (KEEM_ADMIN_PASSWORD)"
+                "organiser view on (KEEM_ADMIN_PASSWORD) at the app's address with ?organiser"
                 if password
                 else "no organiser view: set the "
                 "KEEM_ADMIN_PASSWORD secret to have one (keem trial export works without it)"

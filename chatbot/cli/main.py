@@ -292,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     """Parse, then run the command's `run(settings, args)`; every command's KeemError is handled here, once."""
-    args = build_parser().parse_args(argv)
+    from chatbot.cli.suggest import parse_args
+
+    args = parse_args(build_parser(), argv)
     run = vars(args).pop("run")  # the command's function; not an argument (reports record vars(args))
     try:
         return run(settings_from(args), args)

@@ -37,6 +37,7 @@ from chatbot.trials.study import (
     submit_answers,
     trial_sessions,
 )
+from chatbot.web import toasts
 from chatbot.web.guard import PRIVATE
 from chatbot.web.render import md
 from chatbot.web.state import Entrance, UserState
@@ -128,14 +129,17 @@ class StudyView(View):
     survey: Any = KEEP  # the questionnaire box
     survey_title: Any = KEEP
     answers: Any = KEEP  # one value per question
+    who: Any = KEEP  # the chat page's line naming who a login signed in as
+    again: Any = KEEP  # the chat page's 새 대화 시작 (after 대화 끝내기: what the plan allows next)
     granted: Any = KEEP  # the organiser's password was right (server-side)
+    organiser: Any = KEEP  # the organiser's section: only on the organiser's address (?organiser)
     admin_view: Any = KEEP
     overview: Any = KEEP
     password: Any = KEEP
     archive: Any = KEEP
 
 
-GATED = ("person", "consent", "agreed", "agree", "start", "gate_note", "survey", "survey_title", "answers")
+GATED = ("person", "consent", "agreed", "agree", "start", "gate_note", "survey", "survey_title", "answers", "who")
 SURVEY = ("person", "survey", "survey_title", "answers")
 
 
@@ -182,7 +186,7 @@ class StudyUI:
         person = Participant(who.name, who.browser_key, who.hf_user, key, self.store.users.find(key))
         if person.user_id is None or not has_consented(self.store, person.user_id, self.study):
             return StudyView(person=person, gate_note="") | consent_box(True) | self.survey_view(None)
-        return self._admit(person)
+        return self._admit(person, login_name(request))
 
     def agree(self, person: Participant | None, agreed: bool = False) -> StudyView:
         """The agree button, once its checkbox is ticked (checked here too, not only by the disabled button): the
@@ -214,7 +218,8 @@ class StudyUI:
         """The consent checkbox: the agree button takes clicks only while it is ticked."""
         return StudyView(agree=gr.update(interactive=agreed is True))
 
-    def _admit(self, person: Participant) -> StudyView:
+    def _admit(self, person: Participant, login: str | None = None) -> StudyView:
+        """Admitted now, or told when (one thing at a time: a login's line then no longer asks for 대화 시작)."""
         assert person.user_id is not None
         when = next_allowed(self.store, person.user_id, self.study)
         person.admitted = when is None
@@ -223,7 +228,8 @@ class StudyUI:
             note += " 그때 다시 접속해 주세요."
         pending = pending_questionnaires(self.store, person.user_id, self.study)
         person.survey = pending[0]["id"] if pending else None
-        return StudyView(person=person, gate_note=note) | consent_box(False) | self.survey_view(person)
+        who = f"**{md(login)}** 님으로 로그인했습니다." if login and when is not None else KEEP
+        return StudyView(person=person, gate_note=note, who=who) | consent_box(False) | self.survey_view(person)
 
     def open_chat(
         self,
@@ -263,7 +269,20 @@ class StudyUI:
             pending = pending_questionnaires(self.store, state.user_id, self.study)
             ids = [p["id"] for p in pending]
             person.survey = state.session.session_id if state.session.session_id in ids else person.survey
-        return StudyView(person=person) | self.survey_view(person)
+        return StudyView(person=person, again=self.next_step(state.user_id)) | self.survey_view(person)
+
+    def next_step(self, user_id: int) -> Any:
+        """The card's main button after 대화 끝내기: 새 대화 시작 when the plan allows one now, else (off) when the
+        next one may start, or that the study is done."""
+        when = next_allowed(self.store, user_id, self.study)
+        if when is None:
+            return gr.update(value="새 대화 시작", interactive=True)
+        if when >= ALL_DONE:
+            return gr.update(value="연구의 대화를 모두 마쳤습니다", interactive=False)
+        local = self.study.local
+        return gr.update(
+            value=f"다음 대화는 {local.minute(when, round_up=True)} ({local.korean}) 이후에", interactive=False
+        )
 
     def submit(self, person: Participant | None, *values: Any) -> StudyView:
         """Store the open questionnaire, every answer or none (a bad or missing one is named, nothing written);
@@ -272,10 +291,13 @@ class StudyUI:
             raise InputError("답할 설문이 없습니다. 대화를 끝내면 설문이 나옵니다.")
         answers = {q.id: _value(q, v) for q, v in zip(self.study.questions, values)}
         submit_answers(self.store, person.survey, person.user_id, self.study, answers)
-        gr.Info("설문을 저장했습니다. 감사합니다.")
+        toasts.info("설문을 저장했습니다. 감사합니다.")
         pending = pending_questionnaires(self.store, person.user_id, self.study)
         person.survey = pending[0]["id"] if pending else None
         return StudyView(person=person) | self.survey_view(person)
+
+
+ORGANISER_QUERY = "organiser"  # the organiser's address: the app's with ?organiser (participants never see it)
 
 
 class Organiser:
@@ -291,6 +313,12 @@ class Organiser:
     @property
     def store(self) -> Any:
         return self.entry.bot.store
+
+    def section(self, request: gr.Request | None = None) -> StudyView:
+        """The organiser's section shows only on the organiser's address (the app's with ?organiser): a participant
+        never sees it (the password still guards it there)."""
+        query = getattr(request, "query_params", None) or {}
+        return StudyView(organiser=gr.update(visible=ORGANISER_QUERY in query))
 
     def unlock(self, password: str, granted: Unlocked | None, request: gr.Request | None = None) -> StudyView:
         """The right password opens the organiser's view for this tab and this login (and empties the password box).
@@ -324,7 +352,7 @@ class Organiser:
         archive, counts = self.exports.make(lambda folder: export(self.store, folder, local=self.study.local), name)
         PRIVATE.grant(archive, login)
         replaced = sum(counts["pii"].values())
-        gr.Info(
+        toasts.info(
             f"내보냈습니다: 참가자 {counts['participants']}명, 설문 응답 {counts['answers']}개, "
             f"가린 개인정보 {replaced}개."
         )
@@ -360,7 +388,8 @@ class Organiser:
             consented += 1
             done = trial_sessions(store, user["id"])
             when = next_allowed(store, user["id"], study, now)
-            nxt = "지금" if when is None else "끝" if when >= ALL_DONE else study.local.stamp(when)
+            # rounded up as the participant's refusal is (study.py refusal_message): both read the same minute
+            nxt = "지금" if when is None else "끝" if when >= ALL_DONE else study.local.stamp(when, round_up=True)
             jobs = store.queue.jobs(user["id"], ("pending", "running", "failed"))
             failed = [j for j in jobs if j["status"] == "failed"]
             failures += [(user["name"], j) for j in failed]
@@ -420,8 +449,9 @@ class StudyPage:
 
     def build_organiser(self, page: Page) -> None:
         """Built only with a password: the password box, and the view it opens (overview, refresh, export)."""
-        with gr.Accordion("연구자 화면", open=False, elem_id="organiser"):
+        with gr.Accordion("연구자 화면", open=False, visible=False, elem_id="organiser") as section:
             page.add(
+                organiser=section,
                 granted=gr.State(None),  # Unlocked(login) once the password was right
                 password=gr.Textbox(label="연구자 비밀번호", type="password", max_lines=1, elem_id="admin-password"),
                 unlock=gr.Button("열기", elem_id="admin-open"),
@@ -450,7 +480,7 @@ class StudyPage:
         p.on([p["decline"].click], ui.decline, [person], GATED)
         p.on([p["agreed"].change], ui.tick, [p["agreed"]], ["agree"], show_progress="hidden")
         p.on([p["submit"].click], ui.submit, [person, *p["answers"]], SURVEY)
-        p.on(None, ui.after_end, [p["state"], person], SURVEY, after=p.events["ended"])
+        p.on(None, ui.after_end, [p["state"], person], [*SURVEY, "again"], after=p.events["ended"])
         p.on(None, ui.leave, None, GATED, after=p.events["signed_out"])
         organiser = self.ui.organiser
         if organiser.password is not None:  # no password, no organiser view at all
@@ -463,6 +493,7 @@ class StudyPage:
                 ["granted", "admin_view", "overview", "password"],
             )
             p.on([p["refresh"].click], organiser.refresh, [granted], ["overview"])
+            p.on([p.events["load"]], organiser.section, None, ["organiser"], show_progress="hidden")
             p.on([p["export"].click], organiser.download, [granted], ["archive"])
         return opened
 

@@ -21,6 +21,7 @@ from chatbot.web.chat import PLACEHOLDER, ChatUI
 from chatbot.web.editing import build as sentence_rows
 from chatbot.web.flow import Flow
 from chatbot.web.guard import refuse_routes
+from chatbot.web.messages import DEMO_NOTE, DEMO_TITLE, GRADIO_WORDS
 from chatbot.web.opening import Opening, wire_openings
 from chatbot.web.state import Entrance
 from chatbot.web.style import CSS, HEAD
@@ -70,6 +71,8 @@ def launch_options(app: gr.Blocks | None = None) -> dict[str, Any]:
         "css": CSS,
         "head": HEAD,
         "auth_message": login.MESSAGE,
+        # Gradio's own words its Korean lacks, for every browser (the page is Korean whatever its language)
+        "i18n": gr.I18n(ko=GRADIO_WORDS, en=GRADIO_WORDS),
     }
 
 
@@ -166,6 +169,10 @@ def components(page: Page, ui: ChatUI, title: str, browser_identity: bool, part:
 
 
 def chat_tab(page: Page) -> None:
+    # with the demo model, before the first message: what it cannot do, what works, how to connect a Korean model
+    with gr.Accordion(DEMO_TITLE, open=True, visible=False, elem_id="demo-note") as demo_box:
+        gr.Markdown(DEMO_NOTE, elem_id="demo-note-text")
+    page.add(demo_box=demo_box)
     page.add(
         chat=gr.Chatbot(
             label="대화",
@@ -286,11 +293,13 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
     """Every event of the chat page but logging in (chat_events, or the trial's); returns those after which a
     user's waiting memory updates may run (end, new conversation, retry)."""
     p, state = page, page["state"]
+    p.events["load"] = app.load  # the page's load, for the parts wired elsewhere (a trial's organiser section)
+    app.unload(ui.entry.on_unload)  # a closed tab's conversation ends at once (listed in 지난 대화)
     p.on(
         [app.load, p["banner_timer"].tick],
         ui.entry.banner,
         None,
-        ["model_info", "banner", "banner_timer", "start"],
+        ["model_info", "banner", "banner_timer", "start", "demo_box"],
         show_progress="hidden",
         concurrency_limit=None,
     )

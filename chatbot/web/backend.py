@@ -95,11 +95,14 @@ class Backend:
             return {"value": "모델을 불러오는 중 …", "interactive": False}
         return {"value": "대화 시작", "interactive": True}
 
+    def demo(self) -> bool:
+        """Whether the loaded chat or update model is the offline demo (which cannot speak Korean)."""
+        bot = self.bot if self.done.is_set() and self.error is None else None
+        return bot is not None and "demo" in (bot.chat_model.spec, bot.update_model.spec)
+
     def info_label(self) -> str:
         """The label of the ⓘ that holds the banner: it says so when the demo model runs (the details on tap)."""
-        bot = self.bot if self.done.is_set() and self.error is None else None
-        demo = bot is not None and "demo" in (bot.chat_model.spec, bot.update_model.spec)
-        return "ⓘ 모델 정보 · 데모 모델로 시험 중 (한국어가 서툴 수 있어요)" if demo else "ⓘ 모델 정보"
+        return "ⓘ 모델 정보 · 데모 모델 (한국어를 하지 못합니다)" if self.demo() else "ⓘ 모델 정보"
 
     def banner_view(self) -> PageView:
         """The banner, its ⓘ's label, its timer (it ticks only while the models load) and the start button, which
@@ -109,6 +112,7 @@ class Backend:
             banner=self.banner(),
             banner_timer=gr.Timer(active=not self.done.is_set()),
             start=gr.update(**self.start_button()),
+            demo_box=gr.update(visible=self.demo()),
         )
 
 
@@ -119,6 +123,9 @@ class AppContext:
         self.backend, self.browser_identity, self.study = backend, browser_identity, study
         self.zero = zerogpu.ZeroGPU(backend) if zerogpu.active() else None  # GPU work in GPU functions
         self.frames = Frames()  # the replies streaming in this process share a budget of frames
+        # each open tab's state by its Gradio session, so that closing the tab ends its conversation at once
+        # (chatbot/web/chat.py on_unload); Gradio itself drops a closed tab's state only an hour later
+        self.tabs: dict[str, Any] = {}
 
     @property
     def bot(self) -> Chatbot:

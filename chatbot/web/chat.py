@@ -15,6 +15,7 @@ from chatbot.bot import Chatbot
 from chatbot.session import ChatSession, check_user_name, clean_message
 from chatbot.trials.study import Study
 from chatbot.web import identity as hf_login
+from chatbot.web import toasts
 from chatbot.web.actions import actions, hidden
 from chatbot.web.backend import AppContext, Backend
 from chatbot.web.calm import calm_notice
@@ -46,6 +47,12 @@ class Entry:
     def banner(self) -> PageView:
         """The model banner, its timer and the start button (page load and the banner timer's tick)."""
         return self.ctx.backend.banner_view()
+
+    def on_unload(self, request: gr.Request) -> None:
+        """The tab closed (or reloaded): its open conversation ends now, so 지난 대화 lists it and its memory update
+        runs, not when Gradio drops the tab's state an hour later or the idle timeout comes."""
+        state = self.ctx.tabs.pop(str(getattr(request, "session_hash", "")), None)
+        self.on_state_deleted(state)
 
     def on_state_deleted(self, state: UserState | None) -> None:
         """The tab closed (Gradio dropped its state): end the session so its memory update runs."""
@@ -86,6 +93,8 @@ class Entry:
         session = self.bot.start(who.name, strategy=strategy, browser_key=who.browser_key, hf_user=who.hf_user)
         self.ctx.track(session)
         state = UserState(session.user_id, who.name, session)
+        if request is not None and getattr(request, "session_hash", None):
+            self.ctx.tabs[str(request.session_hash)] = state
         view = (
             PageView(
                 state=state,
@@ -126,7 +135,7 @@ class Conversation:
         Korean warning). One sent while a reply streams is stored too, and waits in the session's queue; the
         chained `respond` answers them in order, so nothing typed is dropped, even by a crash."""
         if state is None:
-            gr.Warning("먼저 이름을 입력하고 대화를 시작하세요.")
+            toasts.warning("먼저 이름을 입력하고 대화를 시작하세요.")
             return PageView()
         if (gone := self.ctx.gone(state)) is not None:  # the message is not stored: its user is no more
             return gone
@@ -140,13 +149,13 @@ class Conversation:
                     f"메시지가 이 모델에 너무 깁니다 ({need:,}토큰, 최대 {window // 2:,}토큰). 나누어 보내 주세요."
                 )
         except InputError as exc:
-            gr.Warning(korean_error(exc) if getattr(exc, "code", None) else str(exc))
+            toasts.warning(korean_error(exc) if getattr(exc, "code", None) else str(exc))
             return PageView()
         with state.lock:
             try:
                 if state.session.ended:  # it opens the tab's next session: in a study, only when allowed
                     self.ctx.fresh_session(state)
-                    gr.Info("이전 대화가 끝나 새 대화를 시작했습니다.")
+                    toasts.info("이전 대화가 끝나 새 대화를 시작했습니다.")
                 busy = state.busy
                 state.session.record(clean, queued=busy)  # in a study, its first message must pass the rules
             except UserForgottenError:  # forgotten between the check and the insert: the wiring shows the notice
@@ -154,7 +163,7 @@ class Conversation:
             except KeemError as exc:
                 if (notice := calm_notice(exc)) is not None:  # a study's "not now": said inline, calmly
                     return PageView(note=notice)
-                gr.Warning(refused(exc))
+                toasts.warning(refused(exc))
                 return PageView()
             state.awaiting = state.awaiting or not busy
         self.ctx.worker.touch(state.session)

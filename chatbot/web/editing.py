@@ -69,6 +69,11 @@ def build(page: Page, editing: Editing) -> None:
             row(page, editing, f"{shown.number}:{i}", i, r)
 
 
+def ticked(sure: bool) -> dict:
+    """The erasure's confirming button takes clicks only while its box is ticked."""
+    return gr.update(interactive=sure is True)
+
+
 def row(page: Page, editing: Editing, pick: str, i: int, r: Row) -> None:
     """One sentence: its text and its four actions; under it, folded, the edit box (prefilled), the delete question,
     its provenance and the erasure's confirmation (one open at a time)."""
@@ -78,10 +83,17 @@ def row(page: Page, editing: Editing, pick: str, i: int, r: Row) -> None:
         with gr.Row(equal_height=True, elem_classes=["keem-sentence-row"]):
             gr.Markdown(r.shown, elem_id=f"sentence-{i}-text", elem_classes=["keem-sentence-text"])
             with gr.Row(elem_classes=["keem-sentence-actions"]):
+                # the two destructive actions apart: 왜? between them, 완전히 지우기 last with a gap before it
                 edit = gr.Button("고치기", size="sm", min_width=60, elem_id=f"sentence-{i}-edit")
                 drop = gr.Button("지우기", size="sm", min_width=60, elem_id=f"sentence-{i}-delete")
                 why = gr.Button("왜?", size="sm", min_width=50, elem_id=f"sentence-{i}-why-button")
-                erase = gr.Button("완전히 지우기", size="sm", min_width=100, elem_id=f"sentence-{i}-erase-button")
+                erase = gr.Button(
+                    "완전히 지우기",
+                    size="sm",
+                    min_width=100,
+                    elem_id=f"sentence-{i}-erase-button",
+                    elem_classes=["keem-erase"],
+                )
         with gr.Row(visible=False, equal_height=True) as editor:
             box = gr.Textbox(
                 value=r.text, show_label=False, max_lines=3, scale=5, interactive=True, elem_id=f"sentence-{i}-box"
@@ -99,7 +111,10 @@ def row(page: Page, editing: Editing, pick: str, i: int, r: Row) -> None:
             gr.Markdown(ERASE)
             sure = gr.Checkbox(label=SURE, value=False, elem_id=f"sentence-{i}-sure")
             with gr.Row():
-                confirmed = gr.Button("완전히 지우기", variant="stop", size="sm", elem_id=f"sentence-{i}-erase")
+                # off until its box is ticked (as the consent's agree button): it never takes a click it refuses
+                confirmed = gr.Button(
+                    "완전히 지우기", variant="stop", size="sm", interactive=False, elem_id=f"sentence-{i}-erase"
+                )
                 back = gr.Button("취소", size="sm", elem_id=f"sentence-{i}-erase-cancel")
     folds = [editor, asking, source, erasing]
     for button, opened in ((edit, 0), (drop, 1), (why, 2), (erase, 3)):
@@ -109,3 +124,4 @@ def row(page: Page, editing: Editing, pick: str, i: int, r: Row) -> None:
     page.on([save.click, box.submit], editing.saver(pick), [box, state], PANEL)
     page.on([yes.click], editing.deleter(pick), [state], PANEL)
     page.on([confirmed.click], editing.eraser(pick), [sure, state], PANEL)
+    sure.change(ticked, [sure], [confirmed], **quick)

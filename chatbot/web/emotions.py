@@ -3,6 +3,7 @@ user's words behind it; newest first. The records are the latest version's (memo
 
 from __future__ import annotations
 
+from chatbot.web.messages import NO_EMOTIONS_RECORDED
 from chatbot.web.render import md
 from memory.emotions import STATUS_KOREAN, newest_first
 from memory.store.emotions import EmotionRecord
@@ -10,10 +11,11 @@ from memory.store.emotions import EmotionRecord
 EMPTY = "_아직 기록된 감정이 없습니다. 대화에서 느낀 감정과 그 이유를 말하면 여기에 남습니다._"
 
 
-def render_timeline(records: list[EmotionRecord]) -> str:
-    """Markdown: one block per record."""
+def render_timeline(records: list[EmotionRecord], recorded: bool = True) -> str:
+    """Markdown: one block per record; `recorded` False when the update model is never asked (the demo), so that
+    no record does not read as "nothing felt yet"."""
     if not records:
-        return EMPTY
+        return EMPTY if recorded else NO_EMOTIONS_RECORDED
     blocks = []
     for r in newest_first(records):
         when = f"{r.first_seen}부터 · {STATUS_KOREAN.get(r.status, r.status)}" + (f" · 날짜 {r.due}" if r.due else "")

@@ -15,7 +15,7 @@ from chatbot.web.render import STAGES
 from chatbot.web.state import UserState
 from chatbot.web.view import KEEP, PageView
 
-ENDED = "대화가 끝났습니다. '새 대화 시작'을 누르면 다시 이야기할 수 있어요."
+ENDED = "대화가 끝났습니다."  # short, so a phone's box shows it whole; the card beside says what comes next
 ORDER = ("queued", "summarizing", "reflecting", "updating", "verifying", "cues", "recompute")
 LATER = "끝낸 대화는 **지난 대화** 탭에서 다시 볼 수 있어요."
 

@@ -13,7 +13,7 @@ def fallback_reason(version: Version) -> str:
     """Why an update fell back to accumulation: the reason its updater recorded (details["fallback"]); a version
     written before reasons were recorded: no verification attempt means no usable summary."""
     reason = version.details.get("fallback")
-    if reason in ("no_summary", "not_verified"):
+    if reason in ("not_asked", "no_summary", "not_verified"):
         return str(reason)
     return "not_verified" if version.details.get("attempts") else "no_summary"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from chatbot.web.messages import GRADIO_WORDS
 from chatbot.web.render import md
 from chatbot.web.view import PageView
 
@@ -18,6 +19,10 @@ MESSAGE = (
     "함께 받은 비밀번호를 <strong>비밀번호</strong>(password) 칸에 입력한 뒤 <strong>로그인</strong>(Login)을 "
     "눌러 주세요.</p>"
     "<p>여러 사람이 함께 쓰는 컴퓨터라면 대화를 마친 뒤 꼭 <strong>나가기</strong>를 눌러 주세요.</p>"
+    # Gradio's login page takes no translations (its Korean says "잘못된 자격 증명"): a wrong login's line is drawn
+    # in plain Korean over it
+    "<style>.creds {font-size: 0 !important} .creds::before {content: "
+    f'"{GRADIO_WORDS["login.incorrect_credentials"]}"; font-size: var(--text-md, 14px)}}</style>'
 )
 # After the server has ended the tab's session: a browser signed in with a login (the hidden `signed_as` box holds
 # its name) leaves through Gradio's /logout for this browser only, which returns to the login page; without a login

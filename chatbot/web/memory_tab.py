@@ -10,6 +10,7 @@ from collections.abc import Callable
 import gradio as gr
 
 from chatbot import edits
+from chatbot.web import toasts
 from chatbot.web.backend import AppContext
 from chatbot.web.emotions import render_timeline
 from chatbot.web.memory_list import memory_list
@@ -37,7 +38,7 @@ def panel(ctx: AppContext, state: UserState) -> PageView:
         jobs=render_jobs(waiting, local),
         memory=memory_list(latest, whys, ctx.blind, local),
         retry=gr.update(visible=any(store.queue.retryable(j) for j in waiting)),
-        emotions=render_timeline(list(latest.records) if latest else []),
+        emotions=render_timeline(list(latest.records) if latest else [], not ctx.bot.update_model.runs_to_budget),
     ) | why_panel(ctx, state, versions)
 
 
@@ -114,9 +115,9 @@ class MemoryTab:
         try:
             change()
         except MemoryChangedError as exc:
-            gr.Warning(korean_error(exc))
+            toasts.warning(korean_error(exc))
             return self.panel(state)
-        gr.Info("새 기억 버전을 저장했습니다.")
+        toasts.info("새 기억 버전을 저장했습니다.")
         return self.panel(state) | (done or PageView())
 
     def edit_sentence(self, pick: str | None, new_text: str, state: UserState | None) -> PageView:
@@ -145,9 +146,9 @@ class MemoryTab:
         if sure is not True:
             raise InputError("완전히 지우려면 먼저 확인란에 표시하세요. 되돌릴 수 없습니다.")
         erased = self.ctx.bot.forget_sentence(state.user_id, latest.sentences[index].text)
-        gr.Info(
+        toasts.info(
             f"그 내용을 완전히 지웠습니다: 기억 버전 {erased.counts['memory_versions']}개에서 지우고, "
-            f"대화 {erased.counts['turns']}개를 [삭제됨]으로 바꿨습니다."
+            f"대화 속 메시지 {erased.counts['turns']}개를 [삭제됨]으로 바꿨습니다."
         )
         return self.panel(state)
 
@@ -173,5 +174,5 @@ class MemoryTab:
         state.session.ended = True  # no update job for a user being forgotten
         self.ctx.worker.end(state.session, "forget")
         self.ctx.bot.forget(state.user_id)
-        gr.Info("모든 대화와 기억을 삭제했습니다.")
+        toasts.info("모든 대화와 기억을 삭제했습니다.")
         return signed_out() | PageView(confirm="")

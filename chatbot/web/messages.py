@@ -15,6 +15,58 @@ GPU_GAVE_UP = "여러 번 시도해도 끝나지 못해 멈췄습니다. 기억 
 STORED_OTHER = "예상하지 못한 오류가 났습니다"  # a stored error whose kind's message needs its (English) text
 UNEXPECTED = "예상하지 못한 오류가 났습니다. 잠시 뒤 다시 시도해 주세요 (서버 로그에 기록되었습니다)."
 
+# how the model info (behind ⓘ) names a model (chatbot/web/render.py model_name); never a server address
+MODEL_INFO = {
+    "demo": "SmolLM2-135M (데모 모델: 한국어를 하지 못하는 작은 영어 모델, 이 컴퓨터의 CPU에서 실행)",
+    "found": "{model} (이 컴퓨터의 {server}에서 자동으로 찾은 한국어 모델)",
+    "openai": "{model} (OpenAI 호환 서버)",
+    "hf": "{model} (이 컴퓨터에서 실행)",
+    "other": "{model}",
+}
+# the chat tab's note while the demo model answers (chatbot/web/app.py demo_box): what it cannot do, what works
+# anyway, and how to connect a Korean model (models/local.py finds it by itself)
+DEMO_TITLE = "⚠️ 지금은 데모 모델이라 한국어로 대화하지 못합니다"
+DEMO_NOTE = (
+    "지금 답하는 모델(SmolLM2-135M)은 이 컴퓨터의 CPU에서 도는 아주 작은 영어 모델입니다. 한국어로 말을 걸면 "
+    "어색한 한국어나 영어로 답합니다. 앱이 고장 난 것이 아닙니다.\n\n"
+    "**그래도 되는 것**: 대화를 나누고 **대화 끝내기**를 누르면 이번 대화가 기억으로 저장됩니다 (데모 모델에게는 "
+    "요약을 맡기지 않아, 하신 말을 그대로 적어 둡니다). **기억** 탭에서 그 기억을 보고 고치고 지울 수 있고, "
+    "**지난 대화** 탭에서 끝낸 대화를 다시 볼 수 있습니다.\n\n"
+    "**한국어 모델로 바꾸려면** (이 컴퓨터에서, 세 단계):\n\n"
+    "1. Ollama를 설치합니다 (ollama.com).\n"
+    "2. 터미널에서 `ollama pull exaone3.5:7.8b` 를 실행합니다.\n"
+    "3. 이 앱을 다시 시작합니다 (`make run`). 앱이 Ollama·llama.cpp·LM Studio·vLLM 서버의 한국어 모델을 스스로 찾아 "
+    "씁니다."
+)
+DEMO_INFO = "데모 모델은 한국어를 하지 못합니다. 한국어 모델을 연결하는 방법은 대화 탭 위의 안내에 있습니다."
+# the emotion timeline when the update model is never asked (the demo): no emotion is recorded, not "none yet"
+NO_EMOTIONS_RECORDED = (
+    "_이 기억 갱신 모델(데모 모델)은 감정을 기록하지 않습니다. 한국어 모델로 대화를 끝내면 느낀 감정과 그 이유가 "
+    "여기에 남습니다._"
+)
+# Gradio's own words where its Korean lacks them (English) or reads badly (launch's i18n, chatbot/web/app.py)
+GRADIO_WORDS = {
+    "chatbot.copy_message": "메시지 복사",
+    "chatbot.copied_message": "복사했습니다",
+    "login.incorrect_credentials": "아이디나 비밀번호가 맞지 않습니다. 다시 입력해 주세요.",
+}
+# aria labels Gradio writes in English with no translation key, renamed in the page (chatbot/web/style.py HEAD):
+# an exact label, or a prefix before the message's own text
+ARIA_LABELS = {
+    "chatbot conversation": "대화 내용",
+    "Copy conversation": "대화 전체 복사",
+    "Copied conversation": "대화 전체를 복사했습니다",
+    "More tabs": "다른 탭",
+    "Close": "닫기",
+}
+ARIA_PREFIXES = {
+    "user's message: ": "내 메시지: ",
+    "bot's message: ": "챗봇의 답: ",
+    "assistant's message: ": "챗봇의 답: ",
+}
+# the pop-up notices' titles by kind (chatbot/web/toasts.py; Gradio 6 shows its English kind, renamed by style.py)
+TOAST_TITLES = {"info": "알림", "warning": "확인해 주세요", "error": "오류", "success": "완료"}
+
 MESSAGES = {
     # codes (models/errors.py CODES)
     "empty_message": "빈 메시지입니다. 내용을 입력해 주세요 (공백이나 제어 문자만으로는 보낼 수 없습니다).",
@@ -130,6 +182,10 @@ LABELS = {
     "no_summary": (
         "기억 갱신 모델이 대화를 요약하지 못해(답이 잘렸거나 쓸 수 없는 답) 이전 기억에 이번 대화에서 하신 말을 "
         "그대로 덧붙였습니다"
+    ),
+    "not_asked": (
+        "이 기억 갱신 모델(데모 모델)은 한국어 대화를 요약하지 못해 묻지 않았습니다. 대신 이번 대화에서 하신 말을 "
+        "그대로 이전 기억에 덧붙였습니다 (감정과 그 이유는 기록하지 않았습니다)"
     ),
     "not_verified": "새로 쓴 기억이 검증을 통과하지 못해 이전 기억에 이번 대화의 요약을 덧붙였습니다",
     "rebased": "그 사이 바뀐 기억 위에 다시 맞췄습니다 (직접 고친 내용은 그대로 둡니다)",

@@ -11,11 +11,12 @@ from typing import Any
 from chatbot.bot import Chatbot
 from chatbot.localtime import LocalTime, local_time
 from chatbot.web.history import version_label
-from chatbot.web.messages import korean_stored_error
+from chatbot.web.messages import DEMO_INFO, MODEL_INFO, korean_stored_error
 from memory.emotion_words import is_emotion
 from memory.emotions import is_plan
 from memory.engine import Hit
 from memory.store import Version
+from models.base import ChatModel
 
 STAGES = {
     "queued": "대기 중",
@@ -26,7 +27,9 @@ STAGES = {
     "cues": "검색 단서 쓰는 중",
     "recompute": "그 사이 바뀐 기억 위에서 다시 계산하는 중",
     "ok": "완료",
-    "fallback": "완료 (안전 모드: 이전 기억은 그대로 두고 이번 대화를 덧붙였습니다. 이유는 기억 탭의 버전 기록에)",
+    "fallback": (
+        "완료 (안전 모드: 이전 기억은 그대로 두고 이번 대화를 덧붙였습니다. 이유는 기억 탭의 '바뀐 것과 그 이유'에)"
+    ),
     "skipped": "나눈 말이 없어 기억은 그대로입니다",
     "failed": "실패",
 }
@@ -81,7 +84,7 @@ def technical(detail: str | None) -> str:
     """An error's technical line (English, from the log), folded away under "기술 정보"; empty when there is none."""
     if not detail:
         return ""
-    return f"\n\n<details><summary>기술 정보</summary>\n\n{md(detail[:500])}\n\n</details>\n"
+    return f"\n\n<details><summary>기술 정보</summary>\n\n{md(without_addresses(detail[:500]))}\n\n</details>\n"
 
 
 def render_hits(hits: list[Hit]) -> str:
@@ -96,18 +99,28 @@ def without_addresses(text: str) -> str:
     return " ".join(ADDRESS.sub("", text).split())
 
 
-def model_banner(bot: Chatbot) -> str:
-    """Which chat model, update model and embedder are loaded (no server addresses); the demo notice when the demo
-    model runs."""
-    from models.demo import DEMO_NOTICE
+def model_name(model: ChatModel) -> str:
+    """A model as the model info names it, in Korean: its name and where it runs (a local server `auto` found, an
+    OpenAI-compatible server, this computer); never the server's address."""
+    kind, _, name = model.spec.partition(":")
+    if model.spec == "demo":
+        return MODEL_INFO["demo"]
+    if kind == "openai" and model.found_on:
+        return MODEL_INFO["found"].format(model=name, server=model.found_on)
+    if kind in ("openai", "hf"):
+        return MODEL_INFO[kind].format(model=without_addresses(name))
+    return MODEL_INFO["other"].format(model=without_addresses(model.spec))
 
+
+def model_banner(bot: Chatbot) -> str:
+    """Which chat model, update model and embedder are loaded (in Korean, no server addresses); with the demo model,
+    what it cannot do (the chat tab's note says what works anyway: chatbot/web/messages.py DEMO_NOTE)."""
     chat, update = bot.chat_model, bot.update_model
-    text = (
-        f"**채팅 모델** {md(without_addresses(chat.description or chat.spec))} · **기억 갱신 모델** "
-        f"{md(without_addresses(update.description or update.spec))} · **임베더** {md(bot.engine.embedder.name)}"
+    text = f"**채팅 모델** {md(model_name(chat))} · **기억 갱신 모델** {md(model_name(update))} · **임베더** " + md(
+        bot.engine.embedder.name
     )
     if "demo" in (chat.spec, update.spec):
-        text += f"\n\n**안내** {md(DEMO_NOTICE)}"
+        text += f"\n\n**안내** {md(DEMO_INFO)}"
     return text
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from chatbot.web import toasts
 from chatbot.web.actions import actions, can_regenerate
 from chatbot.web.backend import AppContext
 from chatbot.web.chat import rows
@@ -74,7 +75,7 @@ class Replies:
             return PageView(chat=[])
         if (gone := self.ctx.gone(state)) is not None:
             return gone
-        gr.Info("대화는 지워지지 않습니다. 새로 시작하려면 '대화 끝내기' 뒤 '새 대화 시작'을 누르세요.")
+        toasts.info("대화는 지워지지 않습니다. 새로 시작하려면 '대화 끝내기' 뒤 '새 대화 시작'을 누르세요.")
         return PageView(chat=rows(state))
 
 

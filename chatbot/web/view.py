@@ -16,6 +16,7 @@ from typing import Any, Self
 
 import gradio as gr
 
+from chatbot.web import toasts
 from chatbot.web.messages import korean_error
 from models.errors import KeemError, UserForgottenError
 
@@ -49,6 +50,7 @@ class PageView(View):
     model_info: Any = KEEP  # the ⓘ (an accordion) that holds the banner
     banner: Any = KEEP
     banner_timer: Any = KEEP
+    demo_box: Any = KEEP  # the chat tab's note while the demo model answers (open until closed)
     start: Any = KEEP  # the start button
     name: Any = KEEP  # the name box
     hf_note: Any = KEEP  # the Hugging Face sign-in hint
@@ -130,7 +132,7 @@ def forgotten(exc: UserForgottenError) -> PageView:
     """The tab's user was deleted meanwhile (another tab's "나를 잊기", `keem memory forget`): a Korean notice, and the
     start screen with nothing of anyone on it; the update timer stops. The message box is not touched (a reply's
     frames never write it, so that a draft survives: see chat.py), it is hidden with the chat."""
-    gr.Warning(korean_error(exc))
+    toasts.warning(korean_error(exc))
     return signed_out() | PageView(timer=gr.Timer(active=False), note="")
 
 
@@ -157,7 +159,7 @@ def warn(fn: Callable[..., Any], exc: Exception) -> None:
     """An error as a Korean toast: the user never sees a stack trace (unexpected ones go to the log)."""
     if not isinstance(exc, KeemError):
         log.exception("%s failed", getattr(fn, "__name__", fn), exc_info=exc)
-    gr.Warning(korean_error(exc))
+    toasts.warning(korean_error(exc))
 
 
 def wired(fn: Callable[..., Any], outputs: Outputs, *, told_after: bool = False) -> Callable[..., Any]:
@@ -289,7 +291,7 @@ def _flat(target: Any) -> list[Any]:
     return list(target) if isinstance(target, list) else [target]
 
 
-RESTORE_SLOTS = 4  # "되살리기" buttons for the latest version's dropped sentences (chatbot/web/why.py)
+RESTORE_SLOTS = 4  # "되살리기" buttons for dropped sentences, the latest update's first (chatbot/web/why.py restorable)
 PANEL = ("jobs", "memory", "history", "retry", "changelog", "restore", "revert", "emotions")
 # what leaving clears besides the chat and the panel
 AWAY = ("card", "steps", "end", "send", "past_pick", "transcript", "add_text", "stop", "regenerate")

@@ -18,6 +18,7 @@ from typing import Any
 import gradio as gr
 
 from chatbot.localtime import LocalTime, local_time
+from chatbot.web import toasts
 from chatbot.web.backend import AppContext
 from chatbot.web.history import version_label, version_reasons
 from chatbot.web.messages import korean_error
@@ -28,6 +29,7 @@ from memory.changelog import HEADINGS, Changelog, changelog
 from memory.provenance import Why
 from memory.store import Version
 from memory.undo import dropped_sentence, restore, revert, update_base
+from memory.words import particle
 from models.errors import InputError, MemoryChangedError
 
 HISTORY_SHOWN = 30  # earlier versions whose changelogs "버전 기록" shows; older ones: their titles and reasons
@@ -44,15 +46,16 @@ STEPS = {
 
 
 def render_why(w: Why, blind: bool, local: LocalTime | None = None) -> str:
-    """Where one sentence came from (the row's "왜?"): its sessions, the user's own words (quoted, with time and
-    score), what it continues, the summary line and step it came through, an emotion's words and cause."""
+    """Where one sentence came from (the row's "왜?"): its sessions, the user's own words (quoted, with their
+    time; no match score), what it continues, the summary line and step it came through, an emotion's words and
+    cause."""
     local = local or local_time()
     rows = []
     if w.sessions:
         days = dict.fromkeys(f"{local.local(at):%Y-%m-%d}" for at in w.sessions)  # the local dates, in order
         rows.append(f"대화한 날: {', '.join(days)}")
     for q in w.quotes:
-        rows.append(f"사용자가 한 말: “{html.escape(q.text)}” ({local.stamp(q.at)}, 맞는 정도 {q.score:.2f})")
+        rows.append(f"사용자가 한 말: “{html.escape(q.text)}” ({local.stamp(q.at)})")  # no raw match score
     for old in w.continues:
         rows.append(f"이어 쓴 이전 기억: {html.escape(old)}")
     if w.summary_line:
@@ -153,21 +156,26 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
     known = max(len(versions) - HISTORY_SHOWN - 1, 0)  # the latest and the HISTORY_SHOWN before it get changelogs
     pairs = list(zip([None, *versions], versions, strict=False))
     logs = [changelog(store, p, v, blind=ctx.blind) if i >= known else None for i, (p, v) in enumerate(pairs)]
-    local, named = ctx.bot.settings.local_time, not ctx.blind  # KEEM_TIMEZONE; the history names no strategy in a
-    # blind trial (an operator's history does; the latest's title and the header never do)
+    local = ctx.bot.settings.local_time  # KEEM_TIMEZONE; the page names no strategy (`keem memory history` does)
     latest_log = logs[-1]
     assert latest_log is not None
     title = _title(latest, local, show_strategy=False)  # as the memory's header names it
     text = render_changelog(latest_log, f"이번 변경 ({title})", local, version_reasons(latest))
-    history = render_versions(older, logs[:-1], named, local) if older else "이전 버전이 없습니다."
+    history = render_versions(older, logs[:-1], False, local) if older else "이전 버전이 없습니다."
     if known:
         history += (
             f"\n\n*v{versions[known - 1].number}까지는 제목만 보입니다 (바뀐 것은 최근 {HISTORY_SHOWN}개 버전까지 "
             "보여 줍니다).*"
         )
-    drops = latest_log.of("dropped")[:RESTORE_SLOTS]
-    state.shown_changes = {"version": latest.number, "drops": [e.sentence_id for e in drops]}
-    buttons = [gr.update(visible=True, value=f"되살리기: {e.text[:40]}") for e in drops]
+    drops = restorable(versions, logs)
+    state.shown_changes = {"version": latest.number, "drops": [e.sentence_id for _, e in drops]}
+    buttons = [
+        gr.update(
+            visible=True,
+            value=f"되살리기: {e.text[:40]}" if n == latest.number else f"되살리기 (v{n}에서 빠짐): {e.text[:36]}",
+        )
+        for n, e in drops
+    ]
     buttons += [gr.update(visible=False)] * (RESTORE_SLOTS - len(drops))
     to = update_base(latest)
     return PageView(
@@ -176,6 +184,19 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
         restore=buttons,
         revert=gr.update(visible=to is not None, value=f"이번 갱신 되돌리기 (v{to} 기억으로)" if to else ""),
     )
+
+
+def restorable(versions: Sequence[Version], logs: Sequence[Changelog | None]) -> list[tuple[int, Any]]:
+    """(version number, dropped entry) for each sentence an update dropped that the memory lacks now, the latest
+    version's drops first, then earlier ones newest first (so a later session does not put them out of reach),
+    each text once; at most RESTORE_SLOTS."""
+    current = set(versions[-1].texts)
+    found: list[tuple[int, Any]] = []
+    for version, log in zip(reversed(versions), reversed(logs), strict=True):
+        for entry in log.of("dropped") if log is not None else []:
+            if entry.text not in current and all(entry.text != e.text for _, e in found):
+                found.append((version.number, entry))
+    return found[:RESTORE_SLOTS]
 
 
 class WhyTab:
@@ -203,9 +224,9 @@ class WhyTab:
             sentence = dropped_sentence(engine, state.user_id, drops[slot])  # refused unless it is this user's
             version = restore(engine, state.user_id, sentence)
         except InputError as exc:  # another tab brought it back meanwhile: show what is there now
-            gr.Warning(korean_error(exc))
+            toasts.warning(korean_error(exc))
             return self._panel(state)
-        gr.Info(f"문장을 되살려 새 기억 버전 v{version.number}을 저장했습니다.")
+        toasts.info(f"문장을 되살려 새 기억 버전 {particle(f'v{version.number}', '을')} 저장했습니다.")
         return self._panel(state)
 
     def revert(self, state: UserState | None) -> PageView:
@@ -223,7 +244,8 @@ class WhyTab:
         try:
             version = revert(self.ctx.bot.engine, state.user_id, to, base=shown)
         except MemoryChangedError as exc:
-            gr.Warning(korean_error(exc))
+            toasts.warning(korean_error(exc))
             return self._panel(state)
-        gr.Info(f"갱신을 되돌려 v{to}과 같은 새 기억 버전 v{version.number}을 저장했습니다.")
+        made = particle(f"v{version.number}", "을")
+        toasts.info(f"갱신을 되돌려 {particle(f'v{to}', '과')} 같은 새 기억 버전 {made} 저장했습니다.")
         return self._panel(state)

@@ -28,7 +28,7 @@ class UpdateInput:
 @dataclass
 class UpdateResult:
     sentences: list[Sentence]
-    status: str  # ok | fallback (then details["fallback"] says why: no_summary | not_verified)
+    status: str  # ok | fallback (then details["fallback"] says why: not_asked | no_summary | not_verified)
     model_spec: str | None = None
     prompt_hash: str | None = None
     note: str | None = None

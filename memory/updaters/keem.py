@@ -70,7 +70,8 @@ class KeemUpdater:
                 accumulate(inp.previous, reflected),
                 "fallback",
                 note=steps.why("the update model wrote no usable summary; kept the user's own words"),
-                details={**details, "fallback": "no_summary"},
+                # not_asked: never asked (ChatModel.runs_to_budget, the demo); no_summary: it wrote nothing usable
+                details={**details, "fallback": "not_asked" if steps.not_asked else "no_summary"},
                 **base,
             )
         if not inp.previous:

@@ -118,7 +118,7 @@ class OperationsUpdater:
                 "summary": summary,
                 "operations": operations,
                 "problems": steps.problems,
-                **({} if generated else {"fallback": "no_summary"}),
+                **({} if generated else {"fallback": "not_asked" if steps.not_asked else "no_summary"}),
             },
         )
         return steps.with_records(inp, result)

@@ -88,14 +88,14 @@ def delete_sentence(page: Any, text: str) -> None:
 
 
 def erase_sentence(page: Any, text: str, sure: bool = True) -> str:
-    """완전히 지우기 on the row saying `text`: the warning opens; with `sure` its checkbox is ticked; then the
-    confirming button. Returns the row's id."""
+    """완전히 지우기 on the row saying `text`: the warning opens; with `sure` its checkbox is ticked and then the
+    confirming button (off until then) clicked. Returns the row's id."""
     row = memory_row(page, text)
     page.locator(f"#{row}-erase-button").click()
     page.locator(f"#{row}").get_by_text("되돌릴 수 없습니다").first.wait_for(timeout=10_000)
     if sure:
         page.locator(f"#{row}-sure input").check()
-    page.locator(f"#{row}-erase").click()
+        page.locator(f"#{row}-erase").click()
     return row
 
 

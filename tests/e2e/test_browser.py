@@ -254,3 +254,33 @@ def test_after_a_restart_the_page_enables_start_only_when_chat_answers(new_page:
         gate.set()
         if backend.worker is not None:
             backend.worker.stop()
+
+
+def test_a_conversation_left_by_closing_the_tab_is_ended_and_listed_at_once(new_page: Any, tmp_path: Path) -> None:
+    """Issue 34 item 3: closing the tab ends its conversation now (Gradio keeps a closed tab's state for an hour,
+    the idle timeout is 30 minutes): on return, 지난 대화 lists it and its memory update has run."""
+    url, app, bot, worker = serve(tmp_path / "k.db", model=ScriptedChatModel(responder=korean_reply))
+    try:
+        page = new_page(viewport={"width": 390, "height": 844})
+        enter(page, url, "민수")
+        box = page.locator("#message-input textarea")
+        box.fill("나 지난주에 부산으로 이사했어")
+        box.press("Enter")
+        last_bot_says(page, "어때요?")
+        [open_session] = bot.store.sessions.all_open()
+        page.close()  # the tab is closed, nothing ended
+        for _ in range(100):
+            if not bot.store.sessions.all_open():
+                break
+            time.sleep(0.1)
+        assert bot.store.sessions.all_open() == []
+        back = new_page(viewport={"width": 390, "height": 844})
+        enter(back, url, "민수")
+        open_tab(back, "지난 대화")
+        back.locator("#past-pick input").click()
+        back.get_by_role("option").first.click()
+        back.locator("#past-transcript").get_by_text("부산으로 이사했어").wait_for(timeout=10_000)
+        assert bot.store.queue.jobs(open_session["user_id"])  # its memory update was queued when the tab closed
+    finally:
+        app.close()
+        worker.stop()

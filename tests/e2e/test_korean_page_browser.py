@@ -15,6 +15,8 @@ from typing import Any
 from chatbot.localtime import local_time
 from chatbot.trials.study import study_from_dict
 from chatbot.web.messages import LABELS
+from models.demo import RUNS_TO_BUDGET
+from models.fake import ScriptedChatModel
 from models.openai_backend import OpenAIChatModel
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.pages import enter, open_tab
@@ -59,6 +61,13 @@ def test_a_participant_on_a_phone_logs_in_in_korean_chats_sees_korean_times_and_
             page.goto(url)
             page.get_by_text("KEEM 채팅에 오신 것을 환영합니다").wait_for(timeout=15_000)  # Gradio's login, in Korean
             page.get_by_label("사용자 이름").fill("P001")
+            page.get_by_label("비밀번호").fill("wrong")  # a mistyped password: told in plain Korean
+            page.get_by_role("button", name="로그인").click()
+            creds = page.locator(".creds")
+            creds.wait_for(timeout=10_000)
+            drawn = creds.evaluate("e => [getComputedStyle(e, '::before').content, getComputedStyle(e).fontSize]")
+            assert drawn == ['"아이디나 비밀번호가 맞지 않습니다. 다시 입력해 주세요."', "0px"], drawn
+            page.get_by_label("사용자 이름").fill("P001")
             page.get_by_label("비밀번호").fill("pw-1")
             page.get_by_role("button", name="로그인").click()
             page.locator("#login-who").get_by_text("P001").wait_for(timeout=15_000)  # the login says who: no name box
@@ -95,17 +104,21 @@ def test_a_participant_on_a_phone_logs_in_in_korean_chats_sees_korean_times_and_
             assert korean in changes and LABELS["updater"] in changes and "keem" not in changes
             assert "keem" not in page.locator("#history").inner_text() + page.locator("#memory").inner_text()
 
-            page.get_by_text("연구자 화면").click()  # the organiser's export: ISO times with Korea's offset
-            page.locator("#admin-password input").fill("org-pw")
-            page.locator("#admin-open").click()
-            page.locator("#admin-export").click()
-            link = page.locator("#admin-file a").first
+            org = page.context.new_page()  # the organiser's address, beside (participants never see the section)
+            org.goto(f"{url}?organiser")
+            org.get_by_text("연구자 화면").click()  # the organiser's export: ISO times with Korea's offset
+            org.locator("#admin-password input").fill("org-pw")
+            org.locator("#admin-open").click()
+            org.locator("#admin-export").click()
+            link = org.locator("#admin-file a").first
             link.wait_for(timeout=30_000)
-            archive = page.context.request.get(link.get_attribute("href"))
+            archive = org.context.request.get(link.get_attribute("href"))
             with zipfile.ZipFile(io.BytesIO(archive.body())) as z:
                 name = next(n for n in z.namelist() if n.endswith("sessions.jsonl"))
                 session = json.loads(z.read(name).decode("utf-8").splitlines()[0])
             assert session["started_at"].endswith("+09:00") and session["turns"][0]["at"].endswith("+09:00")
+            org.close()
+            assert not page.get_by_text("연구자 화면").is_visible()
 
             open_tab(page, "대화")
             page.locator("#logout-button").click()  # 나가기 signs this browser out: the login page again
@@ -150,3 +163,58 @@ def test_the_model_is_behind_its_info_without_the_server_address_and_a_phone_see
         finally:
             app.close()
             worker.stop()
+
+
+def test_with_the_demo_model_the_page_says_what_it_cannot_do_and_the_memory_tab_says_what_happened(
+    new_page: Any, tmp_path: Path
+) -> None:
+    """Issue 34 items 1-2: a model that answers as the demo does (spec `demo`, never asked by the updater: the page
+    sees exactly what SmolLM2 gives it, without loading it)."""
+    model = ScriptedChatModel(responder=lambda messages: "I am a small model. How can I help?", spec="demo")
+    model.runs_to_budget = RUNS_TO_BUDGET
+    url, app, _, worker = serve(tmp_path / "k.db", model=model)
+    try:
+        page = new_page(viewport={"width": 1200, "height": 900})
+        enter(page, url, "민수")
+        note = page.locator("#demo-note")
+        note.get_by_text("한국어로 대화하지 못합니다").first.wait_for(timeout=10_000)  # before the first message
+        text = note.inner_text()
+        assert "그래도 되는 것" in text and "기억" in text and "ollama pull exaone3.5:7.8b" in text, text
+        assert len(page.get_by_test_id("bot").all()) == 0
+        page.locator("#model-info").get_by_text("데모 모델 (한국어를 하지 못합니다)").click()
+        banner = page.locator("#model-banner").inner_text()
+        assert "데모 모델" in banner and "English" not in banner and "KV" not in banner, banner
+        box = page.locator("#message-input textarea")
+        box.fill("   ")
+        box.press("Enter")  # a toast, titled in Korean (chatbot/web/toasts.py)
+        toast = page.locator(".toast-body").filter(has_text="빈 메시지입니다")
+        toast.wait_for(timeout=10_000)
+        shows = toast.locator(".toast-title").evaluate(  # what is drawn: the Korean title, the English one at size 0
+            "el => [getComputedStyle(el, '::before').content, getComputedStyle(el).fontSize]"
+        )
+        assert shows == ['"확인해 주세요"', "0px"], shows
+        box.fill("내일 발표가 있어서 좀 떨려")
+        box.press("Enter")
+        page.get_by_text("I am a small model").wait_for(timeout=20_000)
+        labels = page.evaluate("[...document.querySelectorAll('[aria-label]')].map(e => e.getAttribute('aria-label'))")
+        english = [x for x in labels if x.isascii() and any(c.isalpha() for c in x)]
+        assert not english and "메시지 복사" in labels and "대화 내용" in labels, labels
+        page.locator("#end-button").click()
+        steps = page.locator("#end-steps")
+        steps.get_by_text("바뀐 것과 그 이유").wait_for(timeout=30_000)  # the pointer names where the reason is
+        assert "버전 기록" not in steps.inner_text()
+        page.set_viewport_size(PHONE)  # the same tab on a phone: the note fits the screen's width
+        open_tab(page, "대화")
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        assert note.bounding_box()["width"] <= PHONE["width"]  # type: ignore[index]
+        open_tab(page, "기억")
+        changes = page.locator("#changelog")
+        changes.get_by_text("묻지 않았습니다").wait_for(timeout=15_000)  # the reason: not asked, not "failed"
+        assert "요약하지 못해(답이 잘렸거나" not in changes.inner_text()
+        page.get_by_text("감정의 흐름", exact=True).click()
+        page.locator("#emotions").get_by_text("감정을 기록하지 않습니다").wait_for(timeout=10_000)
+        emotions = page.locator("#emotions").inner_text()
+        assert "감정을 기록하지 않습니다" in emotions and "말하면 여기에 남습니다" not in emotions, emotions
+    finally:
+        app.close()
+        worker.stop()

@@ -78,7 +78,7 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             page.locator("#end-button").click()  # the card beside the message box, the box and button off
             card = page.locator("#end-card")
             card.get_by_text("대화를 끝냈어요").wait_for(timeout=10_000)
-            assert box.is_disabled() and "새 대화 시작" in (box.get_attribute("placeholder") or "")
+            assert box.is_disabled() and box.get_attribute("placeholder") == "대화가 끝났습니다."
             assert page.locator("#end-button").is_disabled()
             assert card.locator("#new-session-button").is_visible()
             assert not stop.is_visible() and not redo.is_visible()  # an ended conversation: neither
@@ -90,6 +90,21 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             transcript = page.locator("#past-transcript")
             transcript.get_by_text("멈춘 답변").wait_for(timeout=10_000)  # the stopped reply, as stored
             assert "나 나 지난주에 부산으로 이사했어" in transcript.inner_text()  # the speaker, then what was said
+            page.set_viewport_size({"width": 390, "height": 844})  # on a phone: the picked text stops before the arrow
+            gap = page.locator("#past-pick").evaluate(
+                "e => { const i = e.querySelector('input'), a = e.querySelector('.icon-wrap');"
+                " return a.getBoundingClientRect().left"
+                " - (i.getBoundingClientRect().right - parseFloat(getComputedStyle(i).paddingRight)); }"
+            )
+            assert gap >= 0, gap
+            open_tab(page, "대화")  # and the ended conversation's message box shows its placeholder whole
+            room = box.evaluate(
+                "e => { const c = document.createElement('canvas').getContext('2d'), s = getComputedStyle(e);"
+                " c.font = s.font; return e.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight)"
+                " - c.measureText(e.placeholder).width; }"
+            )
+            assert room >= 0, room
+            page.set_viewport_size({"width": 1280, "height": 900})
 
             open_tab(page, "기억")
             page.locator("#memory").get_by_text("현재 기억 v1").wait_for(timeout=10_000)
@@ -99,7 +114,19 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             edit_box.wait_for(state="visible", timeout=10_000)
             assert edit_box.input_value() == first and "부산" in first  # prefilled with the sentence
             edit_box.fill("사용자는 지난주 부산 해운대로 이사했다.")
+            page.set_viewport_size({"width": 1280, "height": 420})  # a short window, the rows at its top
+            page.evaluate("document.querySelector('#sentence-0').scrollIntoView({block: 'start'})")
             page.locator("#sentence-0-save").click()
+            saved = page.locator(".toast-body").filter(has_text="새 기억 버전을 저장했습니다")
+            saved.wait_for(timeout=10_000)  # a desktop's toast keeps clear of the rows' actions
+            covered = saved.evaluate(
+                "t => { const r = t.getBoundingClientRect();"
+                " return [...document.querySelectorAll('.keem-sentence-actions button')].filter(b => {"
+                " const q = b.getBoundingClientRect(); return q.width && q.left < r.right && r.left < q.right"
+                " && q.top < r.bottom && r.top < q.bottom; }).map(b => b.id); }"
+            )
+            assert covered == [], covered
+            page.set_viewport_size({"width": 1280, "height": 900})
             assert "해운대" in shown_memory(page, "현재 기억 v2")
             page.locator("#sentence-0-text").get_by_text("해운대").wait_for(timeout=10_000)  # the rows follow
             sentences = [line.split(". ", 1)[-1] for line in memory_sentences(page)]

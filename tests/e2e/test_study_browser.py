@@ -115,9 +115,13 @@ def test_a_study_from_consent_to_report(new_page: Any, tmp_path: Path, monkeypat
                 page = sign_in(new_page, url, person)
                 said = f"1번째 대화: 요즘 이사 준비로 바빠. 연락처는 {next(pii)} 야"
                 hold_session(page, said, (1 + i, 4, 3, 5), f"{person} 의견 1", first=True)
-                if i == 1:  # straight after, '새 대화 시작' is refused, with the date
-                    page.locator("#new-session-button").click()
-                    toast(page, "이후에 할 수 있습니다")
+                if i == 1:  # straight after, the card offers what the plan allows: no 새 대화 시작, but when
+                    card = page.locator("#new-session-button")
+                    page.wait_for_function(
+                        "() => document.querySelector('#new-session-button').innerText.includes('이후에')",
+                        timeout=10_000,
+                    )
+                    assert "다음 대화는" in card.inner_text() and card.is_disabled(), card.inner_text()
                 page.context.close()
 
             page = sign_in(new_page, url, "P003")  # another session, straight after: refused with the next date
@@ -126,8 +130,12 @@ def test_a_study_from_consent_to_report(new_page: Any, tmp_path: Path, monkeypat
             note.get_by_text("이후에 할 수 있습니다").wait_for(timeout=10_000)
             assert "다음 대화는" in note.inner_text()
             assert not page.locator("#message-input textarea").is_visible()
+            page.wait_for_function("() => !document.querySelector('#login-who').innerText.includes('눌러')")
+            assert "로그인했습니다" in page.locator("#login-who").inner_text()  # one thing at a time: no 'press start'
+            assert not page.get_by_text("연구자 화면").is_visible()  # a participant never sees the organiser's section
 
-            page.get_by_text("연구자 화면").click()  # the participant cannot open the organiser's view
+            page.goto(f"{url}?organiser")  # even on the organiser's address, the password guards it
+            page.get_by_text("연구자 화면").click()
             page.locator("#admin-password input").fill("P003")
             page.locator("#admin-open").click()
             toast(page, "비밀번호가 틀렸습니다")
@@ -142,6 +150,7 @@ def test_a_study_from_consent_to_report(new_page: Any, tmp_path: Path, monkeypat
             page.context.close()
 
             page = sign_in(new_page, url, "P001")  # the organiser, with the password, from any login
+            page.goto(f"{url}?organiser")
             page.get_by_text("연구자 화면").click()
             page.locator("#admin-password input").fill("organiser-pw")
             page.locator("#admin-open").click()
