@@ -13,7 +13,8 @@ from chatbot.bot import Chatbot
 from chatbot.deploy import zerogpu
 from chatbot.session import ChatSession
 from memory.backup import Backups
-from memory.store.queue import _owner_is_dead
+from memory.store.queue import owner_is_dead
+from memory.store.users import FORGET_CHANNEL
 from models.errors import UserForgottenError
 
 log = logging.getLogger(__name__)
@@ -80,10 +81,13 @@ class Worker:
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> Worker:
-        """Recover what a crash or shutdown left (running jobs, open sessions), then start the thread."""
+        """Recover what a crash or shutdown left (running jobs, open sessions), then start the thread (and, on
+        Postgres, the one that hears other processes' forgets)."""
         self.recover()
         self._thread = threading.Thread(target=self._loop, name="keem-worker", daemon=True)
         self._thread.start()
+        if self.store.dialect == "postgres":
+            threading.Thread(target=self._hear_forgets, name="keem-listen", daemon=True).start()
         return self
 
     def recover(self) -> int:
@@ -146,6 +150,11 @@ class Worker:
         """Watch a session for idleness (and end it at shutdown)."""
         with self._lock:
             self._live[session.session_id] = (session, self.clock())
+
+    def watching(self) -> list[int]:
+        """The ids of the live sessions this worker watches for idleness."""
+        with self._lock:
+            return list(self._live)
 
     def touch(self, session: ChatSession) -> None:
         self.track(session)
@@ -219,7 +228,7 @@ class Worker:
         stale = [
             job
             for job in self.store.queue.jobs(statuses=("running",))
-            if job["id"] not in mine and ((job["lease_until"] or 0) < now or _owner_is_dead(job["owner"]))
+            if job["id"] not in mine and ((job["lease_until"] or 0) < now or owner_is_dead(job["owner"]))
         ]
         if not stale:
             return 0
@@ -296,9 +305,30 @@ class Worker:
         self._backed_up, self._backed_up_at = state, self.clock()
         return True
 
+    def _hear_forgets(self) -> None:
+        """LISTEN for forgets in any process (memory/store/users.py FORGET_CHANNEL) and wake the loop, whose
+        `evict_forgotten` then drops the user from this process's memory within milliseconds instead of at the next
+        tick. A hint only: a notification missed while reconnecting is caught by the tick's forget-counter check."""
+        while not self._stop.is_set():
+            try:
+                for _channel, _user in self.store.listen([FORGET_CHANNEL], timeout=1.0):
+                    self._wake.set()
+                    if self._stop.is_set():
+                        return
+            except Exception:  # the server restarting: listen again shortly
+                log.warning("listening for forgets failed; retrying", exc_info=True)
+                self._stop.wait(5.0)
+
+    def evict_forgotten(self) -> None:
+        """Drop what this process holds of users forgotten by any process: their live sessions and their cached
+        search indexes (one small query when nothing changed)."""
+        self.drop_forgotten()
+        self.bot.engine.sweep()
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
+                self.evict_forgotten()
                 if self.run_jobs:
                     self.dispatch()
                     if self.shared and (self._swept_at is None or self.clock() - self._swept_at >= 60.0):

@@ -141,6 +141,16 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The store several real processes of one test share (app processes, workers, the CLI): a fresh Postgres
+    schema where the PG* environment has a server (`make test` always, and CI must), else a SQLite file: the
+    deployment the multi-process tests stand for is the one past one machine."""
+    if os.environ.get("PGHOST") or os.environ.get("CI", "").lower() == "true":
+        return str(request.getfixturevalue("pg_url"))
+    return str(tmp_path / "keem.db")
+
+
+@pytest.fixture
 def any_store(store_url: str) -> Iterator[Store]:
     """A store on each engine in turn (the contract tests)."""
     s = Store(store_url)

@@ -1,8 +1,8 @@
 """Real processes for the tests of several processes on one store: `keem worker`s, `keem serve` (app processes,
 workers and HAProxy under supervisord), a loopback model that does every update stage's job.
 
-The store's location comes from `store_location` only: a SQLite file in the test's folder, or the database
-KEEM_TEST_DB names (a `postgresql://` URL of a throwaway database), so the same tests run on either store.
+The store's location comes from the `shared_db` fixture (tests/conftest.py): Postgres under `make test` (and on
+CI), a SQLite file elsewhere.
 """
 
 from __future__ import annotations
@@ -31,11 +31,6 @@ needs_serve = pytest.mark.skipif(
     not (shutil.which("haproxy") or os.path.exists("/usr/sbin/haproxy")) or not shutil.which("supervisord"),
     reason="keem serve needs HAProxy and supervisord: apt-get install haproxy supervisor (make serve-tools)",
 )
-
-
-def store_location(tmp_path: Path) -> str:
-    """Where the processes of one test keep their store (KEEM_TEST_DB, else a SQLite file under `tmp_path`)."""
-    return os.environ.get("KEEM_TEST_DB") or str(tmp_path / "keem.db")
 
 
 def model_reply(body: dict[str, Any]) -> str:

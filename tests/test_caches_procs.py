@@ -17,7 +17,7 @@ from memory.store import Sentence
 from models.embedders import NgramEmbedder
 from models.errors import UserForgottenError
 from models.fake import ScriptedChatModel
-from tests.procs import ROOT, env_for, store_location
+from tests.procs import ROOT, env_for
 
 pytestmark = pytest.mark.slow  # two real `keem` processes
 
@@ -36,8 +36,8 @@ def keem(db: str, *args: str) -> str:
     return done.stdout
 
 
-def test_another_process_s_commit_and_forget_are_what_this_process_serves_next(tmp_path: Path) -> None:
-    db = store_location(tmp_path)
+def test_another_process_s_commit_and_forget_are_what_this_process_serves_next(tmp_path: Path, shared_db: str) -> None:
+    db = shared_db
     prompts: list[str] = []  # each reply's system prompt: the memory the live session holds
     model = ScriptedChatModel(responder=lambda m: prompts.append(str(m[0]["content"])) or "응")
     bot = Chatbot(Settings(db=db), chat_model=model, embedder=NgramEmbedder())
@@ -61,3 +61,30 @@ def test_another_process_s_commit_and_forget_are_what_this_process_serves_next(t
     with pytest.raises(UserForgottenError):
         list(session.send("나 이사했어"))  # the page turns this into the notice a forgotten user's tab gets
     assert open_store(db).rows("select id from turns") == []
+
+
+def test_on_postgres_a_forget_in_another_process_leaves_this_one_s_memory_at_once(tmp_path: Path, pg_url: str) -> None:
+    """Without any read here, and with a tick far away, the forget's NOTIFY wakes this process's worker, which
+    drops the user's cached index and live session: the forgotten text leaves every process within moments."""
+    import time
+
+    from chatbot.worker import Worker
+
+    bot = Chatbot(Settings(db=pg_url), chat_model=ScriptedChatModel(responder=lambda m: "응"), embedder=NgramEmbedder())
+    user_id = bot.store.users.get_or_create("minsu")
+    bot.engine.commit(user_id, [Sentence("서울에 산다.")], base=None, strategy="import", status="ok", author="import")
+    bot.engine.search(user_id, "서울", k=5)
+    session = bot.open_session(user_id, "minsu", "keem")
+    worker = Worker(bot, poll_s=60.0, run_jobs=False).start()  # its next tick is a minute away
+    try:
+        worker.track(session)
+        time.sleep(1.5)  # the first tick is done and the listener is listening
+        assert user_id in bot.engine.index.cached_users()
+        keem(pg_url, "memory", "forget", "--user", "minsu", "--yes")
+        deadline = time.monotonic() + 5.0
+        while user_id in bot.engine.index.cached_users() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert user_id not in bot.engine.index.cached_users()
+        assert session.session_id not in worker.watching()
+    finally:
+        worker.stop(end_open=False)

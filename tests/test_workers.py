@@ -11,7 +11,7 @@ import pytest
 
 from memory.backup import open_store
 from tests.fake_openai import FakeOpenAIServer
-from tests.procs import ended_session, model_reply, start_worker, stop, store_location, wait_for
+from tests.procs import ended_session, model_reply, start_worker, stop, wait_for
 
 pytestmark = pytest.mark.slow  # real processes (a few seconds each to start)
 
@@ -28,8 +28,8 @@ def versions(store, name: str) -> list[int]:  # type: ignore[no-untyped-def]
     return [r["id"] for r in store.rows("select id from memory_versions where user_id = ?", [user_id])]
 
 
-def test_a_worker_killed_mid_update_is_taken_over_and_one_version_is_committed(tmp_path: Path) -> None:
-    db = store_location(tmp_path)
+def test_a_worker_killed_mid_update_is_taken_over_and_one_version_is_committed(tmp_path: Path, shared_db: str) -> None:
+    db = shared_db
     store = open_store(db)
     job_id = ended_session(store, "minsu", SAID)
     with FakeOpenAIServer(reply=model_reply, latency_s=0.8) as server:
@@ -55,8 +55,9 @@ def test_a_worker_killed_mid_update_is_taken_over_and_one_version_is_committed(t
 
 def test_a_hung_worker_keeps_its_job_until_the_lease_runs_out_and_its_late_commit_adds_no_version(
     tmp_path: Path,
+    shared_db: str,
 ) -> None:
-    db = store_location(tmp_path)
+    db = shared_db
     store = open_store(db)
     job_id = ended_session(store, "jiwoo", SAID)
     lease = {"KEEM_JOB_LEASE_S": "6"}

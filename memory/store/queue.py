@@ -21,7 +21,7 @@ def process_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _owner_is_dead(owner: str | None) -> bool:
+def owner_is_dead(owner: str | None) -> bool:
     host, _, pid = (owner or "").rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False  # another machine's process: only its lease tells
@@ -170,7 +170,7 @@ class Queue:
             stale = [
                 r["id"]
                 for r in self.conn.rows("select id, owner, lease_until from update_jobs where status = 'running'")
-                if _owner_is_dead(r["owner"]) or (r["lease_until"] or 0) < now
+                if owner_is_dead(r["owner"]) or (r["lease_until"] or 0) < now
             ]
             if stale:
                 self.conn.execute(

@@ -25,6 +25,11 @@ def check_session(conn: Connection, session_id: int, user_id: int) -> None:
         )
 
 
+# The channel a forget is announced on (Postgres NOTIFY at commit; chatbot/worker.py listens): each process then
+# drops the user's cached index and live sessions at once, instead of at its next read of that user.
+FORGET_CHANNEL = "keem_forget"
+
+
 class Users:
     """The people the store remembers, by name."""
 
@@ -88,6 +93,7 @@ class Users:
                 self.conn.execute(f"delete from {table} where user_id = ?", [user_id])
             self.conn.execute("delete from users where id = ?", [user_id])
             self.conn.execute("update data_generation set forgets = forgets + 1")
+            self.conn.notify(FORGET_CHANNEL, str(user_id))  # other processes evict at once (Postgres; a hint only)
         self.forgotten += 1
 
     def generation(self) -> int:

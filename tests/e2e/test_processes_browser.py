@@ -15,7 +15,7 @@ from tests.e2e.conftest import needs_chromium
 from tests.e2e.pages import enter, last_bot_says, open_tab, shown_memory
 from tests.e2e.test_identity_browser import NOTICE, forget_on_page, send
 from tests.fake_openai import FakeOpenAIServer
-from tests.procs import model_reply, needs_serve, serve, store_location, wait_for
+from tests.procs import model_reply, needs_serve, serve, wait_for
 
 pytestmark = [needs_chromium, needs_serve]
 SAID = "나 다음 달에 부산으로 이사해"
@@ -29,9 +29,9 @@ def on_process(new_page: Any, url: str, number: int, **options: Any) -> Any:
 
 
 def test_two_processes_one_memory_a_killed_worker_is_taken_over_and_a_forget_is_told(
-    new_page: Any, tmp_path: Path
+    new_page: Any, tmp_path: Path, shared_db: str
 ) -> None:
-    db = store_location(tmp_path)
+    db = shared_db
     with FakeOpenAIServer(reply=model_reply, latency_s=0.5) as model:
         with serve(tmp_path, db, model.url, 2, 1, KEEM_JOB_LEASE_S="20", KEEM_IDENTITY="browser") as (url, _, _):
             store = open_store(db)
