@@ -4,7 +4,9 @@ being made, and all of them on any forget ("나를 잊기", "완전히 지우기
 The folder is `keem-exports` inside Gradio's file cache (GRADIO_TEMP_DIR, else the system temp folder's `gradio`).
 Gradio serves a file already inside its cache without copying it, so the zip in this folder is the only copy on
 the server; removing it removes the download. A copy Gradio may still have made elsewhere in its cache (the zips'
-names start with PREFIX) goes on a forget too. The CLI, in another process, finds the same folder the same way.
+names start with PREFIX) goes on a forget too. A forget in another process (`keem memory forget` from a shell whose
+GRADIO_TEMP_DIR differs, another app process) cannot see this process's folder: each app process's worker removes
+its own zips as soon as it learns of any forget (chatbot/worker.py evict_forgotten).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from chatbot.bot import Chatbot
 from chatbot.deploy import zerogpu
+from chatbot.exports import Exports
 from chatbot.session import ChatSession
 from memory.backup import Backups
 from memory.store.queue import owner_is_dead
@@ -66,6 +67,7 @@ class Worker:
         self._lock = threading.Lock()
         self._live: dict[int, tuple[ChatSession, float]] = {}  # session_id -> (session, last activity)
         self._generation: int | None = None  # the store's forget count when _live was last checked
+        self._evicted: int | None = None  # the forget count when evict_forgotten last looked
         self._thread: threading.Thread | None = None
         self.pool = ThreadPoolExecutor(max_workers=pool_size(bot), thread_name_prefix="keem-update")
         self._running: dict[int, tuple[int, Future]] = {}  # job id -> (user id, its run)
@@ -320,10 +322,18 @@ class Worker:
                 self._stop.wait(5.0)
 
     def evict_forgotten(self) -> None:
-        """Drop what this process holds of users forgotten by any process: their live sessions and their cached
-        search indexes (one small query when nothing changed)."""
+        """Drop what this process holds of users forgotten by any process: their live sessions, their cached search
+        indexes, and this process's export zips, which may hold them (a forget run elsewhere, `keem memory forget`
+        from a shell with another GRADIO_TEMP_DIR, cannot see them: chatbot/exports.py). One small query when
+        nothing changed."""
+        generation = self.store.users.generation()
+        if generation == self._evicted:
+            return
         self.drop_forgotten()
         self.bot.engine.sweep()
+        if self._evicted is not None:
+            Exports().remove_all()
+        self._evicted = generation
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -22,12 +22,12 @@ from tests.procs import ROOT, env_for
 pytestmark = pytest.mark.slow  # two real `keem` processes
 
 
-def keem(db: str, *args: str) -> str:
-    """Run `keem ... --db DB` in its own process; its output, or AssertionError with it."""
+def keem(db: str, *args: str, **env: str) -> str:
+    """Run `keem ... --db DB` in its own process (with `env` besides); its output, or AssertionError with it."""
     done = subprocess.run(
         [sys.executable, "-m", "chatbot.cli.main", *args, "--db", db],
         cwd=ROOT,
-        env=env_for("http://127.0.0.1:9/v1"),
+        env=env_for("http://127.0.0.1:9/v1", **env),
         capture_output=True,
         text=True,
         timeout=120,
@@ -86,5 +86,35 @@ def test_on_postgres_a_forget_in_another_process_leaves_this_one_s_memory_at_onc
             time.sleep(0.05)
         assert user_id not in bot.engine.index.cached_users()
         assert session.session_id not in worker.watching()
+    finally:
+        worker.stop(end_open=False)
+
+
+def test_a_forget_from_a_shell_with_another_environment_removes_the_app_s_export_zips(
+    tmp_path: Path, shared_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The organiser's export zips live in the app's Gradio cache; `keem memory forget` run from a shell whose
+    GRADIO_TEMP_DIR differs cannot see them, so the app process removes its own as soon as it learns of the
+    forget (its worker's tick, or at once on Postgres): the erasure does not depend on an environment variable."""
+    import time
+
+    from chatbot.exports import Exports
+    from chatbot.worker import Worker
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "app-cache"))
+    bot = Chatbot(
+        Settings(db=shared_db), chat_model=ScriptedChatModel(responder=lambda m: "응"), embedder=NgramEmbedder()
+    )
+    bot.store.users.get_or_create("minsu")
+    archive, _ = Exports().make(lambda folder: (folder.mkdir(), (folder / "a.txt").write_text("minsu")), "study")
+    worker = Worker(bot, poll_s=0.2, run_jobs=False).start()
+    try:
+        time.sleep(0.5)
+        assert archive.exists()
+        keem(shared_db, "memory", "forget", "--user", "minsu", "--yes", GRADIO_TEMP_DIR=str(tmp_path / "shell-cache"))
+        deadline = time.monotonic() + 5.0
+        while archive.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not archive.exists()
     finally:
         worker.stop(end_open=False)
