@@ -144,7 +144,8 @@ def load_bot(settings: Settings, store: Store | None = None) -> Chatbot:
     update_spec = (
         chat_spec if settings.update_model_spec == settings.model else resolve(settings.update_model_spec, ports)
     )
-    for asked, got in ((settings.model, chat_spec), (settings.update_model_spec, update_spec)):
+    asked_for = {(settings.model, chat_spec), (settings.update_model_spec, update_spec)}  # once when they are one
+    for asked, got in sorted(asked_for, key=lambda pair: pair[1] != chat_spec):
         if asked == "auto":
             print(f"model auto -> {got.spec} ({got.reason})", file=sys.stderr)
     print(f"loading chat model {chat_spec.spec} ...", file=sys.stderr)
