@@ -37,7 +37,7 @@ system:
 		else echo "the tests need Debian's $(APT_NEEDS): sudo apt-get install $(APT_NEEDS)"; fi; \
 	fi
 browser serve-tools postgres: system
-WITH_PG = $$(command -v pg_virtualenv >/dev/null && echo "pg_virtualenv -o fsync=off")
+WITH_PG = $$(command -v pg_virtualenv >/dev/null && echo "pg_virtualenv -o fsync=off -o log_checkpoints=off")
 
 run: $(STAMP)
 	HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False $(PY) app.py
