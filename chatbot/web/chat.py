@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+import threading
+import time
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -30,6 +32,7 @@ from chatbot.worker import Worker
 from models.errors import InputError, KeemError, UserForgottenError
 
 log = logging.getLogger(__name__)
+CLOSE_WAIT_S = 60.0  # how long a closed tab's reply may stream on before its waiting messages are answered here
 BROWSER_KEY = re.compile(r"[0-9a-f]{32}")
 PLACEHOLDER = "메시지를 입력하고 Enter"  # the message box's hint while a conversation is open
 
@@ -55,11 +58,44 @@ class Entry:
         self.on_state_deleted(state)
 
     def on_state_deleted(self, state: UserState | None) -> None:
-        """The tab closed (Gradio dropped its state): end the session so its memory update runs."""
+        """The tab closed (Gradio dropped its state): the messages it left waiting are answered and the session
+        ends, so its memory update runs, in a thread of its own (the unload answers at once)."""
         worker = self.ctx.backend.worker
         if isinstance(state, UserState) and not state.session.ended and worker is not None:
             if self.ctx.gone(state) is None:  # a forgotten user's session has nothing to end
-                worker.end(state.session, "closed")
+                threading.Thread(target=self._close, args=(state, worker), name="keem-closed-tab", daemon=True).start()
+
+    def _close(self, state: UserState, worker: Worker) -> None:
+        """Answer what a closed tab left waiting (a message sent, or typed while a reply streamed), then end its
+        session: on return the user finds every message answered in 지난 대화. The tab's own reply loop, if it still
+        runs, is waited for (at most CLOSE_WAIT_S) and answers the queue itself; this one answers what is left by
+        the same protocol (`answering` taken under the tab's lock). A reply that fails leaves its message stored,
+        unanswered, as 대화 끝내기 would."""
+        session, deadline, took = state.session, time.monotonic() + CLOSE_WAIT_S, False
+        while not took and time.monotonic() < deadline:
+            with state.lock:
+                took = not state.answering
+                state.answering = True
+            if not took:
+                time.sleep(0.1)
+        try:
+            while took:
+                with state.lock:
+                    if state.awaiting:
+                        state.awaiting = False
+                    elif session.ended or session.take_queued() is None:
+                        break
+                worker.touch(session)
+                for _piece in session.reply():
+                    pass
+        except Exception:  # the model failed, or the user was forgotten meanwhile: what is stored stays
+            log.warning("answering a closed tab's waiting messages failed", exc_info=True)
+        finally:
+            if took:
+                with state.lock:
+                    state.answering = False
+            if not session.ended and self.ctx.gone(state) is None:
+                worker.end(session, "closed")
 
     def identify(
         self,

@@ -257,30 +257,49 @@ def test_after_a_restart_the_page_enables_start_only_when_chat_answers(new_page:
 
 
 def test_a_conversation_left_by_closing_the_tab_is_ended_and_listed_at_once(new_page: Any, tmp_path: Path) -> None:
-    """Issue 34 item 3: closing the tab ends its conversation now (Gradio keeps a closed tab's state for an hour,
-    the idle timeout is 30 minutes): on return, 지난 대화 lists it and its memory update has run."""
-    url, app, bot, worker = serve(tmp_path / "k.db", model=ScriptedChatModel(responder=korean_reply))
-    try:
-        page = new_page(viewport={"width": 390, "height": 844})
-        enter(page, url, "민수")
-        box = page.locator("#message-input textarea")
-        box.fill("나 지난주에 부산으로 이사했어")
-        box.press("Enter")
-        last_bot_says(page, "어때요?")
-        [open_session] = bot.store.sessions.all_open()
-        page.close()  # the tab is closed, nothing ended
-        for _ in range(100):
-            if not bot.store.sessions.all_open():
-                break
-            time.sleep(0.1)
-        assert bot.store.sessions.all_open() == []
-        back = new_page(viewport={"width": 390, "height": 844})
-        enter(back, url, "민수")
-        open_tab(back, "지난 대화")
-        back.locator("#past-pick input").click()
-        back.get_by_role("option").first.click()
-        back.locator("#past-transcript").get_by_text("부산으로 이사했어").wait_for(timeout=10_000)
-        assert bot.store.queue.jobs(open_session["user_id"])  # its memory update was queued when the tab closed
-    finally:
-        app.close()
-        worker.stop()
+    """Closing the tab ends its conversation now (Gradio keeps a closed tab's state for an hour, the idle timeout
+    is 30 minutes), and a message it left waiting for its reply is answered first: on return, 지난 대화 lists the
+    conversation with both messages answered, and its memory update has been queued."""
+    from models.openai_backend import OpenAIChatModel
+    from tests.fake_openai import FakeOpenAIServer
+
+    def reply(body: dict) -> str:
+        messages = body["messages"]
+        if "당신은 사용자와" in messages[0]["content"]:
+            return f"네, «{messages[-1]['content'][:6]}» 잘 들었어요. 어때요?"
+        return answer(messages)
+
+    with FakeOpenAIServer(reply, latency_s=1.5) as server:  # every answer starts 1.5 s after it was asked
+        model = OpenAIChatModel("fake-slow", base_url=server.url, api_key="test")
+        url, app, bot, worker = serve(tmp_path / "k.db", model=model)  # type: ignore[arg-type]
+        try:
+            page = new_page(viewport={"width": 390, "height": 844})
+            enter(page, url, "민수")
+            box = page.locator("#message-input textarea")
+            box.fill("나 지난주에 부산으로 이사했어")
+            box.press("Enter")
+            page.wait_for_timeout(300)
+            box.fill("바다가 보이는 집이야")  # sent while the first reply is still coming: it waits, stored
+            box.press("Enter")
+            page.locator("#pending-note").get_by_text("답변을 기다리는 메시지 1개").wait_for(timeout=5_000)
+            [open_session] = bot.store.sessions.all_open()
+            page.close()  # the tab is closed with a reply coming and a message waiting; nothing ended
+            for _ in range(200):
+                if not bot.store.sessions.all_open():
+                    break
+                time.sleep(0.1)
+            assert bot.store.sessions.all_open() == []
+            turns = bot.store.turns.of_session(open_session["id"])
+            said = {t["id"]: t["text"] for t in turns if t["role"] == "user"}
+            answered = {said[t["reply_to"]] for t in turns if t["role"] == "assistant" and t["reply_to"] in said}
+            assert "바다가 보이는 집이야" in answered, turns  # the waiting message got its reply before the end
+            back = new_page(viewport={"width": 390, "height": 844})
+            enter(back, url, "민수")
+            open_tab(back, "지난 대화")
+            back.locator("#past-pick input").click()
+            back.get_by_role("option").first.click()
+            back.locator("#past-transcript").get_by_text("«바다가 보이»").wait_for(timeout=10_000)
+            assert bot.store.queue.jobs(open_session["user_id"])  # its memory update was queued when it ended
+        finally:
+            app.close()
+            worker.stop()
