@@ -114,15 +114,34 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 30) -> int:
     return proc.returncode
 
 
+def free_block(n: int) -> int:
+    """The first of `n` consecutive free ports on 127.0.0.1 (HAProxy's, then one per app process), drawn below the
+    kernel's ephemeral range: a port inside it that is free now can be taken by any outgoing connection (the tests'
+    Postgres clients, HTTP clients) before the app binds it."""
+    import random
+    import socket
+
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low = int(ephemeral.read_text().split()[0]) if ephemeral.exists() else 32768
+    for _ in range(200):
+        base = random.randrange(20000, max(20001, low - n))
+        try:
+            for port in range(base, base + n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise AssertionError(f"no {n} consecutive free ports below {low}")
+
+
 @contextmanager
 def serve(
     tmp_path: Path, db: str, model_url: str, processes: int, workers: int, *args: str, **env: str
 ) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
     """`keem serve --processes N --workers M` (app processes, workers, HAProxy under supervisord) on a free port;
     yields HAProxy's URL once every app answers through it, the run folder and supervisord's process."""
-    from tests.test_ui import free_port
-
-    port = free_port()
+    port = free_block(processes + 1)
     run = tmp_path / "run"
     log = tmp_path / "serve.log"
     proc = subprocess.Popen(
