@@ -29,9 +29,8 @@ from chatbot.worker import Worker
 from memory.store import Store
 from models.errors import AccessError
 from models.fake import ScriptedChatModel
-from tests.test_erasure import leftovers
-from tests.test_study_ui import PLAN
-from tests.test_ui import launch, login, make_bot, say, wait_job
+from tests.erasure_world import leftovers
+from tests.helpers import PLAN, launch, login, make_bot, say, wait_job
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE = 40  # requests a minute per token on the test server

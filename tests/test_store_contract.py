@@ -260,7 +260,7 @@ def test_an_erased_sentence_and_its_turns_leave_no_copy_in_the_database(store_ur
     import shutil
     import subprocess
 
-    from tests.test_erasure import EARLIER, ECHO, KEPT, PHONE, SAID, SECRET, lived
+    from tests.erasure_world import EARLIER, ECHO, KEPT, PHONE, SAID, SECRET, lived
 
     store, engine, uid = lived(tmp_path, store_url)
     erased = engine.forget_sentence(uid, SECRET)

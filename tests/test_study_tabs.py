@@ -16,7 +16,7 @@ from chatbot.web.app import build_app
 from chatbot.web.chat import ChatUI
 from chatbot.web.state import UserState
 from chatbot.worker import Worker
-from tests.test_ui import drain, make_bot
+from tests.helpers import drain, make_bot
 
 PLAN = {
     "id": "tabs",

@@ -21,7 +21,7 @@ from models.openai_backend import OpenAIChatModel
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.pages import enter, open_tab
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_ui import answer, serve
+from tests.helpers import answer, serve
 
 pytestmark = needs_chromium
 PHONE = {"width": 390, "height": 844}
