@@ -20,7 +20,7 @@ import pytest
 from chatbot.api.auth import Auth, Limiter
 from chatbot.bot import Chatbot
 from chatbot.cli.main import main
-from chatbot.trials.study import give_consent, study_from_dict
+from chatbot.study import give_consent, study_from_dict
 from chatbot.web.app import build_app
 from chatbot.web.backend import AppContext, Backend
 from chatbot.web.memory_tab import panel

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from chatbot.exports import Exports
-from chatbot.trials.records import records
-from chatbot.trials.study import study_from_dict
+from chatbot.study import study_from_dict
+from chatbot.study_records import records
 from memory.store import MARKER, Sentence
 from tests.erasure_world import leftovers
 from tests.helpers import PLAN, call, chat_state, dep_index, enter, say, serve, wait_job

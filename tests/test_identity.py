@@ -16,8 +16,8 @@ import gradio as gr
 import pytest
 from sqlite_utils import Database
 
-from chatbot.trials.records import records
-from chatbot.trials.records import schema as trial_schema
+from chatbot.study_records import records
+from chatbot.study_records import schema as trial_schema
 from chatbot.web.app import build_app
 from chatbot.web.chat import ChatUI
 from chatbot.web.opening import Opening

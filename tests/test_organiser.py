@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from chatbot.trials.study import study_from_dict
+from chatbot.study import study_from_dict
 from chatbot.trials.web import ORGANISER_GUESSES, Limiter, Unlocked
 from chatbot.web.guard import PRIVATE
 from tests.helpers import call, dep_index, serve

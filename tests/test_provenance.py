@@ -327,7 +327,7 @@ def test_the_memory_tab_undoes_for_its_own_user_only(tmp_path, monkeypatch):
     from chatbot.bot import Chatbot
     from chatbot.settings import Settings
     from chatbot.web.app import build_app
-    from chatbot.web.why import WhyTab
+    from chatbot.web.undo_buttons import WhyTab
 
     model = ScriptedChatModel(responder=world)
     bot = Chatbot(Settings(db=str(tmp_path / "k.db")), chat_model=model, embedder=NgramEmbedder())
@@ -398,7 +398,7 @@ def test_a_sentence_an_earlier_update_dropped_can_still_be_brought_back(tmp_path
     from chatbot.bot import Chatbot
     from chatbot.settings import Settings
     from chatbot.web.app import build_app
-    from chatbot.web.why import WhyTab
+    from chatbot.web.undo_buttons import WhyTab
 
     bot = Chatbot(
         Settings(db=str(tmp_path / "k.db")), chat_model=ScriptedChatModel(responder=world), embedder=NgramEmbedder()

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chatbot.trials.records import records
-from chatbot.trials.records import schema as trial_schema
+from chatbot.study_records import records
+from chatbot.study_records import schema as trial_schema
 from memory.store import Sentence, Store
 from memory.store.connection import Connection, describe
 from memory.store.migrations import schema

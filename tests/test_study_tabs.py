@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from chatbot.trials.study import Study, study_from_dict, trial_sessions
+from chatbot.study import Study, study_from_dict, trial_sessions
 from chatbot.trials.web import StudyUI, trial_page
 from chatbot.web.app import build_app
 from chatbot.web.chat import ChatUI

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from chatbot.trials.records import records
-from chatbot.trials.study import load_study, study_from_dict
+from chatbot.study import load_study, study_from_dict
+from chatbot.study_records import records
 from chatbot.trials.web import Limiter, Participant, StudyUI, Unlocked, admin_password, trial_page
 from chatbot.web.app import build_app
 from chatbot.web.chat import ChatUI

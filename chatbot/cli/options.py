@@ -69,7 +69,7 @@ STUDY, _g = _group("user trial")
 _g.add_argument(
     "--study",
     help="a user trial's study plan, a TOML file (KEEM_STUDY): strategies, sessions per participant, the gap "
-    "between sessions, consent text and questionnaire (chatbot/trials/study.py)",
+    "between sessions, consent text and questionnaire (chatbot/study.py)",
 )
 
 UPDATES, _g = _group("memory updates")

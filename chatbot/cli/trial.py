@@ -20,7 +20,7 @@ def add_trial_commands(subs: Any) -> None:
         "export and analyse what a user trial collected (participants, sessions, memories, questionnaires)",
         "Tools for multi-session user trials. Run the app with KEEM_STRATEGY=balanced to give each "
         "participant one strategy, balanced and kept across sessions (KEEM_STUDY: a study plan with "
-        "consent and questionnaire, chatbot/trials/study.py).",
+        "consent and questionnaire, chatbot/study.py).",
         "keem trial export --out trial-data --pseudonymize",
     )
     p = add_command(
@@ -84,8 +84,8 @@ def cmd_trial_export(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_trial_report(settings: Settings, args: argparse.Namespace) -> int:
+    from chatbot.study import load_study
     from chatbot.trials.report import run_report
-    from chatbot.trials.study import load_study
 
     study = load_study(settings.study) if settings.study else None
     result = run_report(args.export, args.out, study)

@@ -12,7 +12,7 @@ Writes into a new folder:
                          (memory/changelog.py); `emotions`: the version's emotion-and-cause records (memory/emotions.py:
                          emotion, cause, status, since, due, the user's words and how it ended), from the same
                          extraction for every strategy, so a trial can compare them
-  questionnaire.csv      one row per session and questionnaire item (chatbot/trials/study.py), with the session's
+  questionnaire.csv      one row per session and questionnaire item (chatbot/study.py), with the session's
                          strategy
   manifest.json          when, what, the counts, the time zone, and how many pieces of personal data were replaced,
                          per kind
@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from chatbot.localtime import LocalTime, local_time
+from chatbot.study_records import records
 from chatbot.trials.pii import TAGS, Scrubber
-from chatbot.trials.records import records
 from memory.changelog import changed_parts, changelog
 from memory.diff import version_diff
 from memory.provenance import explain_all

@@ -13,7 +13,7 @@ import gradio as gr
 from chatbot.bot import Chatbot
 from chatbot.deploy import zerogpu
 from chatbot.session import BALANCED, ChatSession
-from chatbot.trials.study import Study, next_allowed, refusal
+from chatbot.study import Study, next_allowed, refusal
 from chatbot.web.frames import Frames
 from chatbot.web.messages import LOADING
 from chatbot.web.render import md, model_banner, without_addresses
@@ -177,10 +177,10 @@ class AppContext:
 
     def track(self, session: ChatSession) -> ChatSession:
         """A session this page opened: the worker ends it when idle; in a study its first message must pass the
-        study's rules in the transaction that stores it (chatbot/trials/study.py Study.admit)."""
+        study's rules in the transaction that stores it (chatbot/study.py Study.admit)."""
         study = self.study
         if study is not None:
-            session.gate = lambda s: study.admit(s.bot.store, s.user_id, s.session_id)
+            session.gate = lambda s: study.admit(s.store, s.user_id, s.session_id)
             session.opening = study.opening  # the study's own opening rule, if it sets one
         self.worker.track(session)
         return session

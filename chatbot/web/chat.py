@@ -13,7 +13,7 @@ import gradio as gr
 
 from chatbot.bot import Chatbot
 from chatbot.session import ChatSession, check_user_name, clean_message
-from chatbot.trials.study import Study
+from chatbot.study import Study
 from chatbot.web import identity as hf_login
 from chatbot.web import toasts
 from chatbot.web.actions import actions, hidden

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from chatbot.localtime import local_time
-from chatbot.trials.study import study_from_dict
+from chatbot.study import study_from_dict
 from chatbot.web.messages import LABELS
 from models.demo import RUNS_TO_BUDGET
 from models.fake import ScriptedChatModel

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from chatbot.cli.main import main as keem
-from chatbot.trials.records import records
-from chatbot.trials.study import study_from_dict
+from chatbot.study import study_from_dict
+from chatbot.study_records import records
 from models.openai_backend import OpenAIChatModel
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.helpers import reply
