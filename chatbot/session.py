@@ -51,6 +51,23 @@ def clean_message(text: str, max_chars: int) -> str:
     return text
 
 
+def check_message(text: str, max_chars: int, model: ChatModel) -> str:
+    """The one check of a user's message, wherever it comes from (the page, the API, the terminal): cleaned
+    (`clean_message`), and within half the model's context window; refused with a code (chatbot/web/messages.py
+    says each in Korean)."""
+    text = clean_message(text, max_chars)
+    need, window = model.count_tokens(text), model.context_window
+    if need > window // 2:
+        raise InputError(
+            f"message is {need:,} tokens, more than this model's context allows ({window:,} in all); "
+            "shorten it or use a model with a longer context",
+            code="message_too_many_tokens",
+            tokens=need,
+            limit=window // 2,
+        )
+    return text
+
+
 @dataclass
 class ChatSession:
     """One conversation of one user; every turn is written to SQLite as it happens. It is handed what it uses (the
@@ -95,14 +112,7 @@ class ChatSession:
         a reply streams; stored now, it joins the conversation (`take_queued`) when that reply is done."""
         if self.ended:
             raise InputError("this session has ended; start a new one")
-        settings, model = self.settings, self.chat_model
-        text = clean_message(text, settings.max_message_chars)
-        need, window = model.count_tokens(text), model.context_window
-        if need > window // 2:
-            raise InputError(
-                f"message is {need:,} tokens, more than this model's context allows ({window:,} in all); "
-                "shorten it or use a model with a longer context"
-            )
+        text = check_message(text, self.settings.max_message_chars, self.chat_model)
         store = self.store
         with store.write():
             if self.gate is not None and not store.turns.said_anything(self.session_id):

@@ -6,6 +6,7 @@ This module sits at the bottom of the import graph (chatbot -> memory -> models)
 CODES = (  # the specific codes an error may carry, with the params its Korean message uses
     "empty_message",  # chatbot/session.py: a message with no visible text
     "message_too_long",  # length, limit
+    "message_too_many_tokens",  # tokens, limit: more than half the chat model's context window
     "bad_user_name",
     "models_loading",  # chatbot/web/backend.py: the models are still loading
     "storage_full",  # memory/store/connection.py: why the database cannot be written

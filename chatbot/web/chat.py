@@ -12,7 +12,7 @@ from typing import Any
 import gradio as gr
 
 from chatbot.bot import Chatbot
-from chatbot.session import ChatSession, check_user_name, clean_message
+from chatbot.session import ChatSession, check_message, check_user_name
 from chatbot.study import Study
 from chatbot.web import identity as hf_login
 from chatbot.web import toasts
@@ -23,7 +23,7 @@ from chatbot.web.memory_tab import MemoryTab, panel
 from chatbot.web.messages import korean_error
 from chatbot.web.notices import STOPPED, failure, notices
 from chatbot.web.render import md, render_hits, shown
-from chatbot.web.state import Answering, Failure, Identity, UserState
+from chatbot.web.state import Failure, Identity, UserState
 from chatbot.web.used import render_used
 from chatbot.web.view import PageView, signed_out
 from chatbot.worker import Worker
@@ -140,16 +140,10 @@ class Conversation:
         if (gone := self.ctx.gone(state)) is not None:  # the message is not stored: its user is no more
             return gone
         bot = self.ctx.bot
-        try:
-            clean = clean_message(text, bot.settings.max_message_chars)
-            model = bot.chat_model
-            need, window = model.count_tokens(clean), model.context_window
-            if need > window // 2:  # the session would refuse it after the box was cleared: refuse it here
-                raise InputError(
-                    f"메시지가 이 모델에 너무 깁니다 ({need:,}토큰, 최대 {window // 2:,}토큰). 나누어 보내 주세요."
-                )
+        try:  # the session's own check, here before the lock: a refused message stays in the box
+            clean = check_message(text, bot.settings.max_message_chars, bot.chat_model)
         except InputError as exc:
-            toasts.warning(korean_error(exc) if getattr(exc, "code", None) else str(exc))
+            toasts.warning(korean_error(exc))
             return PageView()
         with state.lock:
             try:
@@ -181,11 +175,9 @@ class Conversation:
         if self.ctx.lost(state) is not None:  # the check chained after this stream tells the tab
             yield PageView()
             return
-        with state.lock:
-            if state.answering:
-                yield PageView()
-                return
-            state.answering = True
+        if not state.claim():
+            yield PageView()
+            return
         answered, last = False, None
         try:
             while True:
@@ -205,8 +197,7 @@ class Conversation:
                 last = yield from self._answer(state, session, retry)
                 answered = True
         finally:
-            with state.lock:
-                state.answering, state.current, state.stopping = False, None, False
+            state.finish()
         if not answered:  # e.g. the message was refused: nothing to show
             yield PageView()
 
@@ -222,14 +213,14 @@ class Conversation:
             return PageView(chat=rows(state))
         nth = sum(m["role"] == "user" for m in session.history[:at])
         turn = session.replying_to if retry is None else retry.turn
-        state.current = Answering(session, at, str(session.history[at]["content"]))  # "…" until the first piece
+        current = state.begin_reply(session, at, str(session.history[at]["content"]))  # "…" until the first piece
         stopped = failed = False
         replying = session.reply(at=at, to=turn)
         try:
             first = True
             with self.ctx.frames.stream() as due:  # frames paced (chatbot/web/frames.py)
                 for piece in replying:
-                    state.current.reply += piece
+                    current.reply += piece
                     if state.stopping:  # 멈추기: what was shown (and this piece) is kept, stored as a stopped reply
                         stopped = True
                         break
@@ -247,7 +238,7 @@ class Conversation:
         finally:
             replying.close()
             worker.touch(session)
-            state.current, state.stopping = None, False
+            state.end_reply()
         if not failed:  # answered: the notices of messages before it offer no retry any more
             for earlier in state.failures:
                 if earlier.session is session and earlier.nth < nth:

@@ -12,7 +12,7 @@ from chatbot.opening import due_opening, open_session
 from chatbot.web.actions import REPLY_ACTIONS, actions
 from chatbot.web.backend import AppContext
 from chatbot.web.chat import Conversation, rows, waiting_note
-from chatbot.web.state import Answering, UserState
+from chatbot.web.state import UserState
 from chatbot.web.view import Page, PageView
 from models.errors import UserForgottenError
 
@@ -40,11 +40,11 @@ class Opening:
             state.answering = True  # a message sent meanwhile is stored and waits for `respond` below
         opening = open_session(session, record)
         try:
-            state.current = Answering(session, len(session.history) - 1, "")
+            current = state.begin_reply(session, len(session.history) - 1, "")
             yield actions(state)  # 멈추기 while it streams
             with self.ctx.frames.stream() as due:  # frames paced with the replies' (chatbot/web/frames.py)
                 for piece in opening:
-                    state.current.reply += piece
+                    current.reply += piece
                     if state.stopping:  # 멈추기: what was shown (and this piece) is kept as the opening
                         break
                     if due():
@@ -55,8 +55,7 @@ class Opening:
             log.exception("opening failed")
         finally:
             opening.close()  # stored as far as it streamed (chatbot/opening.py)
-            with state.lock:
-                state.answering, state.current, state.stopping = False, None, False
+            state.finish()
         yield PageView(chat=rows(state), note=waiting_note(state)) | actions(state)
         yield from self.chat.respond(state)
 

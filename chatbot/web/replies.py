@@ -62,10 +62,8 @@ class Replies:
             return PageView()
         if (gone := self.ctx.gone(state)) is not None:
             return gone
-        with state.lock:
-            if not state.busy:
-                raise InputError("멈출 답변이 없습니다.")
-            state.stopping = True
+        if not state.stop():
+            raise InputError("멈출 답변이 없습니다.")
         return PageView(note=STOPPED, stop=gr.update(visible=False))
 
     def redraw(self, state: UserState | None) -> PageView:
