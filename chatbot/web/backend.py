@@ -3,6 +3,7 @@ already serves (the banner and the start button say so); and what every handler 
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from chatbot.web.render import md, model_banner, without_addresses
 from chatbot.web.state import UserState
 from chatbot.web.view import PageView, forgotten
 from chatbot.worker import Worker
-from models.errors import KeemError, ModelUnavailableError, UserForgottenError
+from models.errors import InputError, KeemError, ModelUnavailableError, UserForgottenError
 
 log = logging.getLogger(__name__)
 
@@ -184,3 +185,20 @@ class AppContext:
             session.opening = study.opening  # the study's own opening rule, if it sets one
         self.worker.track(session)
         return session
+
+
+def signed_in(handler: Callable[..., PageView]) -> Callable[..., PageView]:
+    """The one guard of an event that acts for the tab's user (its UserState, the handler's last argument): refused
+    without a login ("먼저 대화를 시작하세요."), the start screen with its notice when the user was forgotten meanwhile
+    (AppContext.gone); else the handler runs, given a state that is there. The handler's owner has the `ctx`."""
+
+    @functools.wraps(handler)
+    def guarded(owner: Any, *args: Any) -> PageView:
+        state = args[-1]
+        if state is None:
+            raise InputError("먼저 대화를 시작하세요.")
+        if (gone := owner.ctx.gone(state)) is not None:
+            return gone
+        return handler(owner, *args)
+
+    return guarded

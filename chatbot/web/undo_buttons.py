@@ -11,7 +11,7 @@ or the revert is refused and the tab reloads).
 from __future__ import annotations
 
 from chatbot.web import toasts
-from chatbot.web.backend import AppContext
+from chatbot.web.backend import AppContext, signed_in
 from chatbot.web.memory_tab import panel
 from chatbot.web.messages import korean_error
 from chatbot.web.state import UserState
@@ -30,12 +30,9 @@ class WhyTab:
     def _panel(self, state: UserState) -> PageView:
         return panel(self.ctx, state)
 
-    def restore(self, slot: int, state: UserState | None) -> PageView:
+    @signed_in
+    def restore(self, slot: int, state: UserState) -> PageView:
         """Bring back the dropped sentence the slot showed: a new version by the user on the latest memory."""
-        if state is None:
-            raise InputError("먼저 대화를 시작하세요.")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
         drops = state.shown_changes.get("drops") or []
         if not 0 <= slot < len(drops):
             raise InputError("no such dropped sentence on the page", code="restore_unknown_sentence")
@@ -49,12 +46,9 @@ class WhyTab:
         toasts.info(f"문장을 되살려 새 기억 버전 {particle(f'v{version.number}', '을')} 저장했습니다.")
         return self._panel(state)
 
-    def revert(self, state: UserState | None) -> PageView:
+    @signed_in
+    def revert(self, state: UserState) -> PageView:
         """ "이번 갱신 되돌리기": a new version equal to the one before the update the tab showed."""
-        if state is None:
-            raise InputError("먼저 대화를 시작하세요.")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
         shown = state.shown_changes.get("version")
         if not isinstance(shown, int):
             raise InputError("nothing to revert", code="revert_nothing", latest=0)
