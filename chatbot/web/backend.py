@@ -187,18 +187,26 @@ class AppContext:
         return session
 
 
-def signed_in(handler: Callable[..., PageView]) -> Callable[..., PageView]:
-    """The one guard of an event that acts for the tab's user (its UserState, the handler's last argument): refused
-    without a login ("먼저 대화를 시작하세요."), the start screen with its notice when the user was forgotten meanwhile
-    (AppContext.gone); else the handler runs, given a state that is there. The handler's owner has the `ctx`."""
+def for_user(
+    absent: Callable[[], PageView] | None = None,
+) -> Callable[[Callable[..., PageView]], Callable[..., PageView]]:
+    """The one guard of an event that acts for the tab's user (its UserState, the handler's last argument): without a
+    login, the `absent` view (none given: refused, "먼저 대화를 시작하세요."); the start screen with its notice when
+    the user was forgotten meanwhile (AppContext.gone); else the handler runs, given a state that is there. The
+    handler's owner has the `ctx`."""
 
-    @functools.wraps(handler)
-    def guarded(owner: Any, *args: Any) -> PageView:
-        state = args[-1]
-        if state is None:
-            raise InputError("먼저 대화를 시작하세요.")
-        if (gone := owner.ctx.gone(state)) is not None:
-            return gone
-        return handler(owner, *args)
+    def guard(handler: Callable[..., PageView]) -> Callable[..., PageView]:
+        @functools.wraps(handler)
+        def guarded(owner: Any, *args: Any) -> PageView:
+            state = args[-1]
+            if state is None:
+                if absent is None:
+                    raise InputError("먼저 대화를 시작하세요.")
+                return absent()
+            if (gone := owner.ctx.gone(state)) is not None:
+                return gone
+            return handler(owner, *args)
 
-    return guarded
+        return guarded
+
+    return guard

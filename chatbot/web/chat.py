@@ -17,7 +17,7 @@ from chatbot.study import Study
 from chatbot.web import identity as hf_login
 from chatbot.web import toasts
 from chatbot.web.actions import actions, hidden
-from chatbot.web.backend import AppContext, Backend
+from chatbot.web.backend import AppContext, Backend, for_user
 from chatbot.web.calm import calm_notice
 from chatbot.web.memory_tab import MemoryTab, panel
 from chatbot.web.messages import korean_error
@@ -278,11 +278,8 @@ class Conversation:
             again=gr.update(visible=True),
         ) | actions(state)  # nothing to ask again; 멈추기 stays while a reply still streams
 
-    def new_session(self, state: UserState | None) -> PageView:
-        if state is None:
-            return PageView(state=state, chat=[], hits="")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
+    @for_user(lambda: PageView(state=None, chat=[], hits=""))
+    def new_session(self, state: UserState) -> PageView:
         if not state.session.ended:
             self.ctx.worker.end(state.session, "user")
         try:

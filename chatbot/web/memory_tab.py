@@ -11,7 +11,7 @@ import gradio as gr
 
 from chatbot import edits
 from chatbot.web import toasts
-from chatbot.web.backend import AppContext, signed_in
+from chatbot.web.backend import AppContext, for_user
 from chatbot.web.emotions import render_timeline
 from chatbot.web.memory_list import memory_list
 from chatbot.web.messages import korean_error
@@ -71,7 +71,7 @@ class MemoryTab:
         state.job_id = None
         return PageView(progress=text + changes_hint(job), timer=gr.Timer(active=False)) | self.panel(state)
 
-    @signed_in
+    @for_user()
     def retry_failed(self, state: UserState) -> PageView:
         """Run this user's failed updates now (failed for good or waiting in a backoff); the progress line then follows
         the newest one."""
@@ -149,14 +149,14 @@ class MemoryTab:
         )
         return self.panel(state)
 
-    @signed_in
+    @for_user()
     def add_sentence(self, new_text: str, state: UserState) -> PageView:
         """An addition applies to whatever memory is latest when it commits, so its base is the latest now."""
         edits.clean_sentence(new_text)  # refused before anything is read: the typed text stays in the box
         engine, user_id = self.ctx.bot.engine, state.user_id
         return self._commit(state, lambda: edits.add(engine, user_id, new_text), PageView(add_text=""))
 
-    @signed_in
+    @for_user()
     def forget(self, confirm: str, state: UserState) -> PageView:
         """Delete everything about this user once they type their name; the tab returns to the start screen."""
         if (confirm or "").strip() != state.name:

@@ -11,7 +11,7 @@ or the revert is refused and the tab reloads).
 from __future__ import annotations
 
 from chatbot.web import toasts
-from chatbot.web.backend import AppContext, signed_in
+from chatbot.web.backend import AppContext, for_user
 from chatbot.web.memory_tab import panel
 from chatbot.web.messages import korean_error
 from chatbot.web.state import UserState
@@ -30,7 +30,7 @@ class WhyTab:
     def _panel(self, state: UserState) -> PageView:
         return panel(self.ctx, state)
 
-    @signed_in
+    @for_user()
     def restore(self, slot: int, state: UserState) -> PageView:
         """Bring back the dropped sentence the slot showed: a new version by the user on the latest memory."""
         drops = state.shown_changes.get("drops") or []
@@ -46,7 +46,7 @@ class WhyTab:
         toasts.info(f"문장을 되살려 새 기억 버전 {particle(f'v{version.number}', '을')} 저장했습니다.")
         return self._panel(state)
 
-    @signed_in
+    @for_user()
     def revert(self, state: UserState) -> PageView:
         """ "이번 갱신 되돌리기": a new version equal to the one before the update the tab showed."""
         shown = state.shown_changes.get("version")
