@@ -23,7 +23,7 @@ from chatbot.web.memory_tab import MemoryTab, panel
 from chatbot.web.messages import korean_error
 from chatbot.web.notices import STOPPED, failure, notices
 from chatbot.web.render import md, render_hits, shown
-from chatbot.web.state import Failure, Identity, UserState
+from chatbot.web.state import Answering, Failure, Identity, UserState
 from chatbot.web.used import render_used
 from chatbot.web.view import PageView, signed_out
 from chatbot.worker import Worker
@@ -217,17 +217,8 @@ class Conversation:
         stopped = failed = False
         replying = session.reply(at=at, to=turn)
         try:
-            first = True
-            with self.ctx.frames.stream() as due:  # frames paced (chatbot/web/frames.py)
-                for piece in replying:
-                    current.reply += piece
-                    if state.stopping:  # 멈추기: what was shown (and this piece) is kept, stored as a stopped reply
-                        stopped = True
-                        break
-                    if due():  # the rest of this frame's pieces come with the next
-                        frame = PageView(chat=rows(state), note=waiting_note(state))
-                        yield frame | actions(state) if first else frame
-                        first = False
+            # 멈추기: what was shown (and the last piece) is kept, stored as a stopped reply
+            stopped = yield from stream_frames(self.ctx, state, current, replying, with_actions=True)
             replying.close()
         except UserForgottenError:  # forgotten while it streamed: nothing of it is stored; the check after it tells
             raise
@@ -304,6 +295,26 @@ def refused(exc: KeemError) -> str:
     if isinstance(exc, InputError):
         return korean_error(exc) if exc.code else str(exc)
     return f"메시지를 저장하지 못했습니다. 입력한 내용은 그대로 있습니다. {korean_error(exc)}"
+
+
+def stream_frames(
+    ctx: AppContext, state: UserState, current: Answering, pieces: Iterator[str], with_actions: bool = False
+) -> Generator[PageView, None, bool]:
+    """The one streaming loop of the chat (a reply, the opening question): each piece joins `current`, the chat is
+    redrawn in frames paced by the app (chatbot/web/frames.py; the rest of a frame's pieces come with the next),
+    the first frame with the reply actions when `with_actions`. Returns whether 멈추기 ended it (after the piece
+    that came with it)."""
+    first = with_actions
+    with ctx.frames.stream() as due:
+        for piece in pieces:
+            current.reply += piece
+            if state.stopping:
+                return True
+            if due():
+                frame = PageView(chat=rows(state), note=waiting_note(state))
+                yield frame | actions(state) if first else frame
+                first = False
+    return False
 
 
 def rows(state: UserState) -> list[dict[str, Any]]:

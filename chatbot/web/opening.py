@@ -11,7 +11,7 @@ from typing import Any
 from chatbot.opening import due_opening, open_session
 from chatbot.web.actions import REPLY_ACTIONS, actions
 from chatbot.web.backend import AppContext
-from chatbot.web.chat import Conversation, rows, waiting_note
+from chatbot.web.chat import Conversation, rows, stream_frames, waiting_note
 from chatbot.web.state import UserState
 from chatbot.web.view import Page, PageView
 from models.errors import UserForgottenError
@@ -42,13 +42,8 @@ class Opening:
         try:
             current = state.begin_reply(session, len(session.history) - 1, "")
             yield actions(state)  # 멈추기 while it streams
-            with self.ctx.frames.stream() as due:  # frames paced with the replies' (chatbot/web/frames.py)
-                for piece in opening:
-                    current.reply += piece
-                    if state.stopping:  # 멈추기: what was shown (and this piece) is kept as the opening
-                        break
-                    if due():
-                        yield PageView(chat=rows(state), note=waiting_note(state))
+            # paced with the replies; 멈추기: what was shown (and the last piece) is kept as the opening
+            yield from stream_frames(self.ctx, state, current, opening)
         except UserForgottenError:
             raise
         except Exception:  # the opening is a courtesy: the conversation goes on without it
