@@ -124,3 +124,15 @@ def test_every_module_imports_on_its_own():
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-2000:]
     assert importlib.import_module("app")
+
+
+def test_no_function_is_longer_than_100_lines():
+    """Outside tests/ and benchmarks/, a function that long does a library's (or a template's) work, or two jobs."""
+    long = []
+    for path in [*_all_modules(), ROOT / "app.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if (node.end_lineno or start) - start + 1 > 100:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not long, long
