@@ -125,7 +125,7 @@ def serve(
 ) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
     """`keem serve --processes N --workers M` (app processes, workers, HAProxy under supervisord) on a free port;
     yields HAProxy's URL once every app answers through it, the run folder and supervisord's process."""
-    from tests.helpers import free_port
+    from tests.test_ui import free_port
 
     port = free_port()
     run = tmp_path / "run"

@@ -38,7 +38,18 @@ from memory.store import Sentence
 from models.errors import GenerationError, InputError, KeemError
 from models.fake import ScriptedChatModel
 from tests.conftest import dead_owner
-from tests.helpers import answer, call, dep_index, drain, login, make_bot, say, serve, wait_job
+from tests.helpers import (
+    answer,
+    call,
+    dep_index,
+    drain,
+    free_port,  # noqa: F401  (tests/procs.py on this branch; main's no longer needs it)
+    login,
+    make_bot,
+    say,
+    serve,
+    wait_job,
+)
 
 SECRET = "사용자는 비밀번호를 고양이 이름 나비로 정했다"
 
