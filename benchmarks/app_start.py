@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.e2e.conftest import ARGS, CHROMIUM  # noqa: E402  (the browser tests' chromium and flags)
-from tests.test_ui import free_port  # noqa: E402
+from tests.helpers import free_port  # noqa: E402
 
 
 def start_app(db: Path, model: str, embedder: str, port: int) -> tuple[subprocess.Popen[bytes], float, float]:

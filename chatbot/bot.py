@@ -88,7 +88,17 @@ class Chatbot:
         previous_date = local.day(before["started_at"]) if before else None
         self.engine.warm(user_id)
         today = local.day(datetime.now(timezone.utc))  # the user's date, in the prompts and the opening
-        return ChatSession(self, user_id, user_name, session_id, strategy, previous_date, today=today)
+        return ChatSession(
+            self.settings,
+            self.chat_model,
+            self.engine,
+            user_id,
+            user_name,
+            session_id,
+            strategy,
+            previous_date,
+            today=today,
+        )
 
     def forget(self, user_id: int) -> Erased:
         """Delete everything about a user ("나를 잊기", `keem memory forget`): no copy stays in the database file

@@ -1,7 +1,7 @@
 """A friend who asks first: at a session's start the bot opens with one short follow-up question about what is due
 (memory/followup.py chooses it from the user's emotion records), streamed like any reply and stored as the
 session's first assistant turn. `KEEM_OPENING=off|follow-up` (default follow-up); a study plan may set its own
-(chatbot/trials/study.py `opening`). The browser app and `keem session` both call `open_session`.
+(chatbot/study.py `opening`). The browser app and `keem session` both call `open_session`.
 
 The opening prompt holds the record (emotion, cause, date, the user's words) and today's date, never the memory
 strategy, so in a blind trial openings read the same whichever strategy wrote the records. Whatever the model
@@ -14,23 +14,19 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING
 
+from chatbot.session import START, ChatSession
 from memory.followup import choose
 from memory.prompts import render
 from memory.store.emotions import EmotionRecord
 from models.base import GenerationOptions, Message
 from models.errors import KeemError
 
-if TYPE_CHECKING:
-    from chatbot.session import ChatSession
-
 log = logging.getLogger(__name__)
 OPENING_TOKENS = 96  # a greeting and one question
 # An opening answers no message: stored with reply_to 0 it reads first in its session (Turns.of_session orders by
 # the message a reply answers), even when the user typed something while it streamed and that was stored first
 OPENS = 0
-START = "(대화 시작)"  # the user turn an opening answers in prompts: chat templates that want a user turn first
 MAX_CHARS = 200
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _QUOTES = "\"'“”‘’「」"
@@ -38,7 +34,7 @@ _QUOTES = "\"'“”‘’「」"
 
 def mode(session: ChatSession) -> str:
     """The session's opening: its study's when the study sets one, else the settings'."""
-    return session.opening or session.bot.settings.opening
+    return session.opening or session.settings.opening
 
 
 def due_opening(session: ChatSession) -> EmotionRecord | None:
@@ -46,7 +42,7 @@ def due_opening(session: ChatSession) -> EmotionRecord | None:
     only what the last opening asked about (an opening the user never answered does not count)."""
     if mode(session) != "follow-up" or session.history:
         return None
-    store = session.bot.store
+    store = session.store
     records = store.versions.emotions.latest(session.user_id)
     last = store.versions.emotions.last_opening(session.user_id, session.session_id)
     return choose(records, session.today, last)
@@ -118,12 +114,11 @@ def open_session(session: ChatSession, record: EmotionRecord | None = None) -> G
     record = record or due_opening(session)  # `record`: the due one the caller has just chosen
     if record is None:
         return
-    bot = session.bot
     options = GenerationOptions(max_new_tokens=OPENING_TOKENS, temperature=0.7, top_p=0.9)
     shown: list[str] = []
     try:
         try:
-            for piece in one_question(bot.chat_model.stream(messages(session, record), options)):
+            for piece in one_question(session.chat_model.stream(messages(session, record), options)):
                 shown.append(piece)
                 yield piece
         except KeemError as exc:
@@ -134,7 +129,9 @@ def open_session(session: ChatSession, record: EmotionRecord | None = None) -> G
     finally:  # what streamed is stored, even when the tab went away half-way
         text = "".join(shown).replace("\ufffd", "").strip().strip(_QUOTES).strip()
         if text:
-            with bot.store.write():
-                turn_id = bot.store.turns.add(session.session_id, session.user_id, "assistant", text, reply_to=OPENS)
-                bot.store.versions.emotions.opened(session.user_id, session.session_id, record.key, turn_id)
+            with session.store.write():
+                turn_id = session.store.turns.add(
+                    session.session_id, session.user_id, "assistant", text, reply_to=OPENS
+                )
+                session.store.versions.emotions.opened(session.user_id, session.session_id, record.key, turn_id)
             session.history.append({"role": "assistant", "content": text})

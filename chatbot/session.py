@@ -7,17 +7,15 @@ import unicodedata
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING
 
-from chatbot.opening import START
-from memory.engine import Hit
+from chatbot.settings import Settings
+from memory.engine import Hit, MemoryEngine
 from memory.prompts import chat_note, chat_system_prompt
-from models.base import GenerationOptions, Message
+from memory.store import Store
+from models.base import ChatModel, GenerationOptions, Message
 from models.errors import InputError
 
-if TYPE_CHECKING:
-    from chatbot.bot import Chatbot
-
+START = "(대화 시작)"  # the user turn an opening answers in prompts: chat templates that want a user turn first
 BALANCED = "balanced"  # KEEM_STRATEGY for user trials: strategies assigned per user, balanced, kept across sessions
 
 USER_NAME = re.compile(r"^[\w][\w .@-]{0,63}$")
@@ -53,11 +51,31 @@ def clean_message(text: str, max_chars: int) -> str:
     return text
 
 
+def check_message(text: str, max_chars: int, model: ChatModel) -> str:
+    """The one check of a user's message, wherever it comes from (the page, the API, the terminal): cleaned
+    (`clean_message`), and within half the model's context window; refused with a code (chatbot/web/messages.py
+    says each in Korean)."""
+    text = clean_message(text, max_chars)
+    need, window = model.count_tokens(text), model.context_window
+    if need > window // 2:
+        raise InputError(
+            f"message is {need:,} tokens, more than this model's context allows ({window:,} in all); "
+            "shorten it or use a model with a longer context",
+            code="message_too_many_tokens",
+            tokens=need,
+            limit=window // 2,
+        )
+    return text
+
+
 @dataclass
 class ChatSession:
-    """One conversation of one user; every turn is written to SQLite as it happens."""
+    """One conversation of one user; every turn is written to SQLite as it happens. It is handed what it uses (the
+    settings, the chat model, the memory engine and its store), not the Chatbot that opened it."""
 
-    bot: Chatbot
+    settings: Settings
+    chat_model: ChatModel
+    engine: MemoryEngine
     user_id: int
     user_name: str
     session_id: int
@@ -68,7 +86,7 @@ class ChatSession:
     ended: bool = False
     # A user trial's rule for the message that makes this session count (its first user message): called inside
     # the write transaction that stores it, so every tab and process meets it there; it raises to refuse, and
-    # nothing is stored (chatbot/trials/study.py Study.admit, set by the page)
+    # nothing is stored (chatbot/study.py Study.admit, set by the page)
     gate: Callable[[ChatSession], None] | None = field(default=None, repr=False)
     # messages stored while a reply streams, waiting for theirs (turn id, text); `reply` answers `replying_to`
     queued: list[tuple[int, str]] = field(default_factory=list)
@@ -81,6 +99,10 @@ class ChatSession:
     today: date = field(default_factory=date.today)  # the session's date, fixed so its system prompt is too
     opening: str | None = None  # how the session opens (chatbot/opening.py); None: the settings' KEEM_OPENING
 
+    @property
+    def store(self) -> Store:
+        return self.engine.store
+
     def system_prompt(self, hits: list[Hit]) -> str:
         return chat_system_prompt([h.text for h in hits], self.today, self.previous_date)
 
@@ -90,15 +112,8 @@ class ChatSession:
         a reply streams; stored now, it joins the conversation (`take_queued`) when that reply is done."""
         if self.ended:
             raise InputError("this session has ended; start a new one")
-        settings, model = self.bot.settings, self.bot.chat_model
-        text = clean_message(text, settings.max_message_chars)
-        need, window = model.count_tokens(text), model.context_window
-        if need > window // 2:
-            raise InputError(
-                f"message is {need:,} tokens, more than this model's context allows ({window:,} in all); "
-                "shorten it or use a model with a longer context"
-            )
-        store = self.bot.store
+        text = check_message(text, self.settings.max_message_chars, self.chat_model)
+        store = self.store
         with store.write():
             if self.gate is not None and not store.turns.said_anything(self.session_id):
                 self.gate(self)
@@ -124,7 +139,7 @@ class ChatSession:
         for this message beyond it goes in a note before this message, kept there for later turns, so each
         turn's prompt extends the previous one's. `upto`: the conversation up to that many turns only (a message
         answered again after the conversation went on: chatbot/web/replies.py)."""
-        settings, model, engine = self.bot.settings, self.bot.chat_model, self.bot.engine
+        settings, model, engine = self.settings, self.chat_model, self.engine
         history = self.history if upto is None else self.history[:upto]
         text = history[-1]["content"]
         room = (
@@ -134,7 +149,7 @@ class ChatSession:
             - model.count_tokens(text)
             - 32
         )
-        version_id = self.bot.store.versions.latest_id(self.user_id)
+        version_id = self.store.versions.latest_id(self.user_id)
         if self.pinned is None or self.pinned[0] != version_id:  # once per session (again if the memory changed)
             self.pinned = engine.pinned(self.user_id, text, max(0, min(settings.token_budget, room // 2)))
         pinned = self.pinned[1]
@@ -187,9 +202,9 @@ class ChatSession:
         pieces: list[str] = []
         mark: str | None = None
         try:
-            for piece in self.bot.chat_model.stream(
+            for piece in self.chat_model.stream(
                 messages,
-                GenerationOptions(max_new_tokens=self.bot.settings.reply_max_tokens, temperature=0.7, top_p=0.9),
+                GenerationOptions(max_new_tokens=self.settings.reply_max_tokens, temperature=0.7, top_p=0.9),
             ):
                 pieces.append(piece)
                 yield piece
@@ -203,7 +218,7 @@ class ChatSession:
             reply = "".join(pieces).replace("\ufffd", "").strip()
             if reply:
                 answers = to if to is not None else self.replying_to
-                self.stored_reply = self.bot.store.turns.add(
+                self.stored_reply = self.store.turns.add(
                     self.session_id, self.user_id, "assistant", reply, reply_to=answers, mark=mark
                 )
                 if at is None:
@@ -219,7 +234,7 @@ class ChatSession:
             raise InputError("this session has ended; start a new one")
         if self.history and self.history[-1]["role"] == "assistant":
             if self.last_reply is not None:
-                self.bot.store.turns.replace(self.last_reply, self.session_id, self.user_id)
+                self.store.turns.replace(self.last_reply, self.session_id, self.user_id)
             self.history.pop()
             self.last_reply = None
         if not self.history or self.replying_to is None:
@@ -232,7 +247,7 @@ class ChatSession:
             raise InputError("this session has ended; start a new one")
         if not (0 <= at < len(self.history)) or self.history[at]["role"] != "assistant":
             raise InputError(f"turn {at} of this session is not a reply")
-        self.bot.store.turns.replace(turn_id, self.session_id, self.user_id)
+        self.store.turns.replace(turn_id, self.session_id, self.user_id)
         del self.history[at]
         self.notes = {i - 1 if i > at else i: lines for i, lines in self.notes.items()}
         if at == len(self.history):  # it was the last reply
@@ -252,11 +267,11 @@ class ChatSession:
         """End the session and enqueue its memory update; returns the job id (None when nothing was said)."""
         if self.ended:
             return None
-        with self.bot.store.write():  # both or neither: a disk that is full leaves the session open, as it is
-            self.bot.store.sessions.check(self.session_id, self.user_id)  # a forgotten user's: UserForgottenError
-            self.bot.store.sessions.end(self.session_id, reason)
+        with self.store.write():  # both or neither: a disk that is full leaves the session open, as it is
+            self.store.sessions.check(self.session_id, self.user_id)  # a forgotten user's: UserForgottenError
+            self.store.sessions.end(self.session_id, reason)
             job = (
-                self.bot.store.queue.enqueue(self.user_id, self.session_id, self.strategy)
+                self.store.queue.enqueue(self.user_id, self.session_id, self.strategy)
                 if any(m["role"] == "user" for m in self.history)
                 else None
             )

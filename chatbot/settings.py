@@ -43,7 +43,7 @@ class Settings:
     identity: str = "auto"  # KEEM_IDENTITY: auto, name or browser (chatbot/cli/chat.py: browser_identity)
     backup_dir: str = ""  # KEEM_BACKUP_DIR: snapshot the database into this folder (memory/backup.py)
     backup_every_min: float = 10.0  # KEEM_BACKUP_EVERY_MIN: how often, when something changed
-    study: str = ""  # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/trials/study.py)
+    study: str = ""  # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/study.py)
     opening: str = "follow-up"  # KEEM_OPENING: off, follow-up (the bot asks first about what is due)
     timezone: str = "Asia/Seoul"  # KEEM_TIMEZONE: the zone every shown or exported time is in (chatbot/localtime.py)
     worker: str = "on"  # KEEM_WORKER: on (this app process runs update jobs), off (`keem worker` processes do)

@@ -28,8 +28,8 @@ from tests.e2e.pages import (  # noqa: E402
     open_why,
 )
 from tests.fake_openai import FakeOpenAIServer  # noqa: E402
-from tests.test_provenance import SESSION1, SESSION2, SUMMARIES, world  # noqa: E402
-from tests.test_ui import answer  # noqa: E402
+from tests.helpers import answer  # noqa: E402
+from tests.provenance_world import SESSION1, SESSION2, SUMMARIES, world  # noqa: E402
 
 PHONE = {"width": 390, "height": 844}
 CHAT = "우와, 부산으로 이사했군요! 바다가 보이는 집이라니 정말 멋져요. 새 동네는 어때요?"

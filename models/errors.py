@@ -6,6 +6,7 @@ This module sits at the bottom of the import graph (chatbot -> memory -> models)
 CODES = (  # the specific codes an error may carry, with the params its Korean message uses
     "empty_message",  # chatbot/session.py: a message with no visible text
     "message_too_long",  # length, limit
+    "message_too_many_tokens",  # tokens, limit: more than half the chat model's context window
     "bad_user_name",
     "models_loading",  # chatbot/web/backend.py: the models are still loading
     "storage_full",  # memory/store/connection.py: why the database cannot be written
@@ -17,7 +18,7 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "storage_postgres",  # memory/store/postgres.py: the Postgres database cannot be reached or failed; path
     "migration_newer",  # memory/store/connection.py: a newer keem wrote the database; path
     "migration_failed",  # path
-    "questionnaire_unknown",  # chatbot/trials/study.py and the store: a user trial's questionnaire; items
+    "questionnaire_unknown",  # chatbot/study.py and the store: a user trial's questionnaire; items
     "questionnaire_missing",  # item, question
     "questionnaire_range",  # item, question, low, high
     "questionnaire_text",  # item, question
@@ -28,7 +29,7 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "memory_changed",  # memory/store/rebase.py: a user's edit of a memory another writer changed meanwhile; number
     "memory_recompute",  # an update computed from an older version than another update's; base, latest
     "user_forgotten",  # memory/store/users.py: the user (and so the tab's session) was deleted meanwhile
-    "study_wait",  # chatbot/trials/study.py: a session too early after the last one; when (to the minute), zone
+    "study_wait",  # chatbot/study.py: a session too early after the last one; when (to the minute), zone
     "study_done",  # every session of the study is held
     "study_open_elsewhere",  # another tab's session of the participant counts and is still open
     "organiser_wait",  # chatbot/trials/web.py: a guess at the organiser password within a second of the last one

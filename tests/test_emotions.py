@@ -330,7 +330,7 @@ def test_a_blind_trials_openings_name_no_strategy_and_count_as_turns_in_the_expo
 
 
 def test_a_study_plan_switches_openings_per_study():
-    from chatbot.trials.study import study_from_dict
+    from chatbot.study import study_from_dict
 
     plan = {"id": "s1", "title": "연구", "sessions": 3, "consent": "동의서"}
     assert study_from_dict(plan).opening is None  # KEEM_OPENING decides

@@ -15,12 +15,11 @@ import httpx
 import pytest
 
 from chatbot.exports import Exports
-from chatbot.trials.records import records
-from chatbot.trials.study import study_from_dict
+from chatbot.study import study_from_dict
+from chatbot.study_records import records
 from memory.store import MARKER, Sentence
-from tests.test_erasure import leftovers
-from tests.test_study_ui import PLAN, chat_state, enter
-from tests.test_ui import call, dep_index, say, serve, wait_job
+from tests.erasure_world import leftovers
+from tests.helpers import PLAN, call, chat_state, dep_index, enter, say, serve, wait_job
 
 NAME = "참가자보라매"
 PHONE = "010-2741-9386"

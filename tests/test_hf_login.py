@@ -13,7 +13,7 @@ from chatbot.web.view import KEEP
 from chatbot.worker import Worker
 from memory.store import Sentence
 from models.errors import InputError
-from tests.test_ui import make_bot
+from tests.helpers import make_bot
 
 
 def profile(username: str) -> gr.OAuthProfile:

@@ -10,7 +10,7 @@ from chatbot.web.why import render_versions
 from memory.changelog import changelogs
 from memory.engine import MemoryEngine
 from memory.store import Sentence
-from tests.test_updater import GOOD, PREVIOUS, StageModel, _run
+from tests.updater_world import GOOD, PREVIOUS, StageModel, _run
 
 
 def _history(engine: MemoryEngine, result, show_strategy: bool = True) -> str:

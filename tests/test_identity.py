@@ -16,8 +16,8 @@ import gradio as gr
 import pytest
 from sqlite_utils import Database
 
-from chatbot.trials.records import records
-from chatbot.trials.records import schema as trial_schema
+from chatbot.study_records import records
+from chatbot.study_records import schema as trial_schema
 from chatbot.web.app import build_app
 from chatbot.web.chat import ChatUI
 from chatbot.web.opening import Opening
@@ -30,7 +30,7 @@ from memory.store.migrations import schema as memory_schema
 from models.embedders import NgramEmbedder
 from models.errors import UserForgottenError
 from models.fake import ScriptedChatModel, stage_of
-from tests.test_ui import answer, make_bot, say
+from tests.helpers import answer, make_bot, say
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = ("users", "sessions", "turns", "memory_versions", "memory_sentences", "update_jobs", "consents", "answers")

@@ -1,6 +1,7 @@
 """The layout's rules (docs/contributing.md "Layout"): imports point downward only, chatbot -> training ->
-evaluation -> memory -> models, nothing back up; inside chatbot, the core (bot, settings, session, worker) and deploy/
-know nothing of the front ends (web/, cli/, trials/); no import cycles; every module imports on its own."""
+evaluation -> memory -> models, nothing back up; inside chatbot, the core (bot, settings, session, study, worker) and
+deploy/ know nothing of the front ends (web/, cli/, trials/); no import cycles, counting every import; every module
+imports on its own."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ FRONT_ENDS = ("chatbot.web", "chatbot.cli", "chatbot.trials", "chatbot.api")
 
 
 def _modules(path: Path) -> set[str]:
-    """Every project module `path` imports, by dotted name (relative imports are not used here)."""
+    """Every project module `path` imports, by dotted name, wherever the import is (relative imports are not used
+    here)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -66,20 +68,10 @@ def test_chatbot_core_knows_no_front_end():
 
 
 def test_no_import_cycles():
-    """Module-level imports only form no cycle (imports inside functions are the deliberate lazy ones)."""
+    """No import cycle between modules, counting every import: at module level, inside a function (a lazy import
+    still closes a cycle, it only hides it) and under `if TYPE_CHECKING:` (types that need each other's module)."""
     names = {_name(p): p for p in _all_modules()}
-    graph: dict[str, set[str]] = {}
-    for name, path in names.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        top = set()
-        for node in tree.body:
-            if isinstance(node, ast.If):  # `if TYPE_CHECKING:` imports do not run
-                continue
-            if isinstance(node, ast.Import):
-                top |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                top |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-        graph[name] = {t for t in top if t in names and t != name}
+    graph = {name: {t for t in _modules(path) if t in names and t != name} for name, path in names.items()}
     seen: dict[str, int] = {}
     stack: list[str] = []
 
@@ -97,6 +89,16 @@ def test_no_import_cycles():
     for node in sorted(graph):
         if node not in seen:
             visit(node)
+
+
+def test_the_page_and_the_trial_pages_do_not_import_each_other():
+    """chatbot/trials/web.py builds on the page (chatbot/web/); the page uses a trial's rules, which live below both
+    (chatbot/study.py), never chatbot/trials/."""
+    web = (ROOT / "chatbot" / "web").glob("**/*.py")
+    wrong = [
+        f"{p.relative_to(ROOT)} imports {n}" for p in web for n in sorted(_modules(p)) if n.startswith("chatbot.trials")
+    ]
+    assert not wrong, wrong
 
 
 def test_every_module_imports_on_its_own():
@@ -122,3 +124,15 @@ def test_every_module_imports_on_its_own():
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-2000:]
     assert importlib.import_module("app")
+
+
+def test_no_function_is_longer_than_100_lines():
+    """Outside tests/ and benchmarks/, a function that long does a library's (or a template's) work, or two jobs."""
+    long = []
+    for path in [*_all_modules(), ROOT / "app.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if (node.end_lineno or start) - start + 1 > 100:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not long, long

@@ -13,8 +13,8 @@ from chatbot.bot import Chatbot
 from chatbot.cli.main import main
 from chatbot.localtime import local_time
 from chatbot.settings import Settings
+from chatbot.study import refusal, refusal_message
 from chatbot.trials.export import export
-from chatbot.trials.study import refusal, refusal_message
 from chatbot.web.messages import korean_error
 from chatbot.web.render import memory_header, render_jobs
 from memory.provenance import attach

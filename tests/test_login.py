@@ -11,7 +11,7 @@ from chatbot.web.login import MESSAGE, on_load
 from chatbot.web.render import model_banner, without_addresses
 from models.errors import ModelUnavailableError
 from models.openai_backend import OpenAIChatModel
-from tests.test_ui import make_bot
+from tests.helpers import make_bot
 
 
 def test_a_login_hides_the_name_box_and_says_who_is_signed_in() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 import models.errors as errors
 from chatbot.session import check_user_name, clean_message
-from chatbot.trials.study import Question, Study
+from chatbot.study import Question, Study
 from chatbot.web.messages import LOADING, MESSAGES, UNEXPECTED, korean_error
 from models.errors import CODES, ContextOverflowError, InputError, KeemError, ModelUnavailableError, UpdateError
 

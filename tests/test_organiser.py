@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from chatbot.trials.study import study_from_dict
+from chatbot.study import study_from_dict
 from chatbot.trials.web import ORGANISER_GUESSES, Limiter, Unlocked
 from chatbot.web.guard import PRIVATE
-from tests.test_ui import call, dep_index, serve
+from tests.helpers import call, dep_index, serve
 
 PLAN = {"id": "org", "title": "연구", "strategies": ["keem"], "sessions": 2, "min_gap_hours": 0, "consent": "동의서"}
 LOGINS = [("organiser", "pw-o"), ("P001", "pw-1")]

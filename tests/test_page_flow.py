@@ -24,7 +24,7 @@ from memory.store import Sentence
 from models.base import GenerationOptions, Message
 from models.errors import GenerationError, InputError, describe, described
 from models.fake import ScriptedChatModel
-from tests.test_ui import answer, drain, login, make_bot, say, wait_job
+from tests.helpers import answer, drain, login, make_bot, say, wait_job
 
 
 class Breaking(ScriptedChatModel):

@@ -6,19 +6,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from chatbot.bot import Chatbot
 from chatbot.web.backend import Backend
 from chatbot.web.chat import ChatUI
-from chatbot.worker import Worker
-from tests.test_ui import make_bot
-
-
-def gated(bot: Chatbot, gate: threading.Event) -> Backend:
-    def load() -> tuple[Chatbot, Worker]:
-        gate.wait(30)
-        return bot, Worker(bot, poll_s=0.05).start()
-
-    return Backend.loading(load)
+from tests.helpers import gated, make_bot
 
 
 def test_the_start_button_says_loading_and_takes_no_click_until_the_models_are_ready(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""A user trial's records (chatbot/trials/records.py): their own migration set, databases from before it, forgetting."""
+"""A user trial's records (chatbot/study_records.py): their own migration set, databases from before it, forgetting."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 import pytest
 from sqlite_utils import Database
 
-from chatbot.trials.records import records
-from chatbot.trials.records import schema as trial_schema
+from chatbot.study_records import records
+from chatbot.study_records import schema as trial_schema
 from memory.store import Store
 from memory.store.migrations import schema as memory_schema
 from models.errors import MigrationError

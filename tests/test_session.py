@@ -183,3 +183,18 @@ def test_a_message_whose_reply_failed_is_answered_later_in_its_place_and_a_cut_r
     assert [t["role"] for t in store.turns.of_session(session.session_id)] == ["user", "user", "assistant"]
     assert store.turns.of_session(session.session_id, replaced=True)[1]["mark"] == "replaced"
     assert session.last_reply == turns[3]["id"]  # the last reply is still the last
+
+
+def test_a_message_over_half_the_context_is_refused_with_one_code_on_the_page_and_in_the_session():
+    """One check (chatbot/session.py check_message) for the session and the page: code message_too_many_tokens,
+    the tokens and the limit as params, its Korean text from chatbot/web/messages.py."""
+    from chatbot.session import check_message
+    from chatbot.web.messages import korean_error
+
+    model = ScriptedChatModel(context_window=64)
+    text = "가나다라 " * 40
+    with pytest.raises(InputError) as refused:
+        check_message(text, 4000, model)
+    assert refused.value.code == "message_too_many_tokens" and refused.value.params["limit"] == 32
+    assert "토큰" in korean_error(refused.value) and "32" in korean_error(refused.value)
+    assert check_message("  안녕  ", 4000, model) == "안녕"

@@ -20,7 +20,11 @@ def test_env_overrides_defaults_and_flags_override_env():
 
 
 def test_default_db_lives_in_the_user_data_directory():
-    assert Settings.load({}).db_path.endswith("keem.db")
+    from platformdirs import user_data_dir
+
+    path = Path(Settings.load({}).db_path)
+    assert path.name == "keem.db" and path.is_absolute()
+    assert path.parent == Path(user_data_dir("keem-chat", appauthor=False))  # not ./keem.db, wherever keem starts
 
 
 def test_bad_env_value_says_which_variable():
@@ -87,7 +91,7 @@ def test_replies_stream_in_slots_sized_for_where_the_model_runs(tmp_path: Path) 
     from chatbot.web.app import build_app
     from models.embedders import NgramEmbedder
     from models.fake import ScriptedChatModel
-    from tests.test_ui import answer
+    from tests.helpers import answer
 
     assert Settings.load({}).reply_slots == 4
     assert Settings.load({"KEEM_MODEL": "openai:gpt-4o-mini"}).reply_slots == 32

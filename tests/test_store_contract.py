@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chatbot.trials.records import records
-from chatbot.trials.records import schema as trial_schema
+from chatbot.study_records import records
+from chatbot.study_records import schema as trial_schema
 from memory.store import Sentence, Store
 from memory.store.connection import Connection, describe
 from memory.store.migrations import schema
@@ -260,7 +260,7 @@ def test_an_erased_sentence_and_its_turns_leave_no_copy_in_the_database(store_ur
     import shutil
     import subprocess
 
-    from tests.test_erasure import EARLIER, ECHO, KEPT, PHONE, SAID, SECRET, lived
+    from tests.erasure_world import EARLIER, ECHO, KEPT, PHONE, SAID, SECRET, lived
 
     store, engine, uid = lived(tmp_path, store_url)
     erased = engine.forget_sentence(uid, SECRET)

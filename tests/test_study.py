@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from chatbot.settings import Settings
-from chatbot.trials.records import records
-from chatbot.trials.study import (
+from chatbot.study import (
     ALL_DONE,
     DEFAULT_QUESTIONS,
     assign_strategy,
@@ -24,6 +23,7 @@ from chatbot.trials.study import (
     study_from_settings,
     submit_answers,
 )
+from chatbot.study_records import records
 from chatbot.web.messages import korean_error
 from memory.store import Store
 from memory.updaters import STRATEGIES

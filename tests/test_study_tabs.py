@@ -10,13 +10,13 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from chatbot.trials.study import Study, study_from_dict, trial_sessions
+from chatbot.study import Study, study_from_dict, trial_sessions
 from chatbot.trials.web import StudyUI, trial_page
 from chatbot.web.app import build_app
 from chatbot.web.chat import ChatUI
 from chatbot.web.state import UserState
 from chatbot.worker import Worker
-from tests.test_ui import drain, make_bot
+from tests.helpers import drain, make_bot
 
 PLAN = {
     "id": "tabs",

@@ -11,25 +11,17 @@ from typing import Any
 
 import pytest
 
-from chatbot.trials.records import records
-from chatbot.trials.study import load_study, study_from_dict
-from chatbot.trials.web import Limiter, Participant, StudyUI, StudyView, Unlocked, admin_password, trial_page
+from chatbot.study import load_study, study_from_dict
+from chatbot.study_records import records
+from chatbot.trials.web import Limiter, Participant, StudyUI, Unlocked, admin_password, trial_page
 from chatbot.web.app import build_app
 from chatbot.web.chat import ChatUI
 from chatbot.web.messages import korean_error
 from chatbot.web.state import UserState
 from chatbot.worker import Worker
 from models.errors import InputError
-from tests.test_ui import make_bot, say
+from tests.helpers import PLAN, chat_state, enter, make_bot, say
 
-PLAN = {
-    "id": "pilot-ui",
-    "title": "기억하는 챗봇 사용자 연구",
-    "strategies": ["keem", "accumulate", "operations"],
-    "sessions": 2,
-    "min_gap_hours": 20,
-    "consent": "연구 참여 동의서: 대화 내용은 연구에만 쓰입니다.",
-}
 GOOD = (4, 5, 3, 4, "재미있었어요")  # the default questionnaire: four ratings and a comment
 
 
@@ -39,17 +31,6 @@ def make(tmp_path: Path, **plan: Any) -> tuple[StudyUI, ChatUI, Any, Worker]:
     study = study_from_dict({**PLAN, **plan})
     app = build_app(bot, worker, study=study, trial=trial_page(study, "organiser-pw"))
     return app.keem_study.ui, app.keem_ui, bot, worker  # the handlers, as the page wires them
-
-
-def enter(sui: StudyUI, name: str) -> tuple[Participant | None, StudyView]:
-    """Press start: (participant, enter's view); the page then chains `open_chat` (chat_state)."""
-    out = sui.enter(name)
-    return out.person, out
-
-
-def chat_state(sui: StudyUI, person: Participant) -> UserState | None:
-    state = sui.open_chat(person).state
-    return state if isinstance(state, UserState) else None
 
 
 def one_session(sui: StudyUI, ui: ChatUI, name: str, text: str) -> tuple[Participant, UserState]:

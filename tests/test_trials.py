@@ -135,7 +135,7 @@ def _held(bot: Chatbot, name: str, *texts: str):
 
 
 def test_an_export_carries_no_personal_data_only_tags_and_the_database_keeps_it(tmp_path, monkeypatch, capsys):
-    from chatbot.trials.study import load_study, submit_answers
+    from chatbot.study import load_study, submit_answers
     from memory.store import Sentence
 
     db = tmp_path / "t.db"
@@ -282,7 +282,7 @@ def test_an_export_to_a_place_it_cannot_write_is_one_line_with_the_fix(tmp_path,
 
 
 def test_the_report_compares_every_strategy_with_ratings_tests_and_plots(tmp_path, monkeypatch, capsys):
-    from chatbot.trials.study import load_study, submit_answers
+    from chatbot.study import load_study, submit_answers
 
     db = tmp_path / "t.db"
     bot = _bot(db)

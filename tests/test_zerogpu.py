@@ -24,7 +24,7 @@ from chatbot.worker import Worker
 from memory.updaters import UpdateInput
 from models.base import ChatStream, GenerationOptions, Message
 from models.fake import ScriptedChatModel, section, stage_of
-from tests.test_ui import answer, drain, make_bot, say
+from tests.helpers import answer, drain, make_bot, say
 
 ROOT = Path(__file__).resolve().parents[1]
 STUB = Path(__file__).resolve().parent / "zerogpu_stub"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chatbot.session import check_user_name
-from chatbot.trials.study import has_consented
+from chatbot.study import has_consented
 from chatbot.web.backend import AppContext
 from memory.store import Token
 from models.errors import AccessError, InputError

@@ -137,7 +137,7 @@ def stream(
 
 
 def usage(session: ChatSession, text: str, reply: str) -> dict[str, int]:
-    count = session.bot.chat_model.count_tokens
+    count = session.chat_model.count_tokens
     prompt, completion = count(text), count(reply)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 

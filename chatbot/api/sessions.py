@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 
 from chatbot.session import ChatSession
-from chatbot.trials.study import assign_strategy
+from chatbot.study import assign_strategy
 from chatbot.web.backend import AppContext
 from models.errors import AccessError, InputError
 

@@ -134,7 +134,7 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     auth = logins(args)
     from chatbot.bot import load_bot
-    from chatbot.trials.study import study_from_settings
+    from chatbot.study import study_from_settings
     from chatbot.trials.web import admin_password, trial_page
     from chatbot.web.app import build_app, launch_options, queue_options
     from chatbot.web.backend import Backend

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,7 +69,7 @@ STUDY, _g = _group("user trial")
 _g.add_argument(
     "--study",
     help="a user trial's study plan, a TOML file (KEEM_STUDY): strategies, sessions per participant, the gap "
-    "between sessions, consent text and questionnaire (chatbot/trials/study.py)",
+    "between sessions, consent text and questionnaire (chatbot/study.py)",
 )
 
 UPDATES, _g = _group("memory updates")
@@ -134,3 +135,23 @@ def apply_settings(args: argparse.Namespace, settings: Settings) -> argparse.Nam
         if dest in vars(args):
             setattr(args, dest, resolved[field])
     return args
+
+
+def open_store(settings: Settings) -> Any:
+    """The store of `settings` (its database, snapshots configured): what the memory, jobs and trial commands read."""
+    from memory.backup import open_store as open_backed_up
+
+    return open_backed_up(settings.db_path, settings.backup_dir)
+
+
+def open_engine(settings: Settings) -> Any:
+    """The memory engine over `open_store(settings)` with the configured embedder."""
+    from memory.engine import MemoryEngine
+    from models.spec import load_embedder
+
+    return MemoryEngine(open_store(settings), load_embedder(settings.embedder))
+
+
+def print_json(data: Any) -> None:
+    """A command's --json output: indented, Korean as is."""
+    print(json.dumps(data, ensure_ascii=False, indent=2))

@@ -56,7 +56,7 @@ def _store(settings: Settings) -> Any:
 
 def cmd_create(settings: Settings, args: argparse.Namespace) -> int:
     from chatbot.bot import Chatbot
-    from chatbot.trials.study import study_from_settings
+    from chatbot.study import study_from_settings
 
     study = study_from_settings(settings)
     if study is not None and not study.api:

@@ -12,7 +12,7 @@ Writes into a new folder:
                          (memory/changelog.py); `emotions`: the version's emotion-and-cause records (memory/emotions.py:
                          emotion, cause, status, since, due, the user's words and how it ended), from the same
                          extraction for every strategy, so a trial can compare them
-  questionnaire.csv      one row per session and questionnaire item (chatbot/trials/study.py), with the session's
+  questionnaire.csv      one row per session and questionnaire item (chatbot/study.py), with the session's
                          strategy
   manifest.json          when, what, the counts, the time zone, and how many pieces of personal data were replaced,
                          per kind
@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from chatbot.localtime import LocalTime, local_time
+from chatbot.study_records import records
 from chatbot.trials.pii import TAGS, Scrubber
-from chatbot.trials.records import records
 from memory.changelog import changed_parts, changelog
 from memory.diff import version_diff
 from memory.provenance import explain_all
@@ -96,34 +96,10 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool, local: Loca
     ):
         for user in users:
             sessions, versions = store.sessions.of_user(user["id"]), store.versions.of_user(user["id"])
-            user_turns, number, numbers = 0, 0, {}
-            for s in sessions:
-                turns = [
-                    {"role": t["role"], "text": clean(t["text"]), "at": iso(t["created_at"])}
-                    for t in store.turns.of_session(s["id"])
-                ]
-                said = sum(t["role"] == "user" for t in turns)
-                number += bool(said)
-                numbers[s["id"]] = number if said else None
-                user_turns += said
-                counts["turns"] += len(turns)
-                sessions_file.write(
-                    json.dumps(
-                        {
-                            "participant": alias[user["id"]],
-                            "session": s["id"],
-                            "number": numbers[s["id"]],
-                            "strategy": s["strategy"],
-                            "chat_model": s["chat_model"],
-                            "started_at": iso(s["started_at"]),
-                            "ended_at": iso(s["ended_at"]),
-                            "end_reason": s["end_reason"],
-                            "turns": turns,
-                        },
-                        ensure_ascii=False,
-                    )
-                    + "\n"
-                )
+            numbers, user_turns, turn_count = _write_sessions(
+                store, sessions, alias[user["id"]], clean, iso, sessions_file
+            )
+            counts["turns"] += turn_count
             for previous, v in zip([None, *versions], versions, strict=False):
                 line = {
                     "participant": alias[user["id"]],
@@ -173,6 +149,57 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool, local: Loca
         _csv(out / "key.csv", [{"participant": alias[u["id"]], "name": shown_name(u["name"])} for u in users])
     counts["pii"] = scrubber.report()
     files = [*FILES, *(["key.csv"] if pseudonymize else [])]
+    _write_manifest(out, files, pseudonymize, scrub, counts, local)
+    return counts
+
+
+def _write_sessions(
+    store: Store,
+    sessions: list[dict[str, Any]],
+    participant: str,
+    clean: Callable[[str], str],
+    iso: Callable[..., str | None],
+    file: Any,
+) -> tuple[dict[int, int | None], int, int]:
+    """One participant's sessions as lines of sessions.jsonl; returns each session's number (counting only the
+    sessions where the user said something; None for the others), the user's turns and all turns."""
+    user_turns, turn_count, number = 0, 0, 0
+    numbers: dict[int, int | None] = {}
+    for s in sessions:
+        turns = [
+            {"role": t["role"], "text": clean(t["text"]), "at": iso(t["created_at"])}
+            for t in store.turns.of_session(s["id"])
+        ]
+        said = sum(t["role"] == "user" for t in turns)
+        number += bool(said)
+        numbers[s["id"]] = number if said else None
+        user_turns += said
+        turn_count += len(turns)
+        file.write(
+            json.dumps(
+                {
+                    "participant": participant,
+                    "session": s["id"],
+                    "number": numbers[s["id"]],
+                    "strategy": s["strategy"],
+                    "chat_model": s["chat_model"],
+                    "started_at": iso(s["started_at"]),
+                    "ended_at": iso(s["ended_at"]),
+                    "end_reason": s["end_reason"],
+                    "turns": turns,
+                },
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
+    return numbers, user_turns, turn_count
+
+
+def _write_manifest(
+    out: Path, files: list[str], pseudonymize: bool, scrub: bool, counts: dict[str, Any], local: LocalTime
+) -> None:
+    """manifest.json: when and how the export was made, its files and counts."""
+    iso = local.iso
     (out / "manifest.json").write_text(
         json.dumps(
             {
@@ -190,7 +217,6 @@ def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool, local: Loca
         + "\n",
         encoding="utf-8",
     )
-    return counts
 
 
 def _refuse_earlier(out: Path) -> None:

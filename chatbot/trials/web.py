@@ -1,7 +1,7 @@
 """A user trial in the browser (KEEM_STUDY): consent before anything is stored, the gap between sessions, the
 questionnaire after every session, and the organiser's view behind KEEM_ADMIN_PASSWORD.
 
-The rules live in chatbot/trials/study.py; this module is only the page: which box shows when, and what is said. A
+The rules live in chatbot/study.py; this module is only the page: which box shows when, and what is said. A
 participant never sees their strategy. Nothing about a visitor is stored until they agree to the consent text:
 the user row is created by the agree button. Answers are checked whole before any is stored.
 """
@@ -21,9 +21,7 @@ from typing import Any
 import gradio as gr
 
 from chatbot.exports import Exports
-from chatbot.trials.export import export, shown_name
-from chatbot.trials.records import records
-from chatbot.trials.study import (
+from chatbot.study import (
     ALL_DONE,
     Question,
     Study,
@@ -37,6 +35,8 @@ from chatbot.trials.study import (
     submit_answers,
     trial_sessions,
 )
+from chatbot.study_records import records
+from chatbot.trials.export import export, shown_name
 from chatbot.web import toasts
 from chatbot.web.guard import PRIVATE
 from chatbot.web.render import md

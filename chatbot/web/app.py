@@ -11,7 +11,7 @@ import gradio as gr
 
 from chatbot.api.app import RATE_PER_MIN, build_api, mount
 from chatbot.bot import Chatbot
-from chatbot.trials.study import Study
+from chatbot.study import Study
 from chatbot.web import identity as hf_login
 from chatbot.web import login
 from chatbot.web.actions import REPLY_ACTIONS
@@ -25,8 +25,8 @@ from chatbot.web.messages import DEMO_NOTE, DEMO_TITLE, GRADIO_WORDS
 from chatbot.web.opening import Opening, wire_openings
 from chatbot.web.state import Entrance
 from chatbot.web.style import CSS, HEAD
+from chatbot.web.undo_buttons import WhyTab
 from chatbot.web.view import PANEL, RESTORE_SLOTS, SIGNED_OUT, Page
-from chatbot.web.why import WhyTab
 from chatbot.worker import Worker
 
 MAX_FILE_SIZE = "1kb"  # the page has no upload control; this also caps Gradio's other multipart routes

@@ -3,6 +3,7 @@ already serves (the banner and the start button say so); and what every handler 
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -13,14 +14,14 @@ import gradio as gr
 from chatbot.bot import Chatbot
 from chatbot.deploy import zerogpu
 from chatbot.session import BALANCED, ChatSession
-from chatbot.trials.study import Study, next_allowed, refusal
+from chatbot.study import Study, next_allowed, refusal
 from chatbot.web.frames import Frames
 from chatbot.web.messages import LOADING
 from chatbot.web.render import md, model_banner, without_addresses
 from chatbot.web.state import UserState
 from chatbot.web.view import PageView, forgotten
 from chatbot.worker import Worker
-from models.errors import KeemError, ModelUnavailableError, UserForgottenError
+from models.errors import InputError, KeemError, ModelUnavailableError, UserForgottenError
 
 log = logging.getLogger(__name__)
 
@@ -177,10 +178,35 @@ class AppContext:
 
     def track(self, session: ChatSession) -> ChatSession:
         """A session this page opened: the worker ends it when idle; in a study its first message must pass the
-        study's rules in the transaction that stores it (chatbot/trials/study.py Study.admit)."""
+        study's rules in the transaction that stores it (chatbot/study.py Study.admit)."""
         study = self.study
         if study is not None:
-            session.gate = lambda s: study.admit(s.bot.store, s.user_id, s.session_id)
+            session.gate = lambda s: study.admit(s.store, s.user_id, s.session_id)
             session.opening = study.opening  # the study's own opening rule, if it sets one
         self.worker.track(session)
         return session
+
+
+def for_user(
+    absent: Callable[[], PageView] | None = None,
+) -> Callable[[Callable[..., PageView]], Callable[..., PageView]]:
+    """The one guard of an event that acts for the tab's user (its UserState, the handler's last argument): without a
+    login, the `absent` view (none given: refused, "먼저 대화를 시작하세요."); the start screen with its notice when
+    the user was forgotten meanwhile (AppContext.gone); else the handler runs, given a state that is there. The
+    handler's owner has the `ctx`."""
+
+    def guard(handler: Callable[..., PageView]) -> Callable[..., PageView]:
+        @functools.wraps(handler)
+        def guarded(owner: Any, *args: Any) -> PageView:
+            state = args[-1]
+            if state is None:
+                if absent is None:
+                    raise InputError("먼저 대화를 시작하세요.")
+                return absent()
+            if (gone := owner.ctx.gone(state)) is not None:
+                return gone
+            return handler(owner, *args)
+
+        return guarded
+
+    return guard

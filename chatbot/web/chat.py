@@ -14,12 +14,12 @@ from typing import Any
 import gradio as gr
 
 from chatbot.bot import Chatbot
-from chatbot.session import ChatSession, check_user_name, clean_message
-from chatbot.trials.study import Study
+from chatbot.session import ChatSession, check_message, check_user_name
+from chatbot.study import Study
 from chatbot.web import identity as hf_login
 from chatbot.web import toasts
 from chatbot.web.actions import actions, hidden
-from chatbot.web.backend import AppContext, Backend
+from chatbot.web.backend import AppContext, Backend, for_user
 from chatbot.web.calm import calm_notice
 from chatbot.web.memory_tab import MemoryTab, panel
 from chatbot.web.messages import korean_error
@@ -176,16 +176,10 @@ class Conversation:
         if (gone := self.ctx.gone(state)) is not None:  # the message is not stored: its user is no more
             return gone
         bot = self.ctx.bot
-        try:
-            clean = clean_message(text, bot.settings.max_message_chars)
-            model = bot.chat_model
-            need, window = model.count_tokens(clean), model.context_window
-            if need > window // 2:  # the session would refuse it after the box was cleared: refuse it here
-                raise InputError(
-                    f"메시지가 이 모델에 너무 깁니다 ({need:,}토큰, 최대 {window // 2:,}토큰). 나누어 보내 주세요."
-                )
+        try:  # the session's own check, here before the lock: a refused message stays in the box
+            clean = check_message(text, bot.settings.max_message_chars, bot.chat_model)
         except InputError as exc:
-            toasts.warning(korean_error(exc) if getattr(exc, "code", None) else str(exc))
+            toasts.warning(korean_error(exc))
             return PageView()
         with state.lock:
             try:
@@ -217,11 +211,9 @@ class Conversation:
         if self.ctx.lost(state) is not None:  # the check chained after this stream tells the tab
             yield PageView()
             return
-        with state.lock:
-            if state.answering:
-                yield PageView()
-                return
-            state.answering = True
+        if not state.claim():
+            yield PageView()
+            return
         answered, last = False, None
         try:
             while True:
@@ -241,8 +233,7 @@ class Conversation:
                 last = yield from self._answer(state, session, retry)
                 answered = True
         finally:
-            with state.lock:
-                state.answering, state.current, state.stopping = False, None, False
+            state.finish()
         if not answered:  # e.g. the message was refused: nothing to show
             yield PageView()
 
@@ -258,21 +249,12 @@ class Conversation:
             return PageView(chat=rows(state))
         nth = sum(m["role"] == "user" for m in session.history[:at])
         turn = session.replying_to if retry is None else retry.turn
-        state.current = Answering(session, at, str(session.history[at]["content"]))  # "…" until the first piece
+        current = state.begin_reply(session, at, str(session.history[at]["content"]))  # "…" until the first piece
         stopped = failed = False
         replying = session.reply(at=at, to=turn)
         try:
-            first = True
-            with self.ctx.frames.stream() as due:  # frames paced (chatbot/web/frames.py)
-                for piece in replying:
-                    state.current.reply += piece
-                    if state.stopping:  # 멈추기: what was shown (and this piece) is kept, stored as a stopped reply
-                        stopped = True
-                        break
-                    if due():  # the rest of this frame's pieces come with the next
-                        frame = PageView(chat=rows(state), note=waiting_note(state))
-                        yield frame | actions(state) if first else frame
-                        first = False
+            # 멈추기: what was shown (and the last piece) is kept, stored as a stopped reply
+            stopped = yield from stream_frames(self.ctx, state, current, replying, with_actions=True)
             replying.close()
         except UserForgottenError:  # forgotten while it streamed: nothing of it is stored; the check after it tells
             raise
@@ -283,7 +265,7 @@ class Conversation:
         finally:
             replying.close()
             worker.touch(session)
-            state.current, state.stopping = None, False
+            state.end_reply()
         if not failed:  # answered: the notices of messages before it offer no retry any more
             for earlier in state.failures:
                 if earlier.session is session and earlier.nth < nth:
@@ -323,11 +305,8 @@ class Conversation:
             again=gr.update(visible=True),
         ) | actions(state)  # nothing to ask again; 멈추기 stays while a reply still streams
 
-    def new_session(self, state: UserState | None) -> PageView:
-        if state is None:
-            return PageView(state=state, chat=[], hits="")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
+    @for_user(lambda: PageView(state=None, chat=[], hits=""))
+    def new_session(self, state: UserState) -> PageView:
         if not state.session.ended:
             self.ctx.worker.end(state.session, "user")
         try:
@@ -352,6 +331,26 @@ def refused(exc: KeemError) -> str:
     if isinstance(exc, InputError):
         return korean_error(exc) if exc.code else str(exc)
     return f"메시지를 저장하지 못했습니다. 입력한 내용은 그대로 있습니다. {korean_error(exc)}"
+
+
+def stream_frames(
+    ctx: AppContext, state: UserState, current: Answering, pieces: Iterator[str], with_actions: bool = False
+) -> Generator[PageView, None, bool]:
+    """The one streaming loop of the chat (a reply, the opening question): each piece joins `current`, the chat is
+    redrawn in frames paced by the app (chatbot/web/frames.py; the rest of a frame's pieces come with the next),
+    the first frame with the reply actions when `with_actions`. Returns whether 멈추기 ended it (after the piece
+    that came with it)."""
+    first = with_actions
+    with ctx.frames.stream() as due:
+        for piece in pieces:
+            current.reply += piece
+            if state.stopping:
+                return True
+            if due():
+                frame = PageView(chat=rows(state), note=waiting_note(state))
+                yield frame | actions(state) if first else frame
+                first = False
+    return False
 
 
 def rows(state: UserState) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import gradio as gr
 
 from chatbot import edits
 from chatbot.web import toasts
-from chatbot.web.backend import AppContext
+from chatbot.web.backend import AppContext, for_user
 from chatbot.web.emotions import render_timeline
 from chatbot.web.memory_list import memory_list
 from chatbot.web.messages import korean_error
@@ -71,13 +71,10 @@ class MemoryTab:
         state.job_id = None
         return PageView(progress=text + changes_hint(job), timer=gr.Timer(active=False)) | self.panel(state)
 
-    def retry_failed(self, state: UserState | None) -> PageView:
+    @for_user()
+    def retry_failed(self, state: UserState) -> PageView:
         """Run this user's failed updates now (failed for good or waiting in a backoff); the progress line then follows
         the newest one."""
-        if state is None:
-            raise InputError("먼저 대화를 시작하세요.")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
         ids = self.ctx.bot.store.queue.retry(user_id=state.user_id)
         if not ids:
             return PageView(progress="다시 시도할 실패한 갱신이 없습니다.", timer=gr.Timer(active=False)) | self.panel(
@@ -152,22 +149,16 @@ class MemoryTab:
         )
         return self.panel(state)
 
-    def add_sentence(self, new_text: str, state: UserState | None) -> PageView:
+    @for_user()
+    def add_sentence(self, new_text: str, state: UserState) -> PageView:
         """An addition applies to whatever memory is latest when it commits, so its base is the latest now."""
-        if state is None:
-            raise InputError("먼저 대화를 시작하세요.")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
         edits.clean_sentence(new_text)  # refused before anything is read: the typed text stays in the box
         engine, user_id = self.ctx.bot.engine, state.user_id
         return self._commit(state, lambda: edits.add(engine, user_id, new_text), PageView(add_text=""))
 
-    def forget(self, confirm: str, state: UserState | None) -> PageView:
+    @for_user()
+    def forget(self, confirm: str, state: UserState) -> PageView:
         """Delete everything about this user once they type their name; the tab returns to the start screen."""
-        if state is None:
-            raise InputError("먼저 대화를 시작하세요.")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
         if (confirm or "").strip() != state.name:
             raise InputError("확인란에 이름을 정확히 입력해야 삭제됩니다.")
         state.take_pending()

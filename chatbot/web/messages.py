@@ -71,6 +71,9 @@ MESSAGES = {
     # codes (models/errors.py CODES)
     "empty_message": "빈 메시지입니다. 내용을 입력해 주세요 (공백이나 제어 문자만으로는 보낼 수 없습니다).",
     "message_too_long": "메시지가 너무 깁니다 ({length:,}자, 최대 {limit:,}자). 나누어 보내 주세요.",
+    "message_too_many_tokens": (
+        "메시지가 이 모델에 너무 깁니다 ({tokens:,}토큰, 최대 {limit:,}토큰). 나누어 보내 주세요."
+    ),
     "bad_user_name": "이름은 1~64자의 한글·영문·숫자·공백과 . @ _ - 만 쓸 수 있습니다 (마크업·따옴표 불가).",
     "models_loading": LOADING,
     "storage_full": "서버의 저장 공간이 가득 찼습니다. 이미 저장된 대화와 기억은 안전합니다. 관리자에게 알려 주세요.",

@@ -11,8 +11,8 @@ from typing import Any
 from chatbot.opening import due_opening, open_session
 from chatbot.web.actions import REPLY_ACTIONS, actions
 from chatbot.web.backend import AppContext
-from chatbot.web.chat import Conversation, rows, waiting_note
-from chatbot.web.state import Answering, UserState
+from chatbot.web.chat import Conversation, rows, stream_frames, waiting_note
+from chatbot.web.state import UserState
 from chatbot.web.view import Page, PageView
 from models.errors import UserForgottenError
 
@@ -40,23 +40,17 @@ class Opening:
             state.answering = True  # a message sent meanwhile is stored and waits for `respond` below
         opening = open_session(session, record)
         try:
-            state.current = Answering(session, len(session.history) - 1, "")
+            current = state.begin_reply(session, len(session.history) - 1, "")
             yield actions(state)  # 멈추기 while it streams
-            with self.ctx.frames.stream() as due:  # frames paced with the replies' (chatbot/web/frames.py)
-                for piece in opening:
-                    state.current.reply += piece
-                    if state.stopping:  # 멈추기: what was shown (and this piece) is kept as the opening
-                        break
-                    if due():
-                        yield PageView(chat=rows(state), note=waiting_note(state))
+            # paced with the replies; 멈추기: what was shown (and the last piece) is kept as the opening
+            yield from stream_frames(self.ctx, state, current, opening)
         except UserForgottenError:
             raise
         except Exception:  # the opening is a courtesy: the conversation goes on without it
             log.exception("opening failed")
         finally:
             opening.close()  # stored as far as it streamed (chatbot/opening.py)
-            with state.lock:
-                state.answering, state.current, state.stopping = False, None, False
+            state.finish()
         yield PageView(chat=rows(state), note=waiting_note(state)) | actions(state)
         yield from self.chat.respond(state)
 

@@ -8,7 +8,7 @@ from typing import Any
 import gradio as gr
 
 from chatbot.localtime import LocalTime, local_time
-from chatbot.web.backend import AppContext
+from chatbot.web.backend import AppContext, for_user
 from chatbot.web.render import md
 from chatbot.web.state import UserState
 from chatbot.web.view import PageView
@@ -35,12 +35,9 @@ class Past:
     def __init__(self, ctx: AppContext):
         self.ctx = ctx
 
-    def listing(self, state: UserState | None) -> PageView:
+    @for_user(lambda: PageView(past_pick=gr.update(choices=[], value=None), transcript=""))
+    def listing(self, state: UserState) -> PageView:
         """The list to pick from (the tab opens, a conversation ends)."""
-        if state is None:
-            return PageView(past_pick=gr.update(choices=[], value=None), transcript="")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
         found = self.ctx.bot.store.sessions.past(state.user_id)
         local = self.ctx.bot.settings.local_time
         choices = [
@@ -49,12 +46,9 @@ class Past:
         ]
         return PageView(past_pick=gr.update(choices=choices, value=None), transcript=PICK if found else NONE)
 
-    def show(self, pick: str | None, state: UserState | None) -> PageView:
+    @for_user()
+    def show(self, pick: str | None, state: UserState) -> PageView:
         """One conversation's transcript, as stored (a stopped or replaced reply says so)."""
-        if state is None:
-            raise InputError("먼저 대화를 시작하세요.")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
         if not pick or not str(pick).isdigit():
             return PageView(transcript=PICK)
         store = self.ctx.bot.store

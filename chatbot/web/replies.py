@@ -9,7 +9,7 @@ import gradio as gr
 
 from chatbot.web import toasts
 from chatbot.web.actions import actions, can_regenerate
-from chatbot.web.backend import AppContext
+from chatbot.web.backend import AppContext, for_user
 from chatbot.web.chat import rows
 from chatbot.web.notices import RETRY, STOPPED
 from chatbot.web.state import Failure, UserState
@@ -55,26 +55,18 @@ class Replies:
             return PageView()
         return self.again(state)
 
-    def stop(self, state: UserState | None) -> PageView:
+    @for_user(PageView)
+    def stop(self, state: UserState) -> PageView:
         """Stop the reply (or opening question) streaming now, or the one about to: it ends after its next piece,
         and what was shown stays, stored as a stopped reply. Messages sent meanwhile are still answered."""
-        if state is None:
-            return PageView()
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
-        with state.lock:
-            if not state.busy:
-                raise InputError("멈출 답변이 없습니다.")
-            state.stopping = True
+        if not state.stop():
+            raise InputError("멈출 답변이 없습니다.")
         return PageView(note=STOPPED, stop=gr.update(visible=False))
 
-    def redraw(self, state: UserState | None) -> PageView:
+    @for_user(lambda: PageView(chat=[]))
+    def redraw(self, state: UserState) -> PageView:
         """The chat's own clear icon was used (the page hides it): the conversation is stored and goes on, so the
         chat shows it again rather than pretend it is gone."""
-        if state is None:
-            return PageView(chat=[])
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
         toasts.info("대화는 지워지지 않습니다. 새로 시작하려면 '대화 끝내기' 뒤 '새 대화 시작'을 누르세요.")
         return PageView(chat=rows(state))
 

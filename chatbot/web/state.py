@@ -91,6 +91,38 @@ class UserState:
             or bool(self.session.queued)
         )
 
+    def claim(self) -> bool:
+        """Take the tab's one answering turn (replies and the opening question stream one at a time); False: a
+        `respond` (or the opening) holds it, and answers what waits too."""
+        with self.lock:
+            if self.answering:
+                return False
+            self.answering = True
+            return True
+
+    def begin_reply(self, session: ChatSession, at: int, text: str) -> Answering:
+        """A reply to the history's message `at` (`text`; "" for the opening) streams now: the chat shows it."""
+        self.current = Answering(session, at, text)
+        return self.current
+
+    def end_reply(self) -> None:
+        """The reply streaming ended (answered, stopped or failed): a stop pressed for it is spent."""
+        self.current, self.stopping = None, False
+
+    def finish(self) -> None:
+        """The answering turn ends: nothing streams for this tab until the next `claim`."""
+        with self.lock:
+            self.answering = False
+            self.end_reply()
+
+    def stop(self) -> bool:
+        """멈추기: the reply streaming now (or the one about to) ends after its next piece; False: nothing to stop."""
+        with self.lock:
+            if not self.busy:
+                return False
+            self.stopping = True
+            return True
+
     def take_pending(self) -> list[str]:
         """Answer nothing more for this tab (it logs out, forgets, or ends the session): the messages still waiting
         stay stored in their session, unanswered (a failed one to be answered again keeps its notice). Returns the

@@ -3,10 +3,7 @@ chatbot/web/editing.py), "바뀐 것과 그 이유" (the latest version's change
 dropped sentence to bring it back and "이번 갱신 되돌리기", memory/undo.py) and "버전 기록" (each earlier version
 folded with its own changelog). Plain Korean; in a blind user trial nothing names a strategy or an operation.
 
-Every undo re-checks who the tab acts for (AppContext.gone), takes the sentence ids and the version it acted on
-from the tab's own server-side state (never from the page), and commits through compare-and-swap: a restore on
-top of the latest memory (an addition), a revert on the version the tab showed (a change made meanwhile is kept
-or the revert is refused and the tab reloads).
+(The buttons' events: chatbot/web/undo_buttons.py.)
 """
 
 from __future__ import annotations
@@ -18,19 +15,15 @@ from typing import Any
 import gradio as gr
 
 from chatbot.localtime import LocalTime, local_time
-from chatbot.web import toasts
 from chatbot.web.backend import AppContext
 from chatbot.web.history import version_label, version_reasons
-from chatbot.web.messages import korean_error
 from chatbot.web.render import md
 from chatbot.web.state import UserState
 from chatbot.web.view import RESTORE_SLOTS, PageView
 from memory.changelog import HEADINGS, Changelog, changelog
 from memory.provenance import Why
 from memory.store import Version
-from memory.undo import dropped_sentence, restore, revert, update_base
-from memory.words import particle
-from models.errors import InputError, MemoryChangedError
+from memory.undo import update_base
 
 HISTORY_SHOWN = 30  # earlier versions whose changelogs "버전 기록" shows; older ones: their titles and reasons
 STEPS = {
@@ -197,55 +190,3 @@ def restorable(versions: Sequence[Version], logs: Sequence[Changelog | None]) ->
             if entry.text not in current and all(entry.text != e.text for _, e in found):
                 found.append((version.number, entry))
     return found[:RESTORE_SLOTS]
-
-
-class WhyTab:
-    """The undo events of the memory tab; each takes the tab's UserState, where its panel kept what it showed."""
-
-    def __init__(self, ctx: AppContext):
-        self.ctx = ctx
-
-    def _panel(self, state: UserState) -> PageView:
-        from chatbot.web.memory_tab import panel
-
-        return panel(self.ctx, state)
-
-    def restore(self, slot: int, state: UserState | None) -> PageView:
-        """Bring back the dropped sentence the slot showed: a new version by the user on the latest memory."""
-        if state is None:
-            raise InputError("먼저 대화를 시작하세요.")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
-        drops = state.shown_changes.get("drops") or []
-        if not 0 <= slot < len(drops):
-            raise InputError("no such dropped sentence on the page", code="restore_unknown_sentence")
-        engine = self.ctx.bot.engine
-        try:
-            sentence = dropped_sentence(engine, state.user_id, drops[slot])  # refused unless it is this user's
-            version = restore(engine, state.user_id, sentence)
-        except InputError as exc:  # another tab brought it back meanwhile: show what is there now
-            toasts.warning(korean_error(exc))
-            return self._panel(state)
-        toasts.info(f"문장을 되살려 새 기억 버전 {particle(f'v{version.number}', '을')} 저장했습니다.")
-        return self._panel(state)
-
-    def revert(self, state: UserState | None) -> PageView:
-        """ "이번 갱신 되돌리기": a new version equal to the one before the update the tab showed."""
-        if state is None:
-            raise InputError("먼저 대화를 시작하세요.")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
-        shown = state.shown_changes.get("version")
-        if not isinstance(shown, int):
-            raise InputError("nothing to revert", code="revert_nothing", latest=0)
-        to = update_base(self.ctx.bot.store.versions.get(state.user_id, shown))
-        if to is None:
-            raise InputError("nothing to revert", code="revert_nothing", latest=shown)
-        try:
-            version = revert(self.ctx.bot.engine, state.user_id, to, base=shown)
-        except MemoryChangedError as exc:
-            toasts.warning(korean_error(exc))
-            return self._panel(state)
-        made = particle(f"v{version.number}", "을")
-        toasts.info(f"갱신을 되돌려 {particle(f'v{to}', '과')} 같은 새 기억 버전 {made} 저장했습니다.")
-        return self._panel(state)

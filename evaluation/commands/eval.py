@@ -120,8 +120,7 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
     from evaluation import memory_eval as me
     from evaluation.metrics.conflict import ClassifierNLIJudge, NLIJudge
     from evaluation.metrics.voting import VoteJudge
-    from evaluation.report import base_meta, write_memory_report
-    from memory.prompts import prompt_hash
+    from evaluation.report import write_memory_report
     from memory.updaters import STRATEGIES
     from models.spec import load_embedder
 
@@ -160,36 +159,7 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
     )
     judge_model = model(args.judge)
     samples = me.measured_samples(episodes, memories)
-    meta = {
-        **base_meta(),
-        "data": str(args.data),
-        "data_sha256": file_sha256(args.data),
-        "seed": args.seed,
-        "format": episodes[0].source,
-        "episode_ids": [e.id for e in episodes],
-        "episodes": len(episodes),
-        "samples": len(samples),
-        "samples_left_out": me.left_out(episodes, memories),
-        "strategies": strategies,
-        "arguments": {k: str(v) for k, v in vars(args).items() if k not in ("command", "eval_command")},
-        "models": {
-            "update": args.update_model,
-            "judge": args.judge,
-            "nli": args.nli or args.judge,
-            "ppl": args.ppl_model,
-            "chat": None,
-            "embedder": args.embedder if needs_update else None,
-        },
-        "prompt_hashes": {
-            "nli_judge": prompt_hash("nli_judge"),
-            "vote_judge": prompt_hash("vote_judge"),
-            "chat_system": prompt_hash("chat_system"),
-        },
-    }
-    for s in strategies:
-        hashes = {st.prompt_hash for steps in memories[s].values() for st in steps if st.prompt_hash}
-        if hashes:
-            meta["prompt_hashes"][f"update:{s}"] = ",".join(sorted(hashes))
+    meta = _memory_meta(args, episodes, samples, memories, strategies, needs_update)
     result: dict[str, Any] = {
         "meta": meta,
         "updates": me.status_counts(memories),
@@ -235,11 +205,64 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
         meta["models"]["chat"] = chat_spec
         result["voting"] = me.measure_votes(episodes, memories, model(chat_spec), VoteJudge(judge_model), show)
     files = write_memory_report(result, args.out)
+    _print_memory_result(args, result, files, len(samples))
+    return 0
+
+
+def _memory_meta(
+    args: argparse.Namespace,
+    episodes: list[Any],
+    samples: list[Any],
+    memories: dict[str, Any],
+    strategies: list[str],
+    needs_update: bool,
+) -> dict[str, Any]:
+    """The report's meta: the data and its hash, the arguments, every model and the hash of every prompt used."""
+    from evaluation import memory_eval as me
+    from evaluation.report import base_meta
+    from memory.prompts import prompt_hash
+
+    meta = {
+        **base_meta(),
+        "data": str(args.data),
+        "data_sha256": file_sha256(args.data),
+        "seed": args.seed,
+        "format": episodes[0].source,
+        "episode_ids": [e.id for e in episodes],
+        "episodes": len(episodes),
+        "samples": len(samples),
+        "samples_left_out": me.left_out(episodes, memories),
+        "strategies": strategies,
+        "arguments": {k: str(v) for k, v in vars(args).items() if k not in ("command", "eval_command")},
+        "models": {
+            "update": args.update_model,
+            "judge": args.judge,
+            "nli": args.nli or args.judge,
+            "ppl": args.ppl_model,
+            "chat": None,
+            "embedder": args.embedder if needs_update else None,
+        },
+        "prompt_hashes": {
+            "nli_judge": prompt_hash("nli_judge"),
+            "vote_judge": prompt_hash("vote_judge"),
+            "chat_system": prompt_hash("chat_system"),
+        },
+    }
+    for s in strategies:
+        hashes = {st.prompt_hash for steps in memories[s].values() for st in steps if st.prompt_hash}
+        if hashes:
+            meta["prompt_hashes"][f"update:{s}"] = ",".join(sorted(hashes))
+    return meta
+
+
+def _print_memory_result(args: argparse.Namespace, result: dict[str, Any], files: dict[str, Any], samples: int) -> None:
+    """`keem eval memory`'s output: the result as JSON, or where the files are and a line per strategy."""
+    meta, strategies = result["meta"], result["meta"]["strategies"]
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2, default=str))
     else:
         print(f"report: {files['report']}\nresult: {files['json']}\nmemories: {args.out / 'memories.json'}")
-        print(f"episodes: {', '.join(meta['episode_ids'])}; {plural(len(samples), 'sample')}")
+        print(f"episodes: {', '.join(meta['episode_ids'])}; {plural(samples, 'sample')}")
         if meta["samples_left_out"]["samples"]:
             print(
                 f"note: {plural(meta['samples_left_out']['samples'], 'sample')} left out for every strategy: "
@@ -253,7 +276,6 @@ def run_memory(args: argparse.Namespace, load_model: LoadModel) -> int:
                 f"  {s:12s} recall@5 {kw if kw is None else round(kw, 3)}  "
                 f"conflict {cr if cr is None else round(cr, 3)}  ppl {ppl if ppl is None else round(ppl, 2)}"
             )
-    return 0
 
 
 # -- keem eval human-export / human-import ----------------------------------------------------------

@@ -6,7 +6,7 @@ versions.py memory versions and their sentences (a commit states its base versio
 a newer latest version or refuses it); queue.py the durable queue of update jobs; erasure.py forgetting a user or a
 sentence with no copy left in the file, and its audit rows; tokens.py the HTTP API's bearer tokens (hashes only). A
 caller writes `store.users.get_or_create(name)`, `store.versions.commit(...)`, `store.queue.claim()`. The user-trial
-tables are not here: chatbot/trials/records.py keeps them, with a migration set of its own.
+tables are not here: chatbot/study_records.py keeps them, with a migration set of its own.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from memory.store.emotions import EmotionRecord
 from memory.store.erasure import MARKER, Erased, Erasure
 from memory.store.migrations import schema
 from memory.store.queue import Queue
+from memory.store.sentences import Sentence, Version
 from memory.store.tokens import Token, Tokens
 from memory.store.users import Sessions, Turns, Users
-from memory.store.versions import Sentence, Version, Versions
+from memory.store.versions import Versions
 
 __all__ = ["MARKER", "EmotionRecord", "Erased", "Sentence", "Store", "Token", "Version", "now_iso", "storage_error"]
 

@@ -18,18 +18,18 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
 
-from models.errors import MigrationError, StorageError
+from memory.store.schema import Schema
+from models.errors import StorageError
 
 if TYPE_CHECKING:
-    from memory.store.postgres import Postgres, PostgresStep
+    from memory.store.postgres import Postgres
 
 log = logging.getLogger(__name__)
 
@@ -122,73 +122,6 @@ def storage_error(path: str, exc: BaseException, flag: str = "--db (KEEM_DB)") -
     )
 
 
-class Schema:
-    """A named set of numbered migrations (sqlite-utils `Migrations`) and the project's own list of their names.
-
-    Register a migration with `@schema`; never edit one that shipped, add the next number. `retired` names
-    migrations that once belonged to this set and moved to another (a database that ran them stays valid).
-    """
-
-    def __init__(self, name: str, retired: Sequence[str] = ()):
-        self.name = name
-        self.migrations = Migrations(name)
-        self.names: list[str] = []
-        self.retired = tuple(retired)
-        # The same schema for Postgres, numbered apart (memory/store/postgres.py applies them). EVERY schema change
-        # needs a migration in both sets: a SQLite one registered with @schema and a Postgres one with `postgres`.
-        self.postgres: list[tuple[str, PostgresStep]] = []
-
-    def add_postgres(self, name: str, step: PostgresStep) -> None:
-        """Register the next Postgres migration: SQL (several statements allowed) or fn(psycopg connection)."""
-        self.postgres.append((name, step))
-
-    def __call__(self, fn: Callable[[Database], None]) -> Callable[[Database], None]:
-        self.names.append(fn.__name__)
-        return self.migrations(name=fn.__name__)(fn)
-
-    def outside_transaction(self, fn: Callable[[Database], None]) -> Callable[[Database], None]:
-        """Register a migration that runs its own transaction (a table rebuild turns foreign keys off, which SQLite
-        allows only outside one). It must be safe to run again: a crash after its commit and before its record
-        leaves it pending."""
-        self.names.append(fn.__name__)
-        return self.migrations(name=fn.__name__, transactional=False)(fn)
-
-    def applied(self, db: Database) -> list[str]:
-        """The names of this set's migrations the database has run, in the order it ran them."""
-        return [m.name for m in self.migrations.applied(db)]
-
-    def apply(self, db: Database, path: str) -> None:
-        """Run the pending migrations; refuses a database a newer keem wrote (it ran migrations this one lacks)."""
-        newer = set(self.applied(db)) - set(self.names) - set(self.retired)
-        if newer:
-            raise MigrationError(
-                f"database {path} was written by a newer keem (migrations {sorted(newer)}); "
-                "upgrade keem-chat or point --db at another file",
-                code="migration_newer",
-                path=path,
-            )
-        seen = set(self.applied(db))
-        for attempt in range(10):
-            try:
-                self.migrations.apply(db)
-                return
-            except sqlite3.Error as exc:
-                # another process opening the same new file migrates at the same time: its table exists, its
-                # record is in, or its transaction holds the file (a deferred one that must write fails at once
-                # with "locked" rather than wait). Run again, which skips what it applied; a failed migration
-                # rolled back, a non-transactional one is safe to run again (`outside_transaction`)
-                now = set(self.applied(db))
-                if attempt < 9 and (now != seen or "locked" in str(exc).lower()):
-                    seen = now
-                    time.sleep(0.05 * (attempt + 1))
-                    continue
-                raise MigrationError(
-                    f"migrating {path} failed ({exc}); restore a backup or use a new --db",
-                    code="migration_failed",
-                    path=path,
-                ) from exc
-
-
 class Connection:
     """The store's database, migrated to `schema`: a SQLite file in WAL mode (one connection, one lock) or, for a
     postgresql:// URL, a Postgres database (a pool; memory/store/postgres.py). Safe to share between threads.
@@ -261,7 +194,7 @@ class Connection:
         self.db.execute("PRAGMA secure_delete=ON")  # a forgotten user's text is overwritten, not left in free pages
 
     def migrate(self, schema: Schema) -> None:
-        """Apply another migration set to this database (chatbot/trials/records.py's), on either engine."""
+        """Apply another migration set to this database (chatbot/study_records.py's), on either engine."""
         if self.pg is not None:
             self.pg.migrate(schema)
             return

@@ -1,6 +1,6 @@
 """The memory engine's numbered schema migrations (the set "keem"). Never edit one that shipped: add the next number.
 
-The user-trial tables (consents, answers) were this set's m005; they belong to chatbot/trials/records.py's own set
+The user-trial tables (consents, answers) were this set's m005; they belong to chatbot/study_records.py's own set
 now, which leaves them as they are in a database that already has them.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from sqlite_utils import Database
 
-from memory.store.connection import Schema
 from memory.store.rebuild import never_reuse_ids
+from memory.store.schema import Schema
 
 schema = Schema("keem", retired=["m005_trial_questionnaires"])
 

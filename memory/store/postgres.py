@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 from models.errors import MigrationError, StorageError
 
 if TYPE_CHECKING:
-    from memory.store.connection import Schema
+    from memory.store.schema import Schema
 
 log = logging.getLogger(__name__)
 

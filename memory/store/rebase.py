@@ -20,12 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from memory.store.sentences import Sentence, Version
 from models.errors import MemoryChangedError
-
-if TYPE_CHECKING:  # versions.py imports this module to commit
-    from memory.store.versions import Sentence, Version
 
 USER_AUTHORS = ("user", "import")
 

@@ -87,7 +87,7 @@ class Users:
     def delete(self, user_id: int) -> None:
         """Forget a user: every turn, session, memory version, sentence and job, in one transaction. Rows of other
         tables that reference the user or their sessions with ON DELETE CASCADE (a user trial's consents and
-        answers, chatbot/trials/records.py) go with them."""
+        answers, chatbot/study_records.py) go with them."""
         with self.conn.write():
             for table in ("memory_sentences", "memory_versions", "update_jobs", "turns", "sessions", "api_tokens"):
                 self.conn.execute(f"delete from {table} where user_id = ?", [user_id])

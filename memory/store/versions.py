@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -11,6 +10,7 @@ import numpy as np
 from memory.store.connection import Connection, now_iso
 from memory.store.emotions import EmotionRecord, Emotions, follow
 from memory.store.rebase import USER_AUTHORS, rebase_update, rebase_user_change
+from memory.store.sentences import Sentence, Version
 from models.errors import InputError, MemoryChangedError, UpdateError
 
 
@@ -21,58 +21,6 @@ def _blob(vector: np.ndarray | None) -> bytes | None:
 
 def _vector(blob: bytes | None) -> np.ndarray | None:
     return np.frombuffer(blob, dtype=np.float32) if blob else None
-
-
-@dataclass(frozen=True)
-class Sentence:
-    text: str
-    provenance: str = "added"  # kept | added | rewritten | restored | imported | user | fallback
-    origin_id: int | None = None  # the sentence of the previous version it continues, if any
-    id: int | None = None
-    embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
-    embedder: str | None = None
-    cues: str | None = None  # words a later turn may use for it (memory/cues.py), when written
-    cue_embedding: np.ndarray | None = field(default=None, compare=False, repr=False)  # same embedder as `embedding`
-    sources: dict[str, Any] | None = field(default=None, compare=False, repr=False)  # memory/provenance.py (ids only)
-
-
-@dataclass(frozen=True)
-class Version:
-    id: int
-    user_id: int
-    number: int
-    session_id: int | None
-    strategy: str
-    status: str  # ok | fallback | failed
-    model_spec: str | None
-    prompt_hash: str | None
-    author: str  # updater | user | import
-    note: str | None
-    created_at: str
-    sentences: tuple[Sentence, ...]
-    details: dict[str, Any] = field(default_factory=dict, compare=False)
-    records: tuple[EmotionRecord, ...] = field(default=(), compare=False)  # emotion-and-cause records (m011)
-
-    @property
-    def texts(self) -> list[str]:
-        return [s.text for s in self.sentences]
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "version": self.number,
-            "created_at": self.created_at,
-            "strategy": self.strategy,
-            "status": self.status,
-            "author": self.author,
-            "session_id": self.session_id,
-            "model": self.model_spec,
-            "prompt_hash": self.prompt_hash,
-            "note": self.note,
-            "sentences": [
-                {"id": s.id, "text": s.text, "provenance": s.provenance, **({"cues": s.cues} if s.cues else {})}
-                for s in self.sentences
-            ],
-        }
 
 
 class Versions:

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.test_ui import free_port
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -135,7 +135,7 @@ def login_when_ready(url: str, who: str, name: str, timeout: float = 90) -> None
     """Log in once the models are ready (until then the app answers that they are loading)."""
     import json
 
-    from tests.test_ui import call
+    from tests.helpers import call
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

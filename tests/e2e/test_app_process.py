@@ -21,13 +21,10 @@ from typing import Any
 
 from memory.store import Store
 from tests.e2e.conftest import ROOT, app_process, needs_chromium
+from tests.e2e.helpers import server_reply
 from tests.e2e.pages import open_tab
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_ui import answer, call, dep_index, make_bot
-
-
-def server_reply(body: dict) -> str:
-    return answer(body["messages"])
+from tests.helpers import call, dep_index, make_bot
 
 
 def wait_version(db: Path, user: str, timeout: float = 30) -> list[str]:
@@ -162,7 +159,7 @@ def test_signed_in_with_hugging_face_the_memory_follows_the_account_and_a_visito
 SERVER = """
 import sys, time
 from pathlib import Path
-from tests.test_ui import serve
+from tests.helpers import serve
 url, app, bot, worker = serve(Path(sys.argv[1]))
 print(url, flush=True)
 while True:

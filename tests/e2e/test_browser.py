@@ -14,8 +14,7 @@ from models.base import GenerationOptions, Message
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.pages import edit_sentence, enter, last_bot_says, open_tab, shown_memory
-from tests.test_ready import gated
-from tests.test_ui import answer, launch, make_bot, serve
+from tests.helpers import answer, gated, launch, make_bot, serve
 
 pytestmark = needs_chromium
 

@@ -11,8 +11,8 @@ from memory.korean import kiwi
 from memory.store import MARKER, Sentence
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.pages import enter, erase_sentence, memory_row, open_tab, shown_memory, shown_once
-from tests.test_erasure import leftovers
-from tests.test_ui import serve
+from tests.erasure_world import leftovers
+from tests.helpers import serve
 
 pytestmark = needs_chromium
 PHONE = {"width": 390, "height": 844}

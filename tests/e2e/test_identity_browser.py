@@ -18,10 +18,10 @@ import pytest
 from models.base import GenerationOptions, Message
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.test_ui import answer, serve
+from tests.e2e.helpers import NOTICE, forget_on_page, send
+from tests.helpers import answer, serve
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTICE = "이 사용자의 데이터가 삭제되었습니다"
 B_WORDS = "파란우산힌트"
 
 pytestmark = needs_chromium
@@ -63,11 +63,6 @@ def tab(browser: Any, url: str, name: str) -> Any:
     return page
 
 
-def send(page: Any, text: str) -> None:
-    page.locator("#message-input textarea").fill(text)
-    page.locator("#message-input textarea").press("Enter")
-
-
 def chat_with_reply(page: Any, text: str) -> None:
     send(page, text)
     page.wait_for_function(
@@ -75,19 +70,6 @@ def chat_with_reply(page: Any, text: str) -> None:
         "!document.querySelector('#chat').innerText.includes('…')",
         timeout=15_000,
     )
-
-
-def forget_on_page(page: Any, name: str) -> None:
-    tab_button = page.get_by_role("tab", name="기억")
-    for _ in range(20):
-        tab_button.click()
-        if tab_button.get_attribute("aria-selected") == "true":
-            break
-        page.wait_for_timeout(250)
-    page.get_by_text("나를 잊기 (모든 데이터 삭제)").click()
-    page.locator("#forget-confirm textarea, #forget-confirm input").first.fill(name)
-    page.locator("#forget-button").click()
-    page.locator("#start-button").wait_for(state="visible", timeout=15_000)
 
 
 def assert_told_and_nothing_crossed(other: Any, bot: Any) -> None:

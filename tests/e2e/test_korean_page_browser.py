@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from chatbot.localtime import local_time
-from chatbot.trials.study import study_from_dict
+from chatbot.study import study_from_dict
 from chatbot.web.messages import LABELS
 from models.demo import RUNS_TO_BUDGET
 from models.fake import ScriptedChatModel
@@ -21,7 +21,7 @@ from models.openai_backend import OpenAIChatModel
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.pages import enter, open_tab
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_ui import answer, serve
+from tests.helpers import answer, serve
 
 pytestmark = needs_chromium
 PHONE = {"width": 390, "height": 844}

@@ -8,23 +8,14 @@ from typing import Any
 
 from chatbot.bot import Chatbot
 from chatbot.settings import Settings
-from chatbot.web.app import build_app
-from chatbot.worker import Worker
 from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
+from tests.cas_world import CAT, NEWS, Gate, _v1, updater_answer
 from tests.e2e.conftest import needs_chromium
+from tests.e2e.helpers import serve_bot
 from tests.e2e.pages import delete_sentence, open_tab, shown_memory
-from tests.test_memory_cas import CAT, NEWS, Gate, _v1, updater_answer
-from tests.test_ui import launch
 
 pytestmark = needs_chromium
-
-
-def serve(bot: Chatbot) -> tuple[str, Any, Worker]:
-    """The app in this process on a free 127.0.0.1 port, its worker running; the caller closes both."""
-    worker = Worker(bot, poll_s=0.05).start()
-    app = build_app(bot, worker)
-    return launch(app), app, worker
 
 
 def reply_done(page: Any) -> None:
@@ -45,7 +36,7 @@ def test_a_sentence_deleted_while_the_update_runs_stays_deleted_in_the_page_and_
         embedder=NgramEmbedder(),
     )
     _v1(bot.engine, bot.store.users.get_or_create("민수"))
-    url, app, worker = serve(bot)
+    url, app, worker = serve_bot(bot)
     try:
         page = new_page(viewport={"width": 1200, "height": 900})
         page.goto(url)

@@ -12,7 +12,7 @@ from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.pages import enter, last_bot_says, open_tab
 from tests.emotion_oracle import EmotionOracle, fixture_users
-from tests.test_ui import serve
+from tests.helpers import serve
 
 pytestmark = needs_chromium
 

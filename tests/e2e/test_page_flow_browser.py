@@ -14,7 +14,7 @@ from models.openai_backend import OpenAIChatModel
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.pages import enter, last_bot_says, memory_row, memory_sentences, open_tab, shown_memory, shown_once
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_ui import answer, serve
+from tests.helpers import answer, serve
 
 pytestmark = needs_chromium
 

@@ -15,9 +15,9 @@ import pytest
 
 from memory.store import Store
 from tests.e2e.conftest import app_process, dep, login_when_ready
-from tests.e2e.test_app_process import server_reply
+from tests.e2e.helpers import server_reply
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_ui import call
+from tests.helpers import call
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # starts the app twice in its own process

@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 
 from chatbot.cli.main import main as keem
-from chatbot.trials.records import records
-from chatbot.trials.study import study_from_dict
+from chatbot.study import study_from_dict
+from chatbot.study_records import records
 from models.openai_backend import OpenAIChatModel
 from tests.e2e.conftest import needs_chromium
+from tests.e2e.helpers import reply
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_ui import answer, serve
+from tests.helpers import serve
 
 pytestmark = needs_chromium
 GAP = timedelta(hours=20)  # the study's minimum gap between a participant's sessions
@@ -40,13 +41,6 @@ PLAN = {
     "min_gap_hours": GAP.total_seconds() / 3600,
     "consent": "연구 참여 동의서: 대화 내용은 연구에만 쓰이며 언제든 그만둘 수 있습니다.",
 }
-
-
-def reply(body: dict) -> str:
-    messages = body["messages"]
-    if "당신은 사용자와" in messages[0]["content"]:
-        return "그랬군요. 이야기해 줘서 고마워요. 조금 더 들려줄래요?"
-    return answer(messages)
 
 
 class Clock:

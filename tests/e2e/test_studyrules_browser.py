@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chatbot.trials.study import study_from_dict, trial_sessions
+from chatbot.study import study_from_dict, trial_sessions
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.test_study_browser import reply
+from tests.e2e.helpers import reply
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_ui import serve
+from tests.helpers import serve
 
 pytestmark = needs_chromium
 PLAN = {

@@ -14,9 +14,9 @@ from memory.updaters import make_updater
 from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
+from tests.e2e.helpers import serve_bot
 from tests.e2e.pages import enter, last_bot_says, open_tab, open_why, shown_memory
-from tests.e2e.test_memory_cas_browser import serve
-from tests.test_provenance import PEANUT, PIANO, SESSION1, SESSION2, SMOKE, session, world
+from tests.provenance_world import PEANUT, PIANO, SESSION1, SESSION2, SMOKE, session, world
 
 pytestmark = needs_chromium
 
@@ -28,7 +28,7 @@ def test_the_changelog_shows_both_drops_with_reasons_and_one_tap_restores_the_ju
     bot = Chatbot(Settings(db=str(tmp_path / "keem.db")), chat_model=model, embedder=NgramEmbedder())
     uid = bot.store.users.get_or_create("민수")
     JobRunner(bot.engine, lambda s: make_updater(s, model, bot.engine.embedder)).run(session(bot.store, uid, SESSION1))
-    url, app, worker = serve(bot)
+    url, app, worker = serve_bot(bot)
     try:
         page = new_page(viewport={"width": 1200, "height": 1600})
         enter(page, url, "민수")

@@ -17,7 +17,7 @@ import httpx
 from tests.e2e.conftest import ROOT, app_process, needs_chromium
 from tests.e2e.pages import last_bot_says, open_tab, shown_memory
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_ui import answer
+from tests.helpers import answer
 
 
 def reply(body: dict) -> str:

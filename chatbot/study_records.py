@@ -16,8 +16,8 @@ from typing import Any
 from sqlite_utils import Database
 
 from memory.store import Store, now_iso
-from memory.store.connection import Schema
 from memory.store.rebuild import never_reuse_ids
+from memory.store.schema import Schema
 from models.errors import InputError
 
 schema = Schema("keem_trials")
@@ -139,7 +139,7 @@ class TrialRecords:
     ) -> int:
         """Store one session's questionnaire, all answers or none; returns how many were written.
 
-        `check(answers) -> rows` (chatbot/trials/study.py: Study.check_answers) validates the answers against the study
+        `check(answers) -> rows` (chatbot/study.py: Study.check_answers) validates the answers against the study
         and returns rows of item, kind, question and value; it raises InputError naming the first bad answer.
         Without it, an int is a rating and a str a free text. A second submission for the same session is refused.
         The errors carry a code the page shows in Korean (chatbot/web/render.py).

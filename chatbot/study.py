@@ -35,7 +35,7 @@ from typing import Any
 
 from chatbot.localtime import LocalTime, local_time
 from chatbot.settings import OPENINGS, Settings
-from chatbot.trials.records import records
+from chatbot.study_records import records
 from memory.store import Store
 from memory.updaters import STRATEGIES
 from models.errors import InputError
