@@ -43,7 +43,6 @@ from tests.helpers import (
     call,
     dep_index,
     drain,
-    free_port,  # noqa: F401  (tests/procs.py on this branch; main's no longer needs it)
     login,
     make_bot,
     say,

@@ -69,15 +69,13 @@ class Entry:
         """Answer what a closed tab left waiting (a message sent, or typed while a reply streamed), then end its
         session: on return the user finds every message answered in 지난 대화. The tab's own reply loop, if it still
         runs, is waited for (at most CLOSE_WAIT_S) and answers the queue itself; this one answers what is left by
-        the same protocol (`answering` taken under the tab's lock). A reply that fails leaves its message stored,
-        unanswered, as 대화 끝내기 would."""
-        session, deadline, took = state.session, time.monotonic() + CLOSE_WAIT_S, False
+        the same protocol (the tab's one answering turn: `claim`, `finish`). A reply that fails leaves its message
+        stored, unanswered, as 대화 끝내기 would."""
+        session, deadline = state.session, time.monotonic() + CLOSE_WAIT_S
+        took = state.claim()
         while not took and time.monotonic() < deadline:
-            with state.lock:
-                took = not state.answering
-                state.answering = True
-            if not took:
-                time.sleep(0.1)
+            time.sleep(0.1)
+            took = state.claim()
         try:
             while took:
                 with state.lock:
@@ -92,8 +90,7 @@ class Entry:
             log.warning("answering a closed tab's waiting messages failed", exc_info=True)
         finally:
             if took:
-                with state.lock:
-                    state.answering = False
+                state.finish()
             if not session.ended and self.ctx.gone(state) is None:
                 worker.end(session, "closed")
 

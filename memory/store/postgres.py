@@ -13,7 +13,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -357,6 +357,3 @@ class Postgres:
 
     def close(self) -> None:
         self.pool.close()
-
-
-PostgresStep = Callable[[Any], None] | str  # a migration: SQL (several statements allowed) or fn(connection)

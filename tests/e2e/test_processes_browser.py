@@ -12,8 +12,8 @@ from typing import Any
 
 from memory.backup import open_store
 from tests.e2e.conftest import needs_chromium
+from tests.e2e.helpers import NOTICE, forget_on_page, send
 from tests.e2e.pages import enter, last_bot_says, open_tab, shown_memory
-from tests.e2e.test_identity_browser import NOTICE, forget_on_page, send
 from tests.fake_openai import FakeOpenAIServer
 from tests.procs import model_reply, needs_serve, serve, wait_for
 
