@@ -172,6 +172,14 @@ def test_bad_input_in_the_page_shows_a_message_and_the_app_stays_usable(new_page
         worker.stop()
 
 
+def echo(body: dict) -> str:
+    """A model server's answer: a chat reply quotes the start of the user's message; update stages as `answer`."""
+    messages = body["messages"]
+    if "당신은 사용자와" in messages[0]["content"]:
+        return f"네, «{messages[-1]['content'][:6]}» 잘 들었어요. 조금 더 이야기해 주세요."
+    return answer(messages)
+
+
 def bot_texts(page: Any) -> list[str]:
     return page.evaluate("() => [...document.querySelectorAll('[data-testid=bot]')].map(b => b.innerText)")
 
@@ -182,13 +190,7 @@ def test_a_message_sent_while_a_reply_is_coming_is_answered_and_a_draft_survives
     from models.openai_backend import OpenAIChatModel
     from tests.fake_openai import FakeOpenAIServer
 
-    def reply(body: dict) -> str:
-        messages = body["messages"]
-        if "당신은 사용자와" in messages[0]["content"]:
-            return f"네, «{messages[-1]['content'][:6]}» 잘 들었어요. 조금 더 이야기해 주세요."
-        return answer(messages)
-
-    with FakeOpenAIServer(reply, latency_s=2.0) as server:  # every answer starts 2 s after it was asked
+    with FakeOpenAIServer(echo, latency_s=2.0) as server:  # every answer starts 2 s after it was asked
         model = OpenAIChatModel("fake-slow", base_url=server.url, api_key="test")
         url, app, bot, worker = serve(tmp_path / "keem.db", model=model)  # type: ignore[arg-type]
         try:
@@ -262,13 +264,7 @@ def test_a_conversation_left_by_closing_the_tab_is_ended_and_listed_at_once(new_
     from models.openai_backend import OpenAIChatModel
     from tests.fake_openai import FakeOpenAIServer
 
-    def reply(body: dict) -> str:
-        messages = body["messages"]
-        if "당신은 사용자와" in messages[0]["content"]:
-            return f"네, «{messages[-1]['content'][:6]}» 잘 들었어요. 어때요?"
-        return answer(messages)
-
-    with FakeOpenAIServer(reply, latency_s=1.5) as server:  # every answer starts 1.5 s after it was asked
+    with FakeOpenAIServer(echo, latency_s=1.5) as server:  # every answer starts 1.5 s after it was asked
         model = OpenAIChatModel("fake-slow", base_url=server.url, api_key="test")
         url, app, bot, worker = serve(tmp_path / "k.db", model=model)  # type: ignore[arg-type]
         try:
