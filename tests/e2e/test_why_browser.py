@@ -1,6 +1,6 @@
-"""In chromium (issue 22): after "대화 끝내기" the memory tab's changelog lists the drop the model justified and the
-one the guard restored, each with its reason; one tap on "되살리기" brings the justified drop back as a new version,
-and a sentence's 왜? opens its sources: the user's own words."""
+"""In chromium: after "대화 끝내기" the memory tab's changelog lists the drop the model justified and the
+one the guard restored, each with its reason; a sentence's 왜? opens its sources: the user's own words; and after a
+later version (the user's own edit), one tap on "되살리기 (v2에서 빠짐)" still brings the justified drop back."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.helpers import serve_bot
-from tests.e2e.pages import enter, last_bot_says, open_tab, open_why, shown_memory
+from tests.e2e.pages import edit_sentence, enter, last_bot_says, open_tab, open_why, shown_memory
 from tests.provenance_world import PEANUT, PIANO, SESSION1, SESSION2, SMOKE, session, world
 
 pytestmark = needs_chromium
@@ -54,11 +54,17 @@ def test_the_changelog_shows_both_drops_with_reasons_and_one_tap_restores_the_ju
         why = open_why(page, PIANO)  # the row's 왜?
         assert "요즘 피아노를 배우기 시작했어" in why and "사용자가 한 말" in why
 
-        page.locator("#restore-0").click()  # one tap: "되살리기: 사용자는 담배를 피운다."
-        assert SMOKE in shown_memory(page, "현재 기억 v3")
+        # a later version (the user's own edit) does not put the earlier update's drop out of reach
+        edit_sentence(page, PIANO, "사용자는 요즘 피아노와 기타를 배운다.")
+        shown_memory(page, "현재 기억 v3")
+        restore = page.locator("#restore-0")
+        restore.get_by_text("v2에서 빠짐").wait_for(timeout=10_000)
+        assert SMOKE[:20] in restore.inner_text()
+        restore.click()  # one tap: "되살리기 (v2에서 빠짐): 사용자는 담배를 피운다."
+        assert SMOKE in shown_memory(page, "현재 기억 v4")
         assert "사용자가 되살린" in page.locator("#changelog").inner_text()
         latest = bot.engine.current(uid)
-        assert latest.number == 3 and latest.author == "user" and latest.texts[-1] == SMOKE
+        assert latest.number == 4 and latest.author == "user" and latest.texts[-1] == SMOKE
     finally:
         app.close()
         worker.stop()
