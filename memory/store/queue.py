@@ -135,7 +135,7 @@ class Queue:
         with self.conn.write():
             where, params = (f"({RETRYABLE})" if backoff else "status = 'failed'"), []
             if job_ids:
-                where += f" and id in ({','.join('?' * len(job_ids))})"
+                where += f" and id in ({placeholders(job_ids)})"
                 params += job_ids
             if user_id is not None:
                 where += " and user_id = ?"
@@ -144,7 +144,7 @@ class Queue:
             if ids:
                 self.conn.execute(
                     f"update update_jobs set status = 'pending', stage = 'queued', attempts = 0, "
-                    f"next_attempt_at = null, updated_at = ? where id in ({','.join('?' * len(ids))})",
+                    f"next_attempt_at = null, updated_at = ? where id in ({placeholders(ids)})",
                     [now_iso(), *ids],
                 )
         return ids
@@ -175,7 +175,7 @@ class Queue:
             if stale:
                 self.conn.execute(
                     f"update update_jobs set status = 'pending', stage = 'queued', owner = null, "
-                    f"lease_until = null, updated_at = ? where id in ({','.join('?' * len(stale))})",
+                    f"lease_until = null, updated_at = ? where id in ({placeholders(stale)})",
                     [now_iso(), *stale],
                 )
             return len(stale)
