@@ -55,6 +55,25 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "bad_body",  # a request body that is not what the route takes; detail
     "study_api_off",  # a user trial whose plan gives participants no API tokens
     "study_consent",  # a participant who has not agreed to the study's consent text
+    "not_started",  # the page: no conversation in this tab yet; start one first
+    "sentence_not_picked",  # the page: pick the sentence to change first
+    "sentence_not_in_list",  # the page: pick the sentence from the list
+    "list_changed",  # the page: the memory changed meanwhile; pick from the list again
+    "erase_unconfirmed",  # the page: tick the box to confirm the erasure first; it cannot be undone
+    "forget_name_mismatch",  # the page: type the name exactly to confirm forgetting
+    "past_not_found",  # the page: that conversation is not this user's or no longer exists; pick from the list again
+    "reply_busy",  # the page: a reply is streaming; try again when it has ended
+    "session_over",  # the page: this conversation has ended; start a new one
+    "nothing_to_redo",  # the page: no message to answer again; send one first
+    "nothing_to_stop",  # the page: no reply is streaming
+    "consent_no_name",  # the page: enter a name or participant code first
+    "consent_unticked",  # the page: tick the consent box first
+    "questionnaire_none",  # the page: no questionnaire is waiting; one comes after a conversation ends
+    "organiser_off",  # the page: the organiser view is off: set KEEM_ADMIN_PASSWORD on the server and restart
+    "organiser_wrong",  # the page: wrong organiser password
+    "organiser_locked",  # the page: type the organiser password first
+    "models_failed",  # the page: the models could not be loaded (the detail is in the server's log)
+    "setting_invalid",  # name: a KEEM_* setting the server was started with is not valid
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -14,6 +15,7 @@ from typing import Any
 
 import gradio as gr
 import httpx
+import pytest
 
 from chatbot.bot import Chatbot
 from chatbot.settings import Settings
@@ -21,10 +23,12 @@ from chatbot.trials.web import Participant, StudyUI, StudyView, trial_page
 from chatbot.web.app import build_app, launch_options, queue_options
 from chatbot.web.backend import Backend
 from chatbot.web.chat import ChatUI
+from chatbot.web.messages import korean_error
 from chatbot.web.state import UserState
 from chatbot.web.view import PageView
 from chatbot.worker import Worker
 from models.embedders import NgramEmbedder
+from models.errors import KeemError
 from models.fake import ScriptedChatModel, stage_of
 
 
@@ -186,3 +190,13 @@ def gated(bot: Chatbot, gate: threading.Event) -> Backend:
         return bot, Worker(bot, poll_s=0.05).start()
 
     return Backend.loading(load)
+
+
+@contextlib.contextmanager
+def refused(match: str) -> Iterator[Any]:
+    """The page refuses what the block does: a KeemError whose Korean message, the one the page shows
+    (chatbot/web/messages.py), says `match` (a regular expression)."""
+    with pytest.raises(KeemError) as caught:
+        yield caught
+    said = korean_error(caught.value)
+    assert re.search(match, said), said

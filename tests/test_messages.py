@@ -17,6 +17,7 @@ from models.errors import CODES, ContextOverflowError, InputError, KeemError, Mo
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = {cls.kind for _, cls in inspect.getmembers(errors, inspect.isclass) if issubclass(cls, KeemError)}
+ERROR_CLASSES = {name for name, cls in inspect.getmembers(errors, inspect.isclass) if issubclass(cls, KeemError)}
 
 
 def raise_sites() -> list[tuple[str, str, set[str]]]:
@@ -47,6 +48,19 @@ def test_every_code_raised_is_defined_and_its_message_takes_the_params_given():
     for where, code, params in sites:
         assert code in CODES, f"{where}: code {code!r} is not in models/errors.py CODES"
         MESSAGES[code].format(message="x", **dict.fromkeys(params, 1))  # KeyError: a param it needs is not given
+
+
+def test_every_refusal_the_page_raises_has_a_code() -> None:
+    """The page's own refusals (chatbot/web, the trial page) are said from the table, never as "오류: <text>": each
+    error they raise names its code, and no Korean sentence is built into one."""
+    pages = [*(ROOT / "chatbot" / "web").rglob("*.py"), ROOT / "chatbot" / "trials" / "web.py"]
+    bare = []
+    for path in pages:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ERROR_CLASSES:
+                if not any(k.arg == "code" for k in node.keywords):
+                    bare.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bare, f"refusals without a code: {bare}"
 
 
 def test_korean_messages_of_real_errors():

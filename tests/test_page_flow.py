@@ -22,9 +22,9 @@ from chatbot.worker import Worker
 from memory.engine import Hit
 from memory.store import Sentence
 from models.base import GenerationOptions, Message
-from models.errors import GenerationError, InputError, describe, described
+from models.errors import GenerationError, describe, described
 from models.fake import ScriptedChatModel
-from tests.helpers import answer, drain, login, make_bot, say, wait_job
+from tests.helpers import answer, drain, login, make_bot, refused, say, wait_job
 
 
 class Breaking(ScriptedChatModel):
@@ -79,7 +79,7 @@ def test_a_failed_reply_is_a_korean_notice_in_the_chat_and_retry_answers_the_sto
     final = drain(ui.chat.respond(state))[-1].chat
     assert final[-1]["content"].startswith("네, 잘 들었어요") and not any("⚠️" in str(r["content"]) for r in final)
     assert roles(ui, state) == [("user", None), ("assistant", None)]  # the message was not stored twice
-    with pytest.raises(InputError, match="답하는 중"):  # nothing twice: a retry while it answers is refused
+    with refused("답하는 중"):  # nothing twice: a retry while it answers is refused
         state.awaiting = True
         flow.replies.again(state)
 
@@ -122,7 +122,7 @@ def test_stop_keeps_what_was_shown_stored_as_stopped_and_regenerate_replaces_the
     stored = ui.bot.store.turns.of_session(state.session.session_id)[-1]
     assert stored["mark"] == "stopped" and stored["text"] == shown and len(shown) < len("네, 잘 들었어요: 오늘 바다에")
     assert first.chat[-1]["content"] in shown and frames[-1].note.startswith("답변을 멈췄습니다")
-    with pytest.raises(InputError, match="멈출 답변이 없습니다"):
+    with refused("멈출 답변이 없습니다"):
         fl.replies.stop(state)
 
     fl.replies.again(state)  # 다시 생성: the stopped reply is replaced, the message answered again
@@ -136,7 +136,7 @@ def test_stop_keeps_what_was_shown_stored_as_stopped_and_regenerate_replaces_the
 def test_a_new_conversation_has_nothing_to_answer_again(flow: Any) -> None:
     ui, fl = flow
     state = login(ui, "민수")
-    with pytest.raises(InputError, match="다시 답할 메시지가 없습니다"):
+    with refused("다시 답할 메시지가 없습니다"):
         fl.replies.again(state)
     assert fl.replies.redraw(state).chat == []  # the chat's clear icon empties nothing that is stored
 
@@ -198,7 +198,7 @@ def test_after_the_end_a_card_with_the_stages_and_past_conversations_of_this_use
     shown = fl.past.show(choices[0][1], state).transcript
     assert "**나** 어제 부산으로 이사했어" in shown and "**KEEM** 네, 잘 들었어요" in shown
     theirs = str(other.session.session_id)
-    with pytest.raises(InputError, match="찾을 수 없습니다"):  # another user's conversation, whatever is sent
+    with refused("찾을 수 없습니다"):  # another user's conversation, whatever is sent
         fl.past.show(theirs, state)
 
     renewed = fl.ending.new_session(state)
@@ -222,7 +222,7 @@ def test_memory_editing_in_place_shows_each_sentence_and_goes_through_compare_an
     assert "대구" not in stale.memory.text and engine.current(state.user_id).number == 2
     fl.editing.deleter("2:1")(state)
     assert [s.text for s in engine.current(state.user_id).sentences] == ["사용자는 부산에 산다."]
-    with pytest.raises(InputError, match="확인란"):  # 완전히 지우기 needs its row's confirmation
+    with refused("확인란"):  # 완전히 지우기 needs its row's confirmation
         fl.editing.eraser("3:0")(False, state)
     assert ui.entry.logout(state).memory is None  # nobody: no list
 
@@ -279,9 +279,9 @@ def test_stop_and_regenerate_show_only_when_they_can_act_after_each_event(tmp_pa
 
         ended = fl.ending.end_session(state)
         assert shown_actions(ended) == (False, False)  # nothing to redo in an ended conversation
-        with pytest.raises(InputError, match="끝난 대화"):
+        with refused("끝난 대화"):
             fl.replies.again(state)
-        with pytest.raises(InputError, match="멈출 답변이 없습니다"):  # a click the page no longer offers
+        with refused("멈출 답변이 없습니다"):  # a click the page no longer offers
             fl.replies.stop(state)
         assert shown_actions(fl.ending.new_session(state)) == (False, False)
 

@@ -20,7 +20,7 @@ from chatbot.web.messages import korean_error
 from chatbot.web.state import UserState
 from chatbot.worker import Worker
 from models.errors import InputError
-from tests.helpers import PLAN, chat_state, enter, make_bot, say
+from tests.helpers import PLAN, chat_state, enter, make_bot, refused, say
 
 GOOD = (4, 5, 3, 4, "재미있었어요")  # the default questionnaire: four ratings and a comment
 
@@ -59,7 +59,7 @@ def test_nothing_is_stored_before_consent_and_declining_stores_nothing(tmp_path:
 
     assert declined.start["interactive"] is True
     person, _ = enter(sui, "P001")
-    with pytest.raises(InputError, match="동의합니다"):  # a click that skipped the checkbox (a forged event)
+    with refused("동의합니다"):  # a click that skipped the checkbox (a forged event)
         sui.agree(person, False)
     assert bot.store.users.all() == []
     agreed = sui.agree(person, True)
@@ -84,9 +84,9 @@ def test_after_a_session_the_questionnaire_opens_and_is_stored_once_with_the_str
     for word in PLAN["strategies"]:
         assert word not in title
 
-    with pytest.raises(InputError, match="문항에 답해 주세요"):  # a rating missing: nothing is written
+    with refused("문항에 답해 주세요"):  # a rating missing: nothing is written
         sui.submit(person, 4, None, 3, 4, "")
-    with pytest.raises(InputError, match="1에서 5 사이"):
+    with refused("1에서 5 사이"):
         sui.submit(person, 4, 9, 3, 4, "")
     assert records(bot.store).answers() == []
     submitted = sui.submit(person, *GOOD)
@@ -115,8 +115,8 @@ def test_a_questionnaire_left_open_is_offered_at_the_next_visit_even_when_too_ea
     # '새 대화 시작' in the old tab is refused too: calmly, under the message box, no warning toast
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        refused = ui.chat.new_session(state)
-    assert refused.note.startswith("⏳ 다음 대화는") and "(한국 시간) 이후에 할 수 있습니다" in refused.note
+        later = ui.chat.new_session(state)
+    assert later.note.startswith("⏳ 다음 대화는") and "(한국 시간) 이후에 할 수 있습니다" in later.note
     assert len(bot.store.sessions.of_user(person.user_id)) == 1
     worker.stop()
 
@@ -131,11 +131,11 @@ def test_the_organiser_view_needs_the_password_and_shows_progress_failures_and_a
     bot.store.queue.fail(job_id, "GenerationError: update server down", retry_in_s=None)
 
     sui.organiser.limiter = Limiter(0)  # here no wait between guesses (tests/test_organiser.py checks the limit)
-    with pytest.raises(InputError, match="비밀번호가 틀렸습니다"):
+    with refused("비밀번호가 틀렸습니다"):
         sui.organiser.unlock("P004", None)
-    with pytest.raises(InputError, match="비밀번호를 먼저"):
+    with refused("비밀번호를 먼저"):
         sui.organiser.refresh(None)
-    with pytest.raises(InputError, match="비밀번호를 먼저"):
+    with refused("비밀번호를 먼저"):
         sui.organiser.download(None)
     opened = sui.organiser.unlock("organiser-pw", None)
     granted, view, overview, cleared = opened.granted, opened.admin_view, opened.overview, opened.password

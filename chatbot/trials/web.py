@@ -192,9 +192,9 @@ class StudyUI:
         """The agree button, once its checkbox is ticked (checked here too, not only by the disabled button): the
         participant exists from now on, with their consent (time and text hash)."""
         if person is None:
-            raise InputError("먼저 이름 또는 참가자 코드를 입력하고 '대화 시작'을 누르세요.")
+            raise InputError("enter a name or participant code first", code="consent_no_name")
         if agreed is not True:
-            raise InputError("동의하시면 먼저 '위 내용을 읽었고 참여에 동의합니다'에 표시해 주세요.")
+            raise InputError("tick the consent box first", code="consent_unticked")
         person.user_id = self.store.users.get_or_create(person.key)
         give_consent(self.store, person.user_id, self.study)
         return self._admit(person)
@@ -288,7 +288,9 @@ class StudyUI:
         """Store the open questionnaire, every answer or none (a bad or missing one is named, nothing written);
         then the next unanswered one, if any."""
         if person is None or person.user_id is None or person.survey is None:
-            raise InputError("답할 설문이 없습니다. 대화를 끝내면 설문이 나옵니다.")
+            raise InputError(
+                "no questionnaire is waiting; one comes after a conversation ends", code="questionnaire_none"
+            )
         answers = {q.id: _value(q, v) for q, v in zip(self.study.questions, values)}
         submit_answers(self.store, person.survey, person.user_id, self.study, answers)
         toasts.info("설문을 저장했습니다. 감사합니다.")
@@ -325,12 +327,14 @@ class Organiser:
         One password is checked per second for each login in this process (ORGANISER_GUESSES): a guess sooner
         from the same login is refused unchecked, whatever its tab or route; another login is not held back."""
         if self.password is None:
-            raise InputError(f"연구자 화면이 꺼져 있습니다: 서버에 {ADMIN_ENV}를 설정하고 다시 시작하세요.")
+            raise InputError(
+                "the organiser view is off: set KEEM_ADMIN_PASSWORD on the server and restart", code="organiser_off"
+            )
         if not self.limiter.take(login_name(request)):
             raise InputError("비밀번호는 1초에 한 번만 확인합니다. 잠시 뒤 다시 입력해 주세요.", code="organiser_wait")
         if not hmac.compare_digest((password or "").encode(), self.password.encode()):
             log.warning("a wrong organiser password was given")
-            raise InputError("연구자 비밀번호가 틀렸습니다.")
+            raise InputError("wrong organiser password", code="organiser_wrong")
         return StudyView(
             granted=Unlocked(login_name(request)),
             admin_view=gr.update(visible=True),
@@ -362,7 +366,7 @@ class Organiser:
         """The login the view was unlocked for, when it is this request's; else InputError."""
         login = login_name(request)
         if not isinstance(granted, Unlocked) or granted.login != login or self.password is None:
-            raise InputError("연구자 비밀번호를 먼저 입력하세요.")
+            raise InputError("type the organiser password first", code="organiser_locked")
         return login
 
     def overview(self) -> str:

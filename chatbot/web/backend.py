@@ -76,7 +76,7 @@ class Backend:
     def ready(self) -> tuple[Chatbot, Worker]:
         """The bot and worker; ModelUnavailableError (code models_loading while they still load) otherwise."""
         if self.error is not None:
-            raise ModelUnavailableError(f"모델을 불러오지 못했습니다: {self.error}")
+            raise ModelUnavailableError(f"the models could not be loaded: {self.error}", code="models_failed")
         if not self.done.is_set() or self.bot is None or self.worker is None:
             raise ModelUnavailableError(LOADING, code="models_loading")
         return self.bot, self.worker
@@ -201,7 +201,7 @@ def for_user(
             state = args[-1]
             if state is None:
                 if absent is None:
-                    raise InputError("먼저 대화를 시작하세요.")
+                    raise InputError("no conversation in this tab yet; start one first", code="not_started")
                 return absent()
             if (gone := owner.ctx.gone(state)) is not None:
                 return gone

@@ -37,7 +37,11 @@ def enabled(env: Mapping[str, str] | None = None) -> bool:
     if choice in ("0", "false", "no"):
         return False
     if choice:
-        raise InputError(f"KEEM_HF_LOGIN={choice!r}: use 1 (a 'Hugging Face로 로그인' button), 0, or leave it unset")
+        raise InputError(
+            f"KEEM_HF_LOGIN={choice!r}: use 1 (a 'Hugging Face로 로그인' button), 0, or leave it unset",
+            code="setting_invalid",
+            name="KEEM_HF_LOGIN",
+        )
     return bool(env.get("OAUTH_CLIENT_ID"))
 
 

@@ -89,18 +89,18 @@ class MemoryTab:
     def _pick(self, state: UserState | None, pick: str | None) -> tuple[Version, int]:
         """The version the tab showed (the pick names it) and the sentence's place in it: the base of the edit."""
         if state is None:
-            raise InputError("먼저 대화를 시작하세요.")
+            raise InputError("no conversation in this tab yet; start one first", code="not_started")
         if not pick or ":" not in pick:
-            raise InputError("고칠 문장을 먼저 고르세요.")
+            raise InputError("pick the sentence to change first", code="sentence_not_picked")
         number, _, index = pick.partition(":")
         if not (number.isdigit() and index.isdigit()):
-            raise InputError("고칠 문장을 목록에서 고르세요.")
+            raise InputError("pick the sentence from the list", code="sentence_not_in_list")
         try:
             shown: Version | None = self.ctx.bot.store.versions.get(state.user_id, int(number))
         except InputError:
             shown = None
         if shown is None or not 0 <= int(index) < len(shown.sentences):
-            raise InputError("그 사이 기억이 바뀌었습니다. 목록에서 다시 고르세요.")
+            raise InputError("the memory changed meanwhile; pick from the list again", code="list_changed")
         return shown, int(index)
 
     def _commit(self, state: UserState, change: Callable[[], Version], done: PageView | None = None) -> PageView:
@@ -141,7 +141,7 @@ class MemoryTab:
         latest, index = self._pick(state, pick)
         assert state is not None
         if sure is not True:
-            raise InputError("완전히 지우려면 먼저 확인란에 표시하세요. 되돌릴 수 없습니다.")
+            raise InputError("tick the box to confirm the erasure first; it cannot be undone", code="erase_unconfirmed")
         erased = self.ctx.bot.forget_sentence(state.user_id, latest.sentences[index].text)
         toasts.info(
             f"그 내용을 완전히 지웠습니다: 기억 버전 {erased.counts['memory_versions']}개에서 지우고, "
@@ -160,7 +160,7 @@ class MemoryTab:
     def forget(self, confirm: str, state: UserState) -> PageView:
         """Delete everything about this user once they type their name; the tab returns to the start screen."""
         if (confirm or "").strip() != state.name:
-            raise InputError("확인란에 이름을 정확히 입력해야 삭제됩니다.")
+            raise InputError("type the name exactly to confirm forgetting", code="forget_name_mismatch")
         state.take_pending()
         state.session.ended = True  # no update job for a user being forgotten
         self.ctx.worker.end(state.session, "forget")

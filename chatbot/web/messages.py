@@ -69,6 +69,26 @@ TOAST_TITLES = {"info": "알림", "warning": "확인해 주세요", "error": "�
 
 MESSAGES = {
     # codes (models/errors.py CODES)
+    # the page's own refusals (a tab with no conversation, a pick, a confirmation, a trial's steps)
+    "not_started": "먼저 이름을 입력하고 대화를 시작하세요.",
+    "sentence_not_picked": "고칠 문장을 먼저 고르세요.",
+    "sentence_not_in_list": "고칠 문장을 목록에서 고르세요.",
+    "list_changed": "그 사이 기억이 바뀌었습니다. 목록에서 다시 고르세요.",
+    "erase_unconfirmed": "완전히 지우려면 먼저 확인란에 표시하세요. 되돌릴 수 없습니다.",
+    "forget_name_mismatch": "확인란에 이름을 정확히 입력해야 삭제됩니다.",
+    "past_not_found": "그 대화를 찾을 수 없습니다. 목록에서 다시 고르세요.",
+    "reply_busy": "지금 답하는 중입니다. 답변이 끝난 뒤 다시 눌러 주세요.",
+    "session_over": "끝난 대화입니다. 새 대화를 시작해 주세요.",
+    "nothing_to_redo": "다시 답할 메시지가 없습니다. 먼저 메시지를 보내 주세요.",
+    "nothing_to_stop": "멈출 답변이 없습니다.",
+    "consent_no_name": "먼저 이름 또는 참가자 코드를 입력하고 '대화 시작'을 누르세요.",
+    "consent_unticked": "동의하시면 먼저 '위 내용을 읽었고 참여에 동의합니다'에 표시해 주세요.",
+    "questionnaire_none": "답할 설문이 없습니다. 대화를 끝내면 설문이 나옵니다.",
+    "organiser_off": "연구자 화면이 꺼져 있습니다: 서버에 KEEM_ADMIN_PASSWORD를 설정하고 다시 시작하세요.",
+    "organiser_wrong": "연구자 비밀번호가 틀렸습니다.",
+    "organiser_locked": "연구자 비밀번호를 먼저 입력하세요.",
+    "models_failed": "모델을 불러오지 못했습니다. 관리자에게 알려 주세요 (서버 로그에 까닭이 있습니다).",
+    "setting_invalid": "서버 설정 {name}이 잘못되었습니다. 관리자에게 알려 주세요.",
     "empty_message": "빈 메시지입니다. 내용을 입력해 주세요 (공백이나 제어 문자만으로는 보낼 수 없습니다).",
     "message_too_long": "메시지가 너무 깁니다 ({length:,}자, 최대 {limit:,}자). 나누어 보내 주세요.",
     "message_too_many_tokens": (

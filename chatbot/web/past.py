@@ -57,7 +57,10 @@ class Past:
         except InputError:
             session = None
         if session is None or session["user_id"] != state.user_id:  # never another user's, whatever was sent
-            raise InputError("그 대화를 찾을 수 없습니다. 목록에서 다시 고르세요.")
+            raise InputError(
+                "that conversation is not this user's or no longer exists; pick from the list again",
+                code="past_not_found",
+            )
         return PageView(
             transcript=transcript(
                 session, store.turns.of_session(session["id"], replaced=True), self.ctx.bot.settings.local_time

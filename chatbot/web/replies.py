@@ -28,15 +28,15 @@ class Replies:
         each reply comes right after its message); else ask for another reply in place of the last. The chained
         `respond` streams them; nothing new is stored for the messages."""
         if state is None:
-            raise InputError("먼저 이름을 입력하고 대화를 시작하세요.")
+            raise InputError("no conversation in this tab yet; start one first", code="not_started")
         if (gone := self.ctx.gone(state)) is not None:
             return gone
         with state.lock:
             session = state.session
             if state.busy:
-                raise InputError("지금 답하는 중입니다. 답변이 끝난 뒤 다시 눌러 주세요.")
+                raise InputError("a reply is streaming; try again when it has ended", code="reply_busy")
             if session.ended:
-                raise InputError("끝난 대화입니다. 새 대화를 시작해 주세요.")
+                raise InputError("this conversation has ended; start a new one", code="session_over")
             failed = [f for f in state.failures if f.open and f.session is session]
             if failed:
                 resend(state, failed)
@@ -45,7 +45,7 @@ class Replies:
                 session.redo()
                 state.awaiting = True  # the chained respond answers it
             else:
-                raise InputError("다시 답할 메시지가 없습니다. 먼저 메시지를 보내 주세요.")
+                raise InputError("no message to answer again; send one first", code="nothing_to_redo")
         self.ctx.worker.touch(session)
         return PageView(chat=rows(state), note="") | actions(state)
 
@@ -60,7 +60,7 @@ class Replies:
         """Stop the reply (or opening question) streaming now, or the one about to: it ends after its next piece,
         and what was shown stays, stored as a stopped reply. Messages sent meanwhile are still answered."""
         if not state.stop():
-            raise InputError("멈출 답변이 없습니다.")
+            raise InputError("no reply is streaming", code="nothing_to_stop")
         return PageView(note=STOPPED, stop=gr.update(visible=False))
 
     @for_user(lambda: PageView(chat=[]))
