@@ -19,7 +19,7 @@ from chatbot.study import study_from_dict
 from chatbot.study_records import records
 from memory.store import MARKER, Sentence
 from tests.erasure_world import leftovers
-from tests.helpers import PLAN, call, chat_state, dep_index, enter, say, serve, wait_job
+from tests.helpers import PLAN, call, chat_state, dep_index, enter, refused, say, serve, wait_job
 
 NAME = "참가자보라매"
 PHONE = "010-2741-9386"
@@ -132,7 +132,7 @@ def test_erasing_one_sentence_leaves_none_of_it_or_its_turn_and_keeps_the_rest(r
     download(url, app)
     latest = bot.engine.current(state.user_id)
     assert latest.texts[1] == PLACE
-    with pytest.raises(Exception, match="확인란"):
+    with refused("확인란"):
         ui.memory.erase_sentence(f"{latest.number}:1", False, state)
     out = ui.memory.erase_sentence(f"{latest.number}:1", True, state)
     assert "망원동" not in out.memory.text and "삭제됨" in out.changelog + out.history
