@@ -110,7 +110,7 @@ def test_the_memory_tab_the_export_and_the_cli_show_the_same_korean_time(tmp_pat
     (why,) = explain_all(bot.store, version)
     assert why.quotes and why.quotes[0].text == "나 부산에 살아"
     quoted = local_time().stamp(why.quotes[0].at)
-    assert quoted.endswith(" KST") and quoted in render_why(why, blind=False)
+    assert quoted.endswith(" KST") and quoted in render_why(why)
     assert quoted in render_changelog(log, "v1")
     assert all(at.endswith("+09:00") for at in (q["at"] for q in why.as_json(local_time().iso)["quotes"]))
     session.end()

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from chatbot.web.why import render_why
 from memory.changelog import changed_parts, changelog
 from memory.emotion_words import emotion_parts
 from memory.engine import MemoryEngine
@@ -207,7 +208,9 @@ def test_operations_and_accumulate_changelogs_give_their_own_reasons(engine, sto
     blind = changelog(store, v1, v2, blind=True)  # a user trial: reasons in words, no operation names
     text = json.dumps(blind.as_json(), ensure_ascii=False)
     assert not re.search(r"PASS|APPEND|REPLACE|DELETE|operations|keem|accumulate", text)
-    assert explain(store, v2, len(v2.sentences)).op == "APPEND"
+    assert explain(store, v2, len(v2.sentences)).op == "APPEND"  # `keem memory why` names it
+    shown = render_why(explain(store, v2, len(v2.sentences)))  # the page's 왜? says it in words, trial or not
+    assert "APPEND" not in shown and "대화 요약의 한 문장을 기억에 반영한 문장" in shown
 
     uid = store.users.get_or_create("다은")
     runner.run(session(store, uid, SESSION1, "accumulate"))

@@ -36,11 +36,11 @@ class MemoryList:
         return "\n\n".join([self.header, *(r.shown for r in self.rows)])
 
 
-def memory_list(version: Version | None, whys: Sequence[Why], blind: bool, local: LocalTime) -> MemoryList:
+def memory_list(version: Version | None, whys: Sequence[Why], local: LocalTime) -> MemoryList:
     """The list of `version` (the user's latest), each sentence with its provenance (`whys`, in its order)."""
     if version is None:
         return MemoryList(None, memory_header(None, local))
-    why = {w.number: render_why(w, blind, local) for w in whys}
+    why = {w.number: render_why(w, local) for w in whys}
     rows = tuple(
         Row(s.text, shown, why.get(i, ""))
         for i, (s, shown) in enumerate(zip(version.sentences, render_sentences(version), strict=True), 1)

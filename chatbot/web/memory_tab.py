@@ -36,7 +36,7 @@ def panel(ctx: AppContext, state: UserState) -> PageView:
     whys = explain_all(store, latest) if latest else []
     return PageView(
         jobs=render_jobs(waiting, local),
-        memory=memory_list(latest, whys, ctx.blind, local),
+        memory=memory_list(latest, whys, local),
         retry=gr.update(visible=any(store.queue.retryable(j) for j in waiting)),
         emotions=render_timeline(list(latest.records) if latest else [], not ctx.bot.update_model.runs_to_budget),
     ) | why_panel(ctx, state, versions)

@@ -38,10 +38,10 @@ STEPS = {
 }
 
 
-def render_why(w: Why, blind: bool, local: LocalTime | None = None) -> str:
+def render_why(w: Why, local: LocalTime | None = None) -> str:
     """Where one sentence came from (the row's "왜?"): its sessions, the user's own words (quoted, with their
-    time; no match score), what it continues, the summary line and step it came through, an emotion's words and
-    cause."""
+    time; no match score), what it continues, the summary line and step it came through (in words: the page never
+    names an operation or a strategy; `keem memory why` does), an emotion's words and cause."""
     local = local or local_time()
     rows = []
     if w.sessions:
@@ -59,8 +59,6 @@ def render_why(w: Why, blind: bool, local: LocalTime | None = None) -> str:
             f"<b>{html.escape(w.emotion.cause or '문장에 드러나지 않음')}</b>"
         )
     step = STEPS.get(w.step, w.step) if w.step else "출처를 기록하기 전에 만든 문장"
-    if w.op and not blind:
-        step += f" ({w.op})"
     rows.append(f"어떻게: {step}" + (f", {local.stamp(w.written_at)}" if w.written_at else ""))
     return f'<p class="why-sources">{"<br>".join(rows)}</p>'
 
@@ -148,7 +146,8 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
     latest, older = versions[-1], versions[:-1]
     known = max(len(versions) - HISTORY_SHOWN - 1, 0)  # the latest and the HISTORY_SHOWN before it get changelogs
     pairs = list(zip([None, *versions], versions, strict=False))
-    logs = [changelog(store, p, v, blind=ctx.blind) if i >= known else None for i, (p, v) in enumerate(pairs)]
+    # in words only: the page names no operation (REPLACE ...) or strategy, trial or not; `keem memory changes` does
+    logs = [changelog(store, p, v, blind=True) if i >= known else None for i, (p, v) in enumerate(pairs)]
     local = ctx.bot.settings.local_time  # KEEM_TIMEZONE; the page names no strategy (`keem memory history` does)
     latest_log = logs[-1]
     assert latest_log is not None
