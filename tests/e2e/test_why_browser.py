@@ -69,3 +69,32 @@ def test_the_changelog_shows_both_drops_with_reasons_and_one_tap_restores_the_ju
         app.close()
         worker.stop()
         bot.store.close()
+
+
+def test_why_names_the_feeling_a_rewritten_sentence_holds_now(new_page: Any, tmp_path: Path) -> None:
+    """A sentence recorded as 불안 (its emotion record's first label) and rewritten by the user to say the exam went
+    well and they are relieved: its 왜? on a phone names the feeling it holds now, not the record's first one."""
+    from memory.store import EmotionRecord, Sentence
+
+    model = ScriptedChatModel(responder=world)
+    bot = Chatbot(Settings(db=str(tmp_path / "keem.db")), chat_model=model, embedder=NgramEmbedder())
+    uid = bot.store.users.get_or_create("민수")
+    anxious = "사용자는 시험 때문에 불안하다."
+    record = EmotionRecord(key="exam", emotion="불안", cause="시험", sentence=anxious)
+    meta = {"strategy": "import", "status": "ok", "author": "import"}
+    bot.engine.commit(uid, [Sentence(anxious), Sentence("사용자는 서울에 산다.")], base=None, records=[record], **meta)
+    url, app, worker = serve_bot(bot)
+    try:
+        page = new_page(viewport={"width": 390, "height": 844})
+        enter(page, url, "민수")
+        open_tab(page, "기억")
+        assert "감정: 불안" in open_why(page, anxious)
+        relieved = "사용자는 시험을 잘 봐서 안도했다."
+        edit_sentence(page, anxious, relieved)
+        shown_memory(page, "현재 기억 v2")
+        why = open_why(page, relieved)
+        assert "감정: 안도했다" in why and "감정: 불안" not in why, why  # (the old sentence is quoted as continued)
+    finally:
+        app.close()
+        worker.stop()
+        bot.store.close()
