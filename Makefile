@@ -36,6 +36,10 @@ system:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_NEEDS) >/dev/null; \
 		else echo "the tests need Debian's $(APT_NEEDS): sudo apt-get install $(APT_NEEDS)"; fi; \
 	fi
+	@# a throwaway cluster an interrupted run left behind (no server, only pg_virtualenv's mark) blocks the next one
+	@for d in /etc/postgresql/*/regress; do \
+		if [ -f "$$d/.by_pg_virtualenv" ] && ! pg_lsclusters -h 2>/dev/null | grep -q " regress "; then rm -rf "$$d"; fi; \
+	done
 browser serve-tools postgres: system
 WITH_PG = $$(command -v pg_virtualenv >/dev/null && echo "pg_virtualenv -o fsync=off -o log_checkpoints=off")
 
