@@ -140,7 +140,7 @@ class Ideal(Oracle):
             previous = section(prompt, "\n이전 기억:", "이번 요약:")
             summary = section(prompt, "\n이번 요약:", "새 기억:")
             lines = self._update(previous, summary)
-            claims = [f"{line} => {self._replacement(line, summary)}" for line in previous if line not in lines]
+            claims = [f"{line} => {self._later(line, summary)}" for line in previous if line not in lines]
             claims = [c for c in claims if not c.endswith("=> None")]
             if "바뀐 문장:" not in prompt:  # a prompt that asks for no claims (an older update.txt) gets none
                 return "\n".join(lines)
@@ -148,20 +148,11 @@ class Ideal(Oracle):
         if stage == "scope":
             memory = [re.sub(r"^\d+\.\s*", "", line) for line in section(prompt, "\n기억:", "이번 요약:")]
             summary = section(prompt, "\n이번 요약:", "답:")
-            named = [str(n) for n, line in enumerate(memory, 1) if self._replacement(line, summary)]
+            named = [str(n) for n, line in enumerate(memory, 1) if self._later(line, summary)]
             return f"번호: {', '.join(named) if named else '없음'}"
         if stage == "verify" and not self.catches:
             return "통과"
         return super().__call__(messages)
-
-    def _replacement(self, line: str, summary: list[str]) -> str | None:
-        """The summary's later state of the fact `line` states, as the ideal rewrite writes it, or None."""
-        old = self.by_text.get(line)
-        for text in summary:
-            new = self.by_text.get(text)
-            if old is not None and new is not None and old.chain and new.chain == old.chain and new.state > old.state:
-                return new.merged or text
-        return None
 
 
 class Counted(ChatModel):

@@ -4,11 +4,13 @@ whichever front end held them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from chatbot.api.auth import Caller
 from chatbot.api.context import Who, api_of
 from models.errors import InputError, described
 
@@ -27,15 +29,22 @@ def end_session(request: Request, who: Who) -> JSONResponse:
     return JSONResponse({"session_id": session_id, "job_id": job_id}, status_code=202)
 
 
+def owned(get: Callable[[int], dict[str, Any]], row_id: int, who: Caller, what: str) -> dict[str, Any]:
+    """The row `get` finds for `row_id` when it is the caller's; another user's answers as one that does not exist
+    (404, never 403), as a missing one does."""
+    try:
+        row = get(row_id)
+    except InputError:
+        raise not_found(f"{what} {row_id}") from None
+    if row["user_id"] != who.user_id:
+        raise not_found(f"{what} {row_id}")
+    return row
+
+
 @router.get("/jobs/{job_id}", summary="A memory update job: status, stage, and the version it made")
 def job(job_id: int, request: Request, who: Who) -> dict[str, Any]:
     store = api_of(request).ctx.bot.store
-    try:
-        row = store.queue.get(job_id)
-    except InputError:
-        raise not_found(f"job {job_id}") from None
-    if row["user_id"] != who.user_id:  # another user's job answers as one that does not exist
-        raise not_found(f"job {job_id}")
+    row = owned(store.queue.get, job_id, who, "job")
     made = store.one("select number from memory_versions where id = ?", [row["version_id"]])
     kind, code = described(row.get("last_error") or "")
     return {
@@ -54,12 +63,7 @@ def past(request: Request, who: Who) -> dict[str, Any]:
 @router.get("/sessions/{session_id}", summary="One conversation's turns, as stored")
 def transcript(session_id: int, request: Request, who: Who) -> dict[str, Any]:
     store = api_of(request).ctx.bot.store
-    try:
-        session = store.sessions.get(session_id)
-    except InputError:
-        raise not_found(f"session {session_id}") from None
-    if session["user_id"] != who.user_id:
-        raise not_found(f"session {session_id}")
+    session = owned(store.sessions.get, session_id, who, "session")
     turns = store.turns.of_session(session_id, replaced=True)
     return {
         "id": session_id,
