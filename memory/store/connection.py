@@ -26,12 +26,15 @@ from typing import TYPE_CHECKING, Any
 from sqlite_utils import Database
 
 from memory.store.schema import Schema
-from models.errors import StorageError
+from models.errors import MigrationError, StorageError
 
 if TYPE_CHECKING:
     from memory.store.postgres import Postgres
 
 log = logging.getLogger(__name__)
+
+
+FIRST_OPEN_TRIES = 10  # opening a new SQLite file that other processes open at the same moment
 
 
 def placeholders(values: Sized) -> str:
@@ -141,12 +144,26 @@ class Connection:
             return
         self.path = str(path)
         self.dialect = "sqlite"
-        try:
-            self._open()
-            with self.lock:
-                schema.apply(self.db, self.path)
-        except (sqlite3.Error, OSError) as exc:
-            raise storage_error(self.path, exc) from None
+        for attempt in range(FIRST_OPEN_TRIES):
+            try:
+                self._open()
+                with self.lock:
+                    schema.apply(self.db, self.path)
+                return
+            except (sqlite3.Error, OSError, MigrationError) as exc:
+                cause = exc.__cause__ if isinstance(exc, MigrationError) else exc
+                if hasattr(self, "db"):
+                    self.db.conn.close()
+                # processes opening one new file at once: one switches it to WAL or creates the migrations' own
+                # table while another does ("database is locked", "already exists"); open again, which skips
+                # what the other did
+                racing = cause is not None and any(w in str(cause).lower() for w in ("locked", "already exists"))
+                if racing and attempt < FIRST_OPEN_TRIES - 1:
+                    time.sleep(0.05 * (attempt + 1))
+                    continue
+                if isinstance(exc, MigrationError):
+                    raise
+                raise storage_error(self.path, exc) from None
 
     if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any attribute of a store
 
