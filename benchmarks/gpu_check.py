@@ -5,9 +5,14 @@
 (b) decode tokens/s of a random Llama of about 1B parameters (`--hidden`, `--layers`) against the bandwidth bound
     (bytes of weights read per token / the GPU's memory bandwidth, `--bandwidth-gbs`; H100 SXM 3,350, H200 4,800,
     A100 80GB 2,039, L4 300);
-(c) 20 LoRA steps of `keem train-updater` on the GPU with a tiny random base and the bundled fixture dataset.
+(c) 20 LoRA steps of `keem train-updater` on the GPU with a tiny random base and the bundled fixture dataset;
+(d) FAISS on the GPU (needs faiss-gpu: `make install` adds it on a CUDA machine): `retrieval_scale.py --corpus`'s
+    rows, one user's 100 sentences and a whole corpus of `--corpus-rows`, on the CPU and the GPU (single-query
+    latency, batched queries/s, the GPU's top-5 against the CPU's): the figures behind per-user search staying on
+    the CPU and whole-corpus search going to the GPU (memory/vector_index.py).
 
 usage: python benchmarks/gpu_check.py [--bandwidth-gbs 4800] [--hidden 2048 --layers 16] [--skip-train]
+                                      [--corpus-rows 1000000]
 """
 
 from __future__ import annotations
@@ -94,12 +99,23 @@ def train_steps(folder: str, out: Path) -> dict[str, object]:
     return {"exit_code": code, "seconds": round(time.perf_counter() - started, 1)}
 
 
+def faiss_rows(rows: int) -> list[dict[str, object]] | str:
+    from benchmarks.retrieval_scale import run_corpus
+    from memory.vector_index import gpu_status
+
+    status = gpu_status()
+    if not status.usable:
+        return f"skipped: {status.reason}"
+    return run_corpus(rows, per_user=100, queries=300, batch=1000)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bandwidth-gbs", type=float, default=4800.0, help="GPU memory bandwidth, GB/s")
     parser.add_argument("--hidden", type=int, default=2048)
     parser.add_argument("--layers", type=int, default=16)
     parser.add_argument("--skip-train", action="store_true")
+    parser.add_argument("--corpus-rows", type=int, default=1_000_000, help="(d): sentences in the whole-corpus index")
     args = parser.parse_args()
     import torch
 
@@ -116,6 +132,7 @@ def main() -> int:
         result["b_decode"] = decode_speed(args.hidden, args.layers, args.bandwidth_gbs)
         if not args.skip_train:
             result["c_train"] = train_steps(folder, Path(tmp) / "updater")
+    result["d_faiss"] = faiss_rows(args.corpus_rows)
     print(json.dumps(result, indent=2, ensure_ascii=False))
     return 0
 

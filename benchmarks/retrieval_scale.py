@@ -12,7 +12,13 @@ loading the user's latest version from SQLite and embedding the query; those two
 Each size runs in a fresh child process so that its RSS is its own. "index MB" = RSS growth while building
 the per-user indexes; "raw MB" = N x dim x 4 bytes, the vectors alone.
 
+--corpus: the other shape, one index over every sentence searched with many queries at once (how a search over a
+whole corpus runs), timed on the CPU and, where faiss is a GPU build and sees a GPU, on the GPU
+(memory/vector_index.py FlatIndex), beside one user's 100 rows on each: a row per device and size with the
+single-query p50, batched queries per second and whether the GPU's top-5 equals the CPU's.
+
 Usage: python benchmarks/retrieval_scale.py [--sizes 1k,100k,1M] [--per-user 100] [--queries 2000] [--json]
+       python benchmarks/retrieval_scale.py --corpus [--sizes 1M] [--batch 1000] [--json]
 """
 
 from __future__ import annotations
@@ -229,20 +235,89 @@ def run_engine(n: int, per_user: int, queries: int, seed: int = 1) -> dict:
     return out
 
 
+def run_corpus(n: int, per_user: int, queries: int, batch: int, seed: int = 2) -> list[dict]:
+    """One FlatIndex over `n` vectors and one over a user's `per_user`, on the CPU and (where usable) the GPU:
+    single-query latency, batched throughput, and the GPU's top-5 against the CPU's."""
+    from memory.vector_index import FlatIndex, gpu_status
+
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n, DIM), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    qs = rng.standard_normal((max(queries, batch), DIM), dtype=np.float32)
+    qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+    status = gpu_status()
+    devices = ["cpu"] + (["gpu"] if status.usable else [])
+    out = []
+    for rows in sorted({min(per_user, n), n}):
+        reference: np.ndarray | None = None
+        for device in devices:
+            started = time.perf_counter()
+            index = FlatIndex(vectors[:rows], device=device)
+            build_s = time.perf_counter() - started
+            for q in qs[:20]:  # warm-up
+                index.search(q, K)
+            single = []
+            for q in qs[:queries]:
+                t0 = time.perf_counter_ns()
+                index.search(q, K)
+                single.append((time.perf_counter_ns() - t0) / 1e6)
+            started = time.perf_counter()
+            _, top = index.search(qs[:batch], K)
+            batch_s = time.perf_counter() - started
+            if reference is None:
+                reference = top
+            p50, p95 = percentiles(single)
+            out.append(
+                {
+                    "rows": rows,
+                    "device": device,
+                    "build_s": build_s,
+                    "single_p50_ms": p50,
+                    "single_p95_ms": p95,
+                    "batch": batch,
+                    "batch_queries_per_s": batch / batch_s if batch_s > 0 else float("inf"),
+                    "same_top5_as_cpu": float(np.mean(np.all(top == reference, axis=1))),
+                    "gpu": status.reason,
+                }
+            )
+    return out
+
+
+def corpus_table(rows: list[dict]) -> str:
+    head = (
+        f"{'rows':>9} | {'device':>6} | {'build s':>7} | {'1 query p50/p95 ms':>18} | "
+        f"{'queries/s (batch)':>17} | {'top-5 = CPU':>11}"
+    )
+    return ruled(
+        head,
+        [
+            f"{r['rows']:>9,} | {r['device']:>6} | {r['build_s']:>7.2f} | "
+            f"{r['single_p50_ms']:>8.3f}/{r['single_p95_ms']:<9.3f} | "
+            f"{r['batch_queries_per_s']:>10,.0f} ({r['batch']}) | {r['same_top5_as_cpu']:>11.1%}"
+            for r in rows
+        ],
+    )
+
+
+def ruled(head: str, lines: list[str]) -> str:
+    return "\n".join([head, "-" * len(head), *lines])
+
+
 def table(rows: list[dict]) -> str:
     head = (
         f"{'N':>9} | {'users':>6} | {'p50 ms':>6} | {'p95 ms (faiss)':>14} | {'p50/p95 (faiss, 1 thread)':>25} | "
         f"{'p50/p95 (numpy)':>15} | {'index build s':>13} | {'RSS MB':>6} | {'index MB':>8} | {'raw MB':>6}"
     )
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(
+    return ruled(
+        head,
+        [
             f"{r['n']:>9,} | {r['users']:>6,} | {r['faiss_p50_ms']:>6.3f} | {r['faiss_p95_ms']:>14.3f} | "
             f"{'':>11}{r['faiss1_p50_ms']:.3f}/{r['faiss1_p95_ms']:<7.3f} | "
             f"{r['numpy_p50_ms']:>7.3f}/{r['numpy_p95_ms']:<7.3f} | {r['build_s']:>13.2f} | "
             f"{r['rss_mb']:>6.0f} | {r['index_mb']:>8.0f} | {r['raw_mb']:>6.0f}"
-        )
-    return "\n".join(lines)
+            for r in rows
+        ],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,10 +331,24 @@ def main(argv: list[str] | None = None) -> int:
         help="also time the whole MemoryEngine.search over a SQLite store of this many sentences "
         "(default 20k; 0 skips it)",
     )
+    p.add_argument(
+        "--corpus",
+        action="store_true",
+        help="time one index over every sentence (many queries at once) on the CPU and, where usable, the GPU",
+    )
+    p.add_argument("--batch", type=int, default=1000, help="--corpus: queries per batched search (default 1000)")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
     p.add_argument("--inline", action="store_true", help="run every size in this process (RSS accumulates)")
     args = p.parse_args(argv)
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    if args.corpus:
+        found = [r for n in sizes for r in run_corpus(n, args.per_user, min(args.queries, 500), args.batch)]
+        if args.json:
+            print(json.dumps(found, indent=2))
+            return 0
+        print(f"one flat index, top-{K}, {DIM}-d float32; GPU: {found[0]['gpu']}")
+        print(corpus_table(found))
+        return 0
     rows = []
     for n in sizes:
         if args.inline or len(sizes) == 1:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from memory.store import Sentence, Version
+from memory.vector_index import load_faiss
 from models.embedders import Embedder
 
 MAX_USERS = 2048  # indexes kept in memory; the least recently searched user's is rebuilt on demand (~3 ms)
@@ -30,12 +30,9 @@ class IndexCache:
     """One inner-product index per user, keyed to the version it was built from, least recently used evicted."""
 
     def __init__(self, embedder: Embedder, max_users: int = MAX_USERS):
-        # faiss logs each optional CPU-feature library it tries and lacks ("Could not load library ..."): noise a
-        # user reads as an error, and nothing to act on; its real errors stay (WARNING and above)
-        logging.getLogger("faiss.loader").setLevel(logging.WARNING)
-        import faiss
-
-        # One query searches one user's few hundred rows: extra OpenMP threads only add tail latency.
+        faiss = load_faiss()
+        # One query searches one user's few hundred rows: extra OpenMP threads only add tail latency; and it stays
+        # on the CPU even where a GPU index is possible (memory/vector_index.py says why).
         faiss.omp_set_num_threads(1)
         self._faiss = faiss
         self.embedder = embedder
