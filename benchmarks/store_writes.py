@@ -1,0 +1,161 @@
+"""Write throughput of the store with many writers at once, SQLite and Postgres side by side.
+
+Every write transaction takes the store's one write lock (SQLite: BEGIN IMMEDIATE; Postgres: one database-wide
+advisory lock, docs/postgres.md), so writes from all processes are serial. This measures what that costs: W writer
+processes (each its own Store, as app processes have), each a user of its own writing the two turns of a chat turn
+(`store.turns.add` for the message, then for the reply) as fast as it can for `--seconds`. A row per store and
+writer count: turns written per second in all, p50/p95/max latency of one write, errors.
+
+A chat turn makes two or three writes and a session end a few more; divide to get chat turns per second.
+
+    python benchmarks/store_writes.py                              # SQLite only: 1, 4, 16 writers
+    pg_virtualenv sh -c 'python benchmarks/store_writes.py \\
+        --pg "postgresql://$PGUSER:$PGPASSWORD@$PGHOST:$PGPORT/postgres"'   # and a throwaway Postgres beside it
+
+With --pg the benchmark makes a schema of its own in that database and drops it afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def writer(target: str, number: int, rate: float, start: Any, stop_at: Any, out: Any) -> None:
+    from memory.store import Store
+
+    store = Store(target)
+    try:
+        user = store.users.get_or_create(f"writer-{number}")
+        session = store.sessions.start(user, "keem", "bench")
+        latencies: list[float] = []
+        errors = 0
+        start.wait()
+        due = time.time()
+        while time.time() < stop_at.value:
+            if rate > 0:  # a chat turn every 2 / rate seconds, as users would, not as fast as possible
+                due += 2 / rate
+                time.sleep(max(0.0, due - time.time()))
+            for role in ("user", "assistant"):
+                t0 = time.perf_counter()
+                try:
+                    store.turns.add(session, user, role, f"{role} {number} 오늘은 산책을 했어요 {len(latencies)}")
+                except Exception:
+                    errors += 1
+                    continue
+                latencies.append((time.perf_counter() - t0) * 1000)
+        out.put((latencies, errors))
+    finally:
+        store.close()
+
+
+def run(target: str, writers: int, seconds: float, rate: float = 0.0) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")  # no inherited connections or pool threads
+    start = ctx.Event()
+    stop_at = ctx.Value("d", 0.0)
+    out = ctx.Queue()
+    procs = [ctx.Process(target=writer, args=(target, i, rate, start, stop_at, out)) for i in range(writers)]
+    for p in procs:
+        p.start()
+    time.sleep(1.0 + 0.2 * writers)  # the processes import and open their stores
+    stop_at.value = time.time() + seconds
+    start.set()
+    results = [out.get(timeout=seconds + 120) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    ms = np.array([x for lat, _ in results for x in lat]) if results else np.zeros(0)
+    return {
+        "writers": writers,
+        "rate": rate,
+        "seconds": seconds,
+        "writes": int(ms.size),
+        "writes_per_s": ms.size / seconds,
+        "p50_ms": float(np.percentile(ms, 50)) if ms.size else None,
+        "p95_ms": float(np.percentile(ms, 95)) if ms.size else None,
+        "max_ms": float(ms.max()) if ms.size else None,
+        "errors": sum(e for _, e in results),
+    }
+
+
+class PostgresSchema:
+    """A schema of this benchmark's own in the --pg database: its URL (search_path set) while open."""
+
+    def __init__(self, url: str):
+        import psycopg
+
+        self.name = f"bench_{uuid.uuid4().hex[:10]}"
+        self.admin = psycopg.connect(url, autocommit=True)
+        self.admin.execute(f"create schema {self.name}")
+        joiner = "&" if "?" in url else "?"
+        self.url = f"{url}{joiner}options={quote(f'-csearch_path={self.name}', safe='')}"
+
+    def close(self) -> None:
+        self.admin.execute(f"drop schema {self.name} cascade")
+        self.admin.close()
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        f"{'store':<9}| {'writers':>7} | {'writes/s':>8} | {'p50 ms':>6} | {'p95 ms':>6} | {'max ms':>7} | "
+        f"{'errors':>6}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['store']:<9}| {r['writers']:>7} | {r['writes_per_s']:>8,.0f} | {r['p50_ms']:>6.2f} | "
+            f"{r['p95_ms']:>6.2f} | {r['max_ms']:>7.1f} | {r['errors']:>6}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--writers", default="1,4,16", help="writer processes per row, comma-separated (default 1,4,16)")
+    p.add_argument("--seconds", type=float, default=5.0, help="seconds each row writes (default 5)")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="writes a second per writer (0, the default: as fast as it can; 1 is a busy chat user's pace)",
+    )
+    p.add_argument("--pg", metavar="URL", help="also a Postgres database (postgresql://...): a throwaway schema in it")
+    p.add_argument("--no-sqlite", action="store_true", help="Postgres only")
+    p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
+    args = p.parse_args(argv)
+    counts = [int(w) for w in args.writers.split(",") if w.strip()]
+    rows: list[dict[str, Any]] = []
+    if not args.no_sqlite:
+        for w in counts:
+            with tempfile.TemporaryDirectory(prefix="keem-writes-") as tmp:
+                rows.append({"store": "sqlite", **run(str(Path(tmp) / "keem.db"), w, args.seconds, args.rate)})
+    if args.pg:
+        for w in counts:
+            schema = PostgresSchema(args.pg)
+            try:
+                rows.append({"store": "postgres", **run(schema.url, w, args.seconds, args.rate)})
+            finally:
+                schema.close()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        pace = f"{args.rate:g} writes/s each" if args.rate > 0 else "as fast as each can"
+        print(f"turn writes ({args.seconds:g} s a row, {pace}), one writer process per user, each its own store")
+        print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
