@@ -7,6 +7,7 @@ python examples/remembering_bot.py            # type messages; Ctrl-D ends the c
 
 import os
 import sys
+import uuid
 
 from openai import OpenAI
 
@@ -15,8 +16,10 @@ bot = OpenAI(base_url=url, api_key=os.environ["KEEM_TOKEN"])
 history = []  # the client may resend everything: the server stores only the new message
 for line in sys.stdin:
     history.append({"role": "user", "content": line.strip()})
-    reply = ""
-    for chunk in bot.chat.completions.create(model="keem", messages=history, stream=True):
+    reply, key = "", str(uuid.uuid4())  # the client's retries resend it: the message is stored once
+    for chunk in bot.chat.completions.create(
+        model="keem", messages=history, stream=True, extra_headers={"Idempotency-Key": key}
+    ):
         piece = (chunk.choices[0].delta.content or "") if chunk.choices else ""
         print(piece, end="", flush=True)
         reply += piece

@@ -50,6 +50,8 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "token_needs_user",  # an app token's request names no user (its `user` field)
     "rate_limited",  # too many requests of one token; retry_after (seconds)
     "not_found",  # chatbot/api: no such resource of this user (another user's answers the same)
+    "idempotency_key_reused",  # chatbot/api/sessions.py: an Idempotency-Key sent before with another message
+    "idempotency_stale",  # a retried message whose answer cannot be made in its place any more (moved on, ended)
     "if_match_required",  # a change of memory without the version it was read from (If-Match)
     "body_too_large",  # a request body over the limit; limit (bytes)
     "bad_body",  # a request body that is not what the route takes; detail

@@ -4,6 +4,7 @@ forgetting with no copy left, and one record shared with the page (지난 대화
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -427,6 +428,99 @@ def test_a_client_that_leaves_a_stream_leaves_a_stopped_reply_and_the_user_free_
             ("assistant", None),
         ]
         assert len(turns[1]["text"].split()) < 20
+    finally:
+        worker.stop()
+        app.close()
+
+
+class SlowOnce(Paced):
+    """Paced, but its first reply waits 2.5 s before the first piece: longer than the client below waits."""
+
+    slow = True
+    asked = 0
+
+    def stream(self, messages: Any, options: Any = None) -> Any:
+        self.asked += 1
+        if self.slow:
+            self.slow = False
+            time.sleep(2.5)
+        yield from super().stream(messages, options)
+
+
+def test_a_retry_with_its_idempotency_key_stores_nothing_twice(tmp_path: Path) -> None:
+    """The openai client retries a request that timed out (the server answered, the client never heard); a stream
+    the client lost half-way is asked again. With one Idempotency-Key per message, the message is stored once and
+    the answer the server made is the one given; a key reused for another message, or a cut answer asked again
+    after the conversation moved on, is refused with nothing stored."""
+    model = SlowOnce()
+    bot = make_bot(tmp_path / "keem.db", model)
+    worker = Worker(bot, poll_s=0.05).start()
+    app = build_app(bot, worker)
+    url = launch(app)
+    token = token_for(bot, "다시보낸사람")
+
+    def turns() -> list[tuple[str, str | None]]:
+        [session] = bot.store.sessions.of_user(bot.store.users.find("다시보낸사람"))
+        return [(t["role"], t["mark"]) for t in bot.store.turns.of_session(session["id"], replaced=True)]
+
+    def leave_half_way(c: httpx.Client, text: str, key: str) -> None:
+        body = {"stream": True, "messages": [{"role": "user", "content": text}]}
+        with c.stream("POST", "/chat/completions", json=body, headers={"Idempotency-Key": key}) as r:
+            for i, _ in enumerate(r.iter_lines()):
+                if i == 4:
+                    break
+
+    try:
+        ai = openai.OpenAI(base_url=f"{url}v1", api_key=token, timeout=2.0, max_retries=2)
+        reply = ai.chat.completions.create(
+            model="keem",
+            messages=[{"role": "user", "content": "천천히 답해줘"}],
+            extra_headers={"Idempotency-Key": "k-1"},
+        )
+        assert turns() == [("user", None), ("assistant", None)] and model.asked == 1  # asked once
+        said = (reply.choices[0].message.content or "").split()
+        assert len(said) == 20 and said[0] == "조각0"
+
+        with client(f"{url}v1", token) as c:
+            leave_half_way(c, "길게 말해줘", "k-2")
+            again = c.post(
+                "/chat/completions",
+                json={"messages": [{"role": "user", "content": "길게 말해줘"}]},
+                headers={"Idempotency-Key": "k-2"},
+            )
+            assert again.status_code == 200 and len(again.json()["choices"][0]["message"]["content"].split()) == 20
+            assert turns()[2:] == [("user", None), ("assistant", "replaced"), ("assistant", None)]
+            asked = model.asked
+            same = c.post(
+                "/chat/completions",
+                json={"stream": True, "messages": [{"role": "user", "content": "길게 말해줘"}]},
+                headers={"Idempotency-Key": "k-2"},
+            )
+            replayed = "".join(
+                piece
+                for line in same.text.splitlines()
+                if line.startswith("data: {")
+                for piece in [json.loads(line[6:])["choices"][0]["delta"].get("content") or ""]
+            )
+            assert replayed == again.json()["choices"][0]["message"]["content"] and model.asked == asked
+            assert '"replayed": true' in same.text
+
+            other = c.post(
+                "/chat/completions",
+                json={"messages": [{"role": "user", "content": "딴 얘기"}]},
+                headers={"Idempotency-Key": "k-2"},
+            )
+            assert other.status_code == 422 and other.json()["error"]["code"] == "idempotency_key_reused"
+            leave_half_way(c, "또 길게", "k-3")
+            chat(c, "그건 됐고")
+            stale = c.post(
+                "/chat/completions",
+                json={"messages": [{"role": "user", "content": "또 길게"}]},
+                headers={"Idempotency-Key": "k-3"},
+            )
+            assert stale.status_code == 409 and stale.json()["error"]["code"] == "idempotency_stale"
+        users = [role for role, _ in turns() if role == "user"]
+        assert len(users) == 4  # 천천히, 길게, 또 길게, 그건 됐고: each once
     finally:
         worker.stop()
         app.close()

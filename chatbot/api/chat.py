@@ -6,19 +6,19 @@ what streamed stored even when it stops half-way)."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Generator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from chatbot.api.context import Credentials, api_of, presented
 from chatbot.api.errors import bad_body, error_body
 from chatbot.api.schemas import ChatRequest
+from chatbot.api.sessions import Attempt
 from chatbot.session import ChatSession
 from models.errors import KeemError
 
@@ -39,45 +39,88 @@ def new_turn(body: ChatRequest) -> str:
     response_model=None,
     responses={200: {"description": "a chat.completion, or with stream: text/event-stream chunks ending [DONE]"}},
 )
-def completions(body: ChatRequest, request: Request, credentials: Credentials) -> JSONResponse | StreamingResponse:
+def completions(
+    body: ChatRequest,
+    request: Request,
+    credentials: Credentials,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            description="one key per new message (a UUID): the same request sent again with it (a retry after a "
+            "lost answer) stores nothing twice and gets the stored answer"
+        ),
+    ] = None,
+) -> JSONResponse | StreamingResponse:
     api = api_of(request)
     who = api.auth.caller(presented(credentials), body.user, create=True)
     text = new_turn(body)
+    ident, created, model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.model or "keem"
     lock = api.sessions.acquire(who.user_id)
     try:
-        session = api.sessions.record(who.user_id, who.name, text)  # stored before the reply; a study's rules hold
+        earlier = api.sessions.attempt(who.user_id, idempotency_key, text) if idempotency_key is not None else None
+        if earlier is not None and (stored := api.sessions.stored_reply(earlier)) is not None:
+            keem = {"session_id": earlier.session_id, "memory": [], "replayed": True}
+            lock.release()  # answered before: no model call, nothing stored
+            return answer(body.stream, ident, created, model, stored, None, keem)
+        attempt: Attempt | None = earlier
+        if earlier is not None:
+            session = api.sessions.again(who.user_id, earlier)  # stored, its answer missing or cut: answer it again
+        else:
+            session = api.sessions.record(who.user_id, who.name, text)  # stored before the reply; study rules hold
+            attempt = api.sessions.remember(who.user_id, idempotency_key, session, text) if idempotency_key else None
         api.ctx.worker.touch(session)
         pieces = session.reply()
         first = next(pieces, None)  # a model that fails at once answers an error status, not a broken stream
     except BaseException:
         lock.release()
         raise
-    ident, created, model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.model or "keem"
+
+    def finish() -> None:
+        if attempt is not None:
+            attempt.reply_id = session.stored_reply
+        api.ctx.worker.touch(session)
+        lock.release()
+
     if not body.stream:
         try:
             reply = (first or "") + "".join(pieces)
         finally:
             pieces.close()
-            api.ctx.worker.touch(session)
-            lock.release()
-        return JSONResponse(
-            {
-                "id": ident,
-                "object": "chat.completion",
-                "created": created,
-                "model": model,
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": reply.strip()}, "finish_reason": "stop"}
-                ],
-                "usage": usage(session, text, reply),
-                "keem": extension(session),
-            }
-        )
+            finish()
+        return answer(False, ident, created, model, reply.strip(), usage(session, text, reply), extension(session))
     return StreamingResponse(
-        closing(stream(session, first, pieces, lock, ident, created, model, api.ctx.worker.touch)),
+        closing(stream(first, pieces, finish, ident, created, model, lambda: extension(session))),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def answer(
+    streamed: bool,
+    ident: str,
+    created: int,
+    model: str,
+    reply: str,
+    counts: dict[str, int] | None,
+    keem: dict[str, Any],
+) -> JSONResponse | StreamingResponse:
+    """A whole reply as a chat.completion, or as the stream of one (a stored reply given again)."""
+    if streamed:
+        return StreamingResponse(
+            closing(stream(reply, iter(()), lambda: None, ident, created, model, lambda: keem)),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    completion = {
+        "id": ident,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+        **({"usage": counts} if counts is not None else {}),
+        "keem": keem,
+    }
+    return JSONResponse(completion)
 
 
 async def closing(events: Generator[str, None, None]) -> AsyncIterator[str]:
@@ -93,17 +136,17 @@ async def closing(events: Generator[str, None, None]) -> AsyncIterator[str]:
 
 
 def stream(
-    session: ChatSession,
     first: str | None,
     pieces: Iterator[str],
-    lock: threading.Lock,
+    finish: Callable[[], None],
     ident: str,
     created: int,
     model: str,
-    touch: Any,
+    keem: Callable[[], dict[str, Any]],
 ) -> Generator[str, None, None]:
     """OpenAI's chunks as server-sent events: the role, the pieces, the finish, then `data: [DONE]`. A failure
-    after the first piece is an `error` event (what streamed is stored, marked failed)."""
+    after the first piece is an `error` event (what streamed is stored, marked failed). `finish` runs last, however
+    the stream ends."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
         body = {
@@ -126,14 +169,13 @@ def stream(
         except KeemError as exc:
             yield f"data: {json.dumps(error_body(exc), ensure_ascii=False)}\n\n"
         else:
-            yield chunk({}, "stop", keem=extension(session))
+            yield chunk({}, "stop", keem=keem())
         yield "data: [DONE]\n\n"
     finally:
         close = getattr(pieces, "close", None)
         if close is not None:
             close()  # a client that left: what streamed is stored, marked stopped
-        touch(session)
-        lock.release()
+        finish()
 
 
 def usage(session: ChatSession, text: str, reply: str) -> dict[str, int]:

@@ -28,6 +28,8 @@ STATUS_OF_CODE = {
     "body_too_large": 413,
     "message_too_long": 413,
     "bad_body": 422,
+    "idempotency_key_reused": 422,
+    "idempotency_stale": 409,
     "token_needs_user": 422,
     "study_api_off": 403,
     "study_consent": 403,

@@ -1,13 +1,20 @@
 """Each user's open API conversation, kept by the server: a client sends the whole conversation as OpenAI clients do,
 and only its last user message is a new turn. A session opens with the user's first message (in a user trial, when
 the study allows a session now, with the study's strategy and its rules on the first message: AppContext.track), the
-worker ends it when idle, and POST /v1/sessions/end ends it at once."""
+worker ends it when idle, and POST /v1/sessions/end ends it at once.
+
+A chat request sent with an `Idempotency-Key` header is remembered (per user, the last KEYS_PER_USER keys; ids and a
+digest of the message, never its text): the same request sent again, by a client that lost the answer and retried,
+stores nothing twice (Attempt)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from chatbot.session import ChatSession
 from chatbot.study import assign_strategy
@@ -15,6 +22,23 @@ from chatbot.web.backend import AppContext
 from models.errors import AccessError, InputError
 
 WAIT_S = 120.0  # how long a request waits for the same user's reply streaming now
+KEYS_PER_USER = 64  # Idempotency-Keys remembered per user (a retry comes seconds later, not 64 messages later)
+KEY_MAX_CHARS = 255
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Attempt:
+    """A chat request sent with an Idempotency-Key: its message's digest, the user turn it stored, and the reply
+    stored for it (None: none yet, or the reply failed before anything streamed)."""
+
+    digest: str
+    session_id: int
+    turn_id: int
+    reply_id: int | None = None
 
 
 class ApiSessions:
@@ -25,6 +49,7 @@ class ApiSessions:
         self._open: dict[int, ChatSession] = {}
         self._locks: dict[int, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._attempts: dict[int, OrderedDict[str, Attempt]] = {}
 
     def _lock(self, user_id: int) -> threading.Lock:
         with self._guard:
@@ -77,6 +102,62 @@ class ApiSessions:
             session.record(text)
         return session
 
+    def attempt(self, user_id: int, key: str, text: str) -> Attempt | None:
+        """The earlier request of this user sent with `key` (call it holding the user's turn); None: a new key. The
+        same key with another message is an InputError: a client bug that must not store or answer anything."""
+        if not key or len(key) > KEY_MAX_CHARS or not key.isprintable():
+            raise InputError(
+                f"Idempotency-Key must be 1 to {KEY_MAX_CHARS} printable characters, e.g. a UUID made per message",
+                code="bad_body",
+                detail="Idempotency-Key",
+            )
+        earlier = self._attempts.get(user_id, OrderedDict()).get(key)
+        if earlier is not None and earlier.digest != digest(text):
+            raise InputError(
+                "this Idempotency-Key was sent with another message; make a new key for each new message",
+                code="idempotency_key_reused",
+            )
+        return earlier
+
+    def remember(self, user_id: int, key: str, session: ChatSession, text: str) -> Attempt:
+        """Remember the request just stored under `key` (holding the user's turn)."""
+        assert session.replying_to is not None
+        attempt = Attempt(digest(text), session.session_id, session.replying_to)
+        keys = self._attempts.setdefault(user_id, OrderedDict())
+        keys[key] = attempt
+        while len(keys) > KEYS_PER_USER:
+            keys.popitem(last=False)
+        return attempt
+
+    def stored_reply(self, attempt: Attempt) -> str | None:
+        """The whole reply stored for the attempt's message; None when there is none to give again (none stored,
+        or one cut short: stopped because the client left, failed, replaced)."""
+        if attempt.reply_id is None:
+            return None
+        rows = self.ctx.bot.store.turns.of_session(attempt.session_id, replaced=True)
+        row = next((r for r in rows if r["id"] == attempt.reply_id), None)
+        return row["text"] if row is not None and not row.get("mark") else None
+
+    def again(self, user_id: int, attempt: Attempt) -> ChatSession:
+        """The open session, ready to answer the attempt's message again (it is stored; its reply is missing or
+        cut): the cut reply stays stored marked 'replaced'. An InputError when the conversation has moved on or
+        ended since: that message cannot be answered in its place any more."""
+        session = self._open.get(user_id)
+        if session is None or session.ended or session.session_id != attempt.session_id:
+            raise InputError(
+                "this request's message is stored, but its session has ended since, before a whole answer; "
+                "send it again with a new Idempotency-Key to continue in a new session",
+                code="idempotency_stale",
+            )
+        if session.replying_to != attempt.turn_id:
+            raise InputError(
+                "this request's message is stored, but the conversation has moved on since, before a whole "
+                "answer; send it again with a new Idempotency-Key",
+                code="idempotency_stale",
+            )
+        session.redo()
+        return session
+
     def end(self, user_id: int, reason: str = "user") -> tuple[int | None, int | None]:
         """End the user's open API session now: (its id, its update job's id); (None, None) without one."""
         with self.turn(user_id):
@@ -88,6 +169,7 @@ class ApiSessions:
     def drop(self, user_id: int) -> None:
         """The user is being forgotten: their open session ends with nothing queued for it."""
         with self.turn(user_id):
+            self._attempts.pop(user_id, None)
             session = self._open.pop(user_id, None)
             if session is not None and not session.ended:
                 session.ended = True
