@@ -25,6 +25,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from memory.store.notes import english, loads  # noqa: E402
 from tests.e2e.conftest import ARGS, CHROMIUM  # noqa: E402  (the browser tests' chromium and flags)
 from tests.helpers import free_port  # noqa: E402
 
@@ -106,12 +107,12 @@ def versions(db: Path) -> tuple[int, str | None]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
     try:
         count = conn.execute("select count(*) from memory_versions").fetchone()[0]
-        row = conn.execute("select status, note from memory_versions order by id desc limit 1").fetchone()
+        row = conn.execute("select status, notes from memory_versions order by id desc limit 1").fetchone()
     except sqlite3.OperationalError:  # not migrated yet
         return 0, None
     finally:
         conn.close()
-    return int(count), (f"{row[0]}: {row[1]}" if row else None)
+    return int(count), (f"{row[0]}: {english(loads(row[1]))}" if row else None)
 
 
 def wait_for_version(db: Path, after: int, started: float, limit_s: float = 900.0) -> float:

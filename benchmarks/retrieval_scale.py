@@ -81,7 +81,6 @@ def version_of(user: int, rows: np.ndarray, first_id: int) -> Version:
         model_spec=None,
         prompt_hash=None,
         author="import",
-        note=None,
         created_at="",
         sentences=sentences,
     )

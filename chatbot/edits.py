@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from chatbot.session import clean_message
 from memory.engine import MemoryEngine
-from memory.store import Sentence, Version
+from memory.store import Note, Sentence, Version, note
 from memory.updaters.base import carry_over
 from models.errors import InputError
 
@@ -35,7 +35,7 @@ def edit(engine: MemoryEngine, user_id: int, shown: Version, index: int, text: s
     text = clean_sentence(text)
     sentences = carry_over(shown.sentences)
     sentences[index] = Sentence(text, "user", shown.sentences[index].id)
-    return _commit(engine, user_id, shown, sentences, f"사용자가 {index + 1}번 문장을 고쳤습니다")
+    return _commit(engine, user_id, shown, sentences, note("edited", sentence=index + 1))
 
 
 def delete(engine: MemoryEngine, user_id: int, shown: Version, index: int) -> Version:
@@ -46,7 +46,7 @@ def delete(engine: MemoryEngine, user_id: int, shown: Version, index: int) -> Ve
             code="delete_last_sentence",
         )
     sentences = carry_over(s for i, s in enumerate(shown.sentences) if i != index)
-    return _commit(engine, user_id, shown, sentences, f"사용자가 {index + 1}번 문장을 지웠습니다")
+    return _commit(engine, user_id, shown, sentences, note("deleted", sentence=index + 1))
 
 
 def add(engine: MemoryEngine, user_id: int, text: str) -> Version:
@@ -54,10 +54,10 @@ def add(engine: MemoryEngine, user_id: int, text: str) -> Version:
     text = clean_sentence(text)
     latest = engine.current(user_id)
     old = carry_over(latest.sentences) if latest else []
-    return _commit(engine, user_id, latest, [*old, Sentence(text, "user")], "사용자가 문장을 추가했습니다")
+    return _commit(engine, user_id, latest, [*old, Sentence(text, "user")], note("added"))
 
 
-def _commit(engine: MemoryEngine, user_id: int, base: Version | None, sentences: list[Sentence], note: str) -> Version:
+def _commit(engine: MemoryEngine, user_id: int, base: Version | None, sentences: list[Sentence], why: Note) -> Version:
     return engine.commit(
         user_id,
         sentences,
@@ -65,5 +65,5 @@ def _commit(engine: MemoryEngine, user_id: int, base: Version | None, sentences:
         strategy="user",
         status="ok",
         author="user",
-        note=note,
+        notes=[why],
     )

@@ -172,7 +172,7 @@ class JobRunner:
                         session_id=job["session_id"],
                         model_spec=result.model_spec,
                         prompt_hash=result.prompt_hash,
-                        note=result.note,
+                        notes=result.notes,
                         details={**details, "recomputed": attempt} if attempt else details,
                         job_id=job["id"],
                         records=result.records,

@@ -20,6 +20,7 @@ from typing import Any
 
 from memory.korean import content_nouns, content_words
 from memory.store import Erased, Store
+from memory.store.notes import strings
 from models.errors import InputError
 
 
@@ -84,7 +85,7 @@ def forget_sentence(store: Store, user_id: int, text: str) -> Erased:
     sources = [t["id"] for t in turns if said(t["text"], forms)]
     found: list[str] = []
     for version in store.versions.of_user(user_id):
-        for value in (version.note or "", *_strings(version.details)):
+        for value in (*strings(version.notes), *_strings(version.details)):
             found += fragments(value, forms)
     return store.erasure.forget_sentences(user_id, rows, sources, found)
 

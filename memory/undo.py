@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memory.engine import MemoryEngine
-from memory.store import Sentence, Version, now_iso
+from memory.store import Sentence, Version, note, now_iso
 from memory.store.emotions import follow
 from memory.updaters.base import carry_over
-from memory.words import particle
 from models.errors import InputError
 
 
@@ -48,7 +47,7 @@ def restore(engine: MemoryEngine, user_id: int, sentence: Sentence) -> Version:
         strategy="user",
         status="ok",
         author="user",
-        note="사용자가 빠진 문장을 되살렸습니다",
+        notes=[note("restored")],
         details={"restored": sentence.id},
     )
 
@@ -82,7 +81,7 @@ def revert(engine: MemoryEngine, user_id: int, to: int, base: int) -> Version:
         strategy="user",
         status="ok",
         author="user",
-        note=f"사용자가 버전 {particle(to, '으로')} 되돌렸습니다",
+        notes=[note("reverted", to=to)],
         details={"revert_to": to},
         records=follow(target.records, out),  # the emotion records as they were then (a resolution undone with it)
     )

@@ -208,6 +208,7 @@ def test_memory_changes_name_the_version_read_and_a_stale_one_is_412(served: Any
         )
         assert r.status_code == 200 and r.headers["ETag"] == '"2"'
         assert r.json()["sentences"][0]["text"] == "사용자는 부산에 산다"
+        assert r.json()["notes"] == [{"code": "edited", "params": {"sentence": 1}}]  # codes, not words
         stale = c.patch(
             f"/memory/sentences/{first['id']}", json={"text": "사용자는 대구에 산다"}, headers={"If-Match": "1"}
         )
@@ -225,6 +226,7 @@ def test_memory_changes_name_the_version_read_and_a_stale_one_is_412(served: Any
         assert added.status_code == 201 and added.json()["version"] == 4
         assert c.post("/memory/restore", json={"sentence_id": second["id"]}).json()["version"] == 5
         back = c.post("/memory/revert", json={"to": 1}, headers={"If-Match": "5"})
+        assert back.json()["notes"] == [{"code": "reverted", "params": {"to": 1}}]
         assert back.status_code == 200 and [s["text"] for s in back.json()["sentences"]] == [
             first["text"],
             second["text"],

@@ -31,6 +31,8 @@ def test_a_model_that_runs_to_its_budget_is_not_asked_and_the_note_says_why(stra
     assert model.calls == []  # not one call
     texts = [s.text for s in result.sentences]
     assert "사용자는 고양이를 키운다." in texts and any("손목" in t for t in texts)  # nothing lost, the news kept
-    assert result.status == "fallback" and "not asked" in (result.note or "") and "SmolLM2" in (result.note or "")
+    assert result.status == "fallback" and result.notes[0].code == "no_summary"
+    problems = " ".join(result.notes[0].params["problems"])
+    assert "not asked" in problems and "SmolLM2" in problems
     if strategy != "accumulate":  # the page's history names the reason: the model was not asked (chatbot/web/history)
         assert result.details["fallback"] == "not_asked"

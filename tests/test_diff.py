@@ -58,7 +58,7 @@ def test_a_sentence_without_an_origin_is_kept_when_its_text_was_there():
     from memory.store import Version
 
     def version(number, *sentences):
-        return Version(number, 1, number, None, "import", "ok", None, None, "import", None, "", tuple(sentences))
+        return Version(number, 1, number, None, "import", "ok", None, None, "import", "", tuple(sentences))
 
     old = version(1, Sentence(CAT, id=1), Sentence(SEOUL, id=2))
     new = version(2, Sentence(CAT, id=3), Sentence(CAT, id=4), Sentence(BUSAN, id=5))

@@ -130,7 +130,7 @@ def test_the_records_step_that_fails_keeps_the_previous_records_and_the_update_g
     inp = UpdateInput([], [{"role": "user", "text": "고양이 키워"}], DAY, records=old)
     result = make_updater("accumulate", model).update(inp, lambda stage: None)
     assert [s.text for s in result.sentences] == ["사용자는 고양이를 키운다."]
-    assert result.records == old and "emotion records: no usable answer" in (result.note or "")
+    assert result.records == old and [n.code for n in result.notes] == ["emotions_failed"]
 
 
 def test_records_follow_their_sentence_through_a_rewrite():
@@ -497,7 +497,6 @@ def test_a_dated_plan_without_a_feeling_is_followed_up_after_its_date_and_not_ma
         None,
         None,
         "updater",
-        None,
         "2026-12-03T10:00:00+00:00",
         (Sentence(sentence),),
         records=(plan,),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.store import MARKER, Sentence, Store
+from memory.store import MARKER, Sentence, Store, note
 from models.errors import InputError
 from tests.erasure_world import EARLIER, ECHO, KEPT, KEPT_TURN, PHONE, SAID, SECRET, leftovers, lived
 
@@ -29,7 +29,7 @@ def test_a_sentence_erased_leaves_no_byte_of_it_or_its_turns_and_the_rest_stays(
     assert (tmp_path / "data" / "keem.db-wal").stat().st_size == 0
     versions = store.versions.of_user(uid)
     assert [v.texts for v in versions] == [[], [], [KEPT]]  # the versions stay, minus the sentence
-    assert all(MARKER in (v.note or "") for v in versions)  # history shows the redaction
+    assert all(note("erased") in v.notes for v in versions)  # history shows the redaction
     turns = [t["text"] for t in store.rows("select text from turns order by id")]
     assert turns == [MARKER, MARKER, "오늘 날씨가 좋네", KEPT_TURN, "고양이 이야기 좋아요", "오늘 날씨가 좋네"]
     assert [h.text for h in engine.search(uid, "전화번호가 뭐였지?", k=5)] == [KEPT]
@@ -117,3 +117,43 @@ def test_keem_memory_forget_sentence_by_number_from_another_process_while_the_ap
         cwd=ROOT,
     )
     assert MARKER in history.stdout and PHONE not in history.stdout
+
+
+def test_an_erased_sentence_leaves_no_copy_in_the_notes_parameters_and_the_page_says_so(tmp_path):
+    """A note's parameters may quote the memory (a verifier's problem, a note kept as text from before codes): the
+    erasure scrubs them like every other copy, and the page says the version had something erased."""
+    from chatbot.web.history import version_reasons
+    from chatbot.web.messages import LABELS
+    from memory.store.notes import strings
+
+    store, engine, uid = lived(tmp_path)
+    latest = store.versions.latest(uid)
+    problem = f"실패: '{SECRET}'는 대화에 없다"
+    engine.commit(
+        uid,
+        [*latest.sentences, Sentence("사용자는 수영을 배운다")],
+        base=latest.number,
+        strategy="keem",
+        status="fallback",
+        author="updater",
+        notes=[note("not_verified", attempts=2, problem=problem, problems=[f"verify: {PHONE}?"])],
+    )
+    latest = store.versions.latest(uid)
+    engine.commit(
+        uid,
+        [*latest.sentences, Sentence("사용자는 요가를 한다", "user")],
+        base=latest.number,
+        strategy="user",
+        status="ok",
+        author="user",
+        notes=[note("text", text=f"메모: {SAID}")],
+    )
+    engine.forget_sentence(uid, SECRET)
+    assert leftovers(tmp_path / "data", PHONE, SECRET, SAID) == []
+    versions = store.versions.of_user(uid)
+    assert all(PHONE not in s for v in versions for s in strings(v.notes))
+    fallback, edited = versions[-2:]
+    assert fallback.notes[0].code == "not_verified" and MARKER in fallback.notes[0].params["problem"]
+    assert note("erased") in fallback.notes
+    assert LABELS["erased"] in version_reasons(fallback)
+    assert version_reasons(edited) == [f"{MARKER} · {MARKER} 사용자가 지운 문장"]  # the whole line stated it

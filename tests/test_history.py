@@ -9,7 +9,7 @@ from chatbot.web.render import md
 from chatbot.web.why import render_versions
 from memory.changelog import changelogs
 from memory.engine import MemoryEngine
-from memory.store import Sentence
+from memory.store import Sentence, note
 from tests.updater_world import GOOD, PREVIOUS, StageModel, _run
 
 
@@ -25,7 +25,7 @@ def _history(engine: MemoryEngine, result, show_strategy: bool = True) -> str:
         strategy="keem",
         status=result.status,
         author="updater",
-        note=result.note,
+        notes=result.notes,
         details=result.details,
     )
     edited = engine.current(user_id)
@@ -36,7 +36,7 @@ def _history(engine: MemoryEngine, result, show_strategy: bool = True) -> str:
         strategy="user",
         status="ok",
         author="user",
-        note="사용자가 문장을 추가했습니다",
+        notes=[note("added")],
     )
     versions = engine.store.versions.of_user(user_id)  # as "버전 기록" shows them, each with its changelog
     return render_versions(versions, changelogs(engine.store, versions), show_strategy=show_strategy)
@@ -45,7 +45,7 @@ def _history(engine: MemoryEngine, result, show_strategy: bool = True) -> str:
 def test_a_cut_summary_is_named_as_such_not_as_a_failed_verification(engine):
     cut = StageModel(summarize="사용자는 " + "아주 " * 3000 + "길게 말했다.", reflect="x", update="x", verify="통과")
     result, _ = _run(cut)
-    assert result.status == "fallback" and "no usable summary" in (result.note or "")
+    assert result.status == "fallback" and result.notes[0].code == "no_summary"
     shown = _history(engine, result, show_strategy=False)
     assert md(LABELS["no_summary"]) in shown and md(LABELS["not_verified"]) not in shown
     assert LABELS["updater_fallback"] in shown and LABELS["import"] in shown and LABELS["user"] in shown

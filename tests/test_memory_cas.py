@@ -20,7 +20,7 @@ from chatbot.worker import Worker
 from memory.diff import version_diff
 from memory.engine import MemoryEngine
 from memory.jobs import JobRunner
-from memory.store import Sentence, Store
+from memory.store import Sentence, Store, note
 from memory.updaters import make_updater
 from memory.updaters.base import carry_over
 from models.embedders import NgramEmbedder
@@ -66,7 +66,7 @@ def test_an_update_on_a_stale_base_keeps_the_users_deletion_edit_and_addition(en
         "user_edits_kept": 1,
         "user_additions_kept": 1,
     }
-    assert "버전 2 위에 다시 맞춤" in v3.note
+    assert v3.notes == (note("rebased_update", onto=2),)
     diff = version_diff(store.versions.get(uid, 2), v3)  # the update's own changes, on top of the user's
     assert diff.rewritten == [(SEOUL, BUSAN)] and diff.added == [NEWS] and diff.removed == []
     assert {h.text for h in engine.search(uid, "고양이 나비", k=10)} == set(v3.texts)  # the cat stays deleted

@@ -51,7 +51,8 @@ def test_failed_verification_retries_once_then_falls_back_to_accumulation():
     )
     result, stages = _run(model)
     assert model.asked.count("update") == 2 and model.asked.count("verify") == 2
-    assert result.status == "fallback" and "실패: 모순이 있다" in result.note
+    assert result.status == "fallback" and result.notes[0].code == "not_verified"
+    assert "실패: 모순이 있다" in result.notes[0].params["problem"]
     texts = [s.text for s in result.sentences]
     assert texts[:3] == PREVIOUS and "사용자는 바다가 보여서 새 집에 만족하고 기뻐한다." in texts
     assert stages[-1] == "fallback"
@@ -287,4 +288,4 @@ def test_a_prompt_past_the_servers_context_is_unusable_output_for_every_strategy
         version = JobRunner(engine, lambda _: make_updater(strategy, model, engine.embedder)).run(job)
     assert version is not None and version.status == "fallback", strategy
     assert set(PREVIOUS) <= set(version.texts)  # nothing lost
-    assert store.queue.get(job)["status"] == "done" and "KEEM_OPENAI_CONTEXT" in (version.note or ""), version.note
+    assert store.queue.get(job)["status"] == "done" and "KEEM_OPENAI_CONTEXT" in str(version.notes), version.notes

@@ -174,6 +174,7 @@ def cmd_emotions(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
     from memory.diff import version_diff
+    from memory.store.notes import english
 
     store = open_store(settings)
     user_id = store.users.require(args.user)
@@ -184,8 +185,9 @@ def cmd_history(settings: Settings, args: argparse.Namespace) -> int:
             {
                 **{
                     k: v.as_json()[k]
-                    for k in ("version", "created_at", "strategy", "status", "author", "session_id", "model", "note")
+                    for k in ("version", "created_at", "strategy", "status", "author", "session_id", "model", "notes")
                 },
+                "note": english(v.notes),  # the notes in words; `notes` has their codes and parameters
                 "created_at": settings.local_time.iso(v.created_at),
                 "size": len(v.sentences),
                 **version_diff(previous, v).as_json(),
@@ -277,6 +279,7 @@ def read_import_file(path: Path) -> list[str]:
 
 def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     from chatbot.session import check_user_name
+    from memory.store import note
     from memory.updaters.base import accumulate
 
     texts = read_import_file(args.file)
@@ -293,7 +296,7 @@ def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
         strategy="import",
         status="ok",
         author="import",
-        note=f"imported {plural(len(new), 'sentence')} from {args.file.name}",
+        notes=[note("imported", count=len(new), file=args.file.name)],
     )
     from memory.backup import snapshot_if_configured
 

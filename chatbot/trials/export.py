@@ -5,7 +5,8 @@ Writes into a new folder:
                          sessions with a questionnaire
   sessions.jsonl         one line per session with its number (1, 2, ... among the sessions the participant spoke
                          in), its turns (role, text, time) and how it ended
-  memory_versions.jsonl  one line per memory version with its sentences (provenance, cue words) and `changes`: what
+  memory_versions.jsonl  one line per memory version with its sentences (provenance, cue words), `notes` (why it is
+                         as it is, as codes with parameters: memory/store/notes.py) and `changes`: what
                          it kept, added, removed and rewrote since the participant's previous version (memory/diff.py);
                          `provenance`: where each sentence came from (memory/provenance.py: sessions, the user's
                          words with scores, what it continues); `changelog`: what changed and why
@@ -305,10 +306,11 @@ def _aliases(users: list[dict[str, Any]], pseudonymize: bool, clean: Any) -> dic
 
 
 def _clean_version(version: dict[str, Any], clean: Any) -> dict[str, Any]:
-    """A memory version's sentences, cue words and note scrubbed (the memory may repeat a phone number)."""
+    """A memory version's sentences, cue words and notes' parameters scrubbed (the memory may repeat a phone
+    number)."""
     return {
         **version,
-        "note": clean(version["note"]) if version.get("note") else version.get("note"),
+        "notes": [{**n, "params": _clean_json(n["params"], clean)} for n in version["notes"]],
         "sentences": [
             {**s, "text": clean(s["text"]), **({"cues": clean(s["cues"])} if s.get("cues") else {})}
             for s in version["sentences"]

@@ -1,12 +1,17 @@
 """How the memory tab names a memory version in its history: who or what made it, and for a safe-mode version
-the real reason (from the version's details, never from its English note), in plain Korean (chatbot/web/messages.py
+the real reason (from the version's details, never from its notes), in plain Korean (chatbot/web/messages.py
 LABELS). The strategy is named only outside a blind trial."""
 
 from __future__ import annotations
 
-from chatbot.web.messages import LABELS
-from memory.store import Version
+import string
+from collections.abc import Sequence
+
+from chatbot.web.messages import LABELS, NOTES
+from memory.store import Note, Version
 from memory.store.erasure import MARKER
+from memory.store.notes import ERASED, english_one, joined, strings
+from memory.words import PARTICLES, particle
 
 
 def fallback_reason(version: Version) -> str:
@@ -29,17 +34,31 @@ def version_label(version: Version, show_strategy: bool = True) -> str:
     return label
 
 
+class _Particles(string.Formatter):
+    """str.format where a field's spec may name a particle: "{to:으로}" is particle(to, "으로")."""
+
+    def format_field(self, value: object, format_spec: str) -> str:
+        return particle(value, format_spec) if format_spec in PARTICLES else super().format_field(value, format_spec)
+
+
+def note_text(notes: Sequence[Note]) -> str:
+    """A version's notes in Korean, one line (NOTES); a code without Korean words (an updater's) in English."""
+    return joined(
+        (n, _Particles().format(NOTES[n.code], **n.params) if n.code in NOTES else english_one(n)) for n in notes
+    )
+
+
 def version_reasons(version: Version) -> list[str]:
     """The sentences that say why the version is as it is: a safe mode's reason, a rebase, an erasure. A user's own
-    edits keep their note (written in Korean by the memory tab); an updater's or an import's note is technical
-    English and stays out of the page (it is in `keem memory history` and the trial export)."""
+    edits show their notes in Korean (NOTES); an updater's or an import's notes are technical and stay out of the
+    page (they are in `keem memory history` and the trial export), LABELS says what they mean."""
     reasons = []
     if version.author == "updater" and version.status == "fallback":
         reasons.append(LABELS[fallback_reason(version)])
-    if version.author != "updater" and version.author != "import" and version.note:
-        return [version.note]
+    if version.author != "updater" and version.author != "import" and version.notes:
+        return [note_text(version.notes)]
     if "rebase" in version.details:
         reasons.append(LABELS["rebased"])
-    if version.note and MARKER in version.note:
+    if any(n.code == ERASED for n in version.notes) or any(MARKER in s for s in strings(version.notes)):
         reasons.append(LABELS["erased"])
     return reasons

@@ -218,3 +218,18 @@ LABELS = {
     "strategy": "{name} 방식",
     "zone": "시각은 {zone} 기준입니다.",
 }
+# Why a version the user made is as it is, by its notes' codes (memory/store/notes.py; chatbot/web/history.py
+# note_text). `{to:으로}`: the parameter with the particle that fits it (memory/words.py particle). An updater's and
+# an import's notes are technical and stay off the page (LABELS says why in plain words); `text` is a note from before
+# codes, shown as written.
+NOTES = {
+    "edited": "사용자가 {sentence}번 문장을 고쳤습니다",
+    "deleted": "사용자가 {sentence}번 문장을 지웠습니다",
+    "added": "사용자가 문장을 추가했습니다",
+    "restored": "사용자가 빠진 문장을 되살렸습니다",
+    "reverted": "사용자가 버전 {to:으로} 되돌렸습니다",
+    "rebased_user": "버전 {base}에서 한 변경을 버전 {onto} 위에 다시 맞춤",
+    "rebased_update": "버전 {onto} 위에 다시 맞춤 (그 사이 사용자가 바꾼 내용 유지)",
+    "erased": "[삭제됨] 사용자가 지운 문장",
+    "text": "{text}",
+}

@@ -125,7 +125,7 @@ def evaluate(
     version holding its observations; each question goes through MemoryEngine.search, exactly as a chat turn.
     """
     from memory.engine import MemoryEngine
-    from memory.store import Sentence, Store
+    from memory.store import Sentence, Store, note
 
     if k < 1:
         raise InputError("--k must be at least 1")
@@ -159,7 +159,7 @@ def evaluate(
                     strategy="import",
                     status="ok",
                     author="import",
-                    note=f"LoCoMo {conv.id} observations",
+                    notes=[note("corpus", corpus="LoCoMo", conversation=conv.id)],
                 )
                 ids_of = {s.id: o.dia_ids for s, o in zip(version.sentences, observed)}
                 known = frozenset().union(*ids_of.values())

@@ -3,8 +3,9 @@
 connection.py opens the file (WAL, pragmas), applies a migration set and turns SQLite and file-system failures into
 StorageErrors with the fix; migrations.py is the memory engine's schema; users.py holds users, sessions and turns;
 versions.py memory versions and their sentences (a commit states its base version; rebase.py replays a change onto
-a newer latest version or refuses it); queue.py the durable queue of update jobs; erasure.py forgetting a user or a
-sentence with no copy left in the file, and its audit rows; tokens.py the HTTP API's bearer tokens (hashes only). A
+a newer latest version or refuses it), notes.py why a version is as it is (codes with parameters); queue.py the
+durable queue of update jobs; erasure.py forgetting a user or a sentence with no copy left in the file, and its
+audit rows; tokens.py the HTTP API's bearer tokens (hashes only). A
 caller writes `store.users.get_or_create(name)`, `store.versions.commit(...)`, `store.queue.claim()`. The user-trial
 tables are not here: chatbot/study_records.py keeps them, with a migration set of its own.
 """
@@ -17,13 +18,26 @@ from memory.store.connection import Connection, now_iso, storage_error
 from memory.store.emotions import EmotionRecord
 from memory.store.erasure import MARKER, Erased, Erasure
 from memory.store.migrations import schema
+from memory.store.notes import Note, note
 from memory.store.queue import Queue
 from memory.store.sentences import Sentence, Version
 from memory.store.tokens import Token, Tokens
 from memory.store.users import Sessions, Turns, Users
 from memory.store.versions import Versions
 
-__all__ = ["MARKER", "EmotionRecord", "Erased", "Sentence", "Store", "Token", "Version", "now_iso", "storage_error"]
+__all__ = [
+    "MARKER",
+    "EmotionRecord",
+    "Erased",
+    "Note",
+    "Sentence",
+    "Store",
+    "Token",
+    "Version",
+    "note",
+    "now_iso",
+    "storage_error",
+]
 
 
 class Store(Connection):

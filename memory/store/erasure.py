@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.store.connection import Connection, now_iso
+from memory.store.notes import ERASED, Note, dumps, loads, note
 from memory.store.users import Users
 from models.errors import InputError
 
@@ -90,8 +91,9 @@ class Erasure:
     ) -> Erased:
         """Delete `sentences` (rows from `lineage`) from every version they are in, replace the text of the turns
         `turn_ids` with MARKER, and put MARKER where their text or one of `fragments` (the same fact worded in a
-        summary) appears in the user's versions' notes and details and jobs' errors. The versions and turns stay
-        (history and counts hold); a version that lost a sentence says so in its note. One transaction."""
+        summary) appears in the user's versions' notes (their parameters) and details and jobs' errors. The versions and
+        turns stay (history and counts hold); a version that lost a sentence says so in its notes (an `erased` entry).
+        One transaction."""
         texts = sorted({s["text"] for s in sentences} | {f for f in fragments if f.strip()}, key=len, reverse=True)
         versions = {s["version_id"] for s in sentences}
         with self.conn.write():
@@ -116,14 +118,14 @@ class Erasure:
             causes = {f"/{r['cause']}" for r in gone}
             for s in sentences:
                 self.conn.execute("delete from memory_sentences where id = ? and user_id = ?", [s["id"], user_id])
-            for row in self.conn.rows("select id, note, details from memory_versions where user_id = ?", [user_id]):
-                note = _scrub(row["note"] or "", texts)
-                if row["id"] in versions:
-                    note = f"{note} · {MARKER} 사용자가 지운 문장" if note else f"{MARKER} 사용자가 지운 문장"
+            for row in self.conn.rows("select id, notes, details from memory_versions where user_id = ?", [user_id]):
+                notes = [Note(n.code, _scrub(n.params, texts)) for n in loads(row["notes"])]
+                if row["id"] in versions and all(n.code != ERASED for n in notes):
+                    notes.append(note(ERASED))
                 details = _without_reports(json.loads(row["details"]) if row["details"] else {}, causes)
                 self.conn.execute(
-                    "update memory_versions set note = ?, details = ? where id = ?",
-                    [note or None, json.dumps(_scrub(details, texts), ensure_ascii=False), row["id"]],
+                    "update memory_versions set notes = ?, details = ? where id = ?",
+                    [dumps(notes), json.dumps(_scrub(details, texts), ensure_ascii=False), row["id"]],
                 )
             for tid in turn_ids:
                 self.conn.execute("update turns set text = ? where id = ? and user_id = ?", [MARKER, tid, user_id])

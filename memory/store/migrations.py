@@ -6,8 +6,11 @@ now, which leaves them as they are in a database that already has them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlite_utils import Database
 
+from memory.store.notes import dumps, from_legacy
 from memory.store.rebuild import never_reuse_ids
 from memory.store.schema import Schema
 
@@ -256,6 +259,19 @@ def m013_api_tokens(db: Database) -> None:
     db.execute("create index api_tokens_user on api_tokens (user_id)")
 
 
+@schema
+def m014_version_notes(db: Database) -> None:
+    """A version's note is codes with parameters, rendered where it is shown (memory/store/notes.py), no longer Korean
+    or English text: the column `note` becomes `notes`, a JSON list of entries, and each old note is converted in
+    place (the known patterns with their parameters, the rest verbatim as a `text` entry: notes.from_legacy, which
+    this migration uses and so never changes). Renamed, not added beside: no second copy of a note's text is left
+    for an erasure to miss, and RENAME COLUMN (SQLite 3.25) needs no table rebuild. Postgres: pg003 below."""
+    db.execute("alter table memory_versions rename column note to notes")
+    rows = list(db.query("select id, notes from memory_versions where notes is not null"))
+    for row in rows:
+        db.execute("update memory_versions set notes = ? where id = ?", [dumps(from_legacy(row["notes"])), row["id"]])
+
+
 # -- Postgres ---------------------------------------------------------------------------------------------------------
 # The same schema on Postgres (memory/store/postgres.py applies it; docs/postgres.md). Numbered apart from the SQLite
 # set, which grew by small steps: pg001 is the SQLite schema as of m012. EVERY future schema change needs a migration
@@ -390,3 +406,15 @@ schema.add_postgres(
     create index api_tokens_user on api_tokens (user_id);
     """,
 )
+
+
+def pg003_version_notes(conn: Any) -> None:
+    """m014 on Postgres: `note` becomes `notes`, each old note converted to its entries in place."""
+    conn.execute("alter table memory_versions rename column note to notes")
+    for row in conn.execute("select id, notes from memory_versions where notes is not null").fetchall():
+        conn.execute(
+            "update memory_versions set notes = %s where id = %s", [dumps(from_legacy(row["notes"])), row["id"]]
+        )
+
+
+schema.add_postgres("pg003_version_notes", pg003_version_notes)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from memory.store.emotions import EmotionRecord
+from memory.store.notes import Note
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,9 @@ class Version:
     model_spec: str | None
     prompt_hash: str | None
     author: str  # updater | user | import
-    note: str | None
     created_at: str
     sentences: tuple[Sentence, ...]
+    notes: tuple[Note, ...] = ()  # why it is as it is, as codes (memory/store/notes.py; m014)
     details: dict[str, Any] = field(default_factory=dict, compare=False)
     records: tuple[EmotionRecord, ...] = field(default=(), compare=False)  # emotion-and-cause records (m011)
 
@@ -55,7 +56,7 @@ class Version:
             "session_id": self.session_id,
             "model": self.model_spec,
             "prompt_hash": self.prompt_hash,
-            "note": self.note,
+            "notes": [n.as_json() for n in self.notes],
             "sentences": [
                 {"id": s.id, "text": s.text, "provenance": s.provenance, **({"cues": s.cues} if s.cues else {})}
                 for s in self.sentences

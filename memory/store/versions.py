@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from memory.store.connection import Connection, now_iso
 from memory.store.emotions import EmotionRecord, Emotions, follow
+from memory.store.notes import Note, dumps, loads, note
 from memory.store.rebase import USER_AUTHORS, rebase_update, rebase_user_change
 from memory.store.sentences import Sentence, Version
 from models.errors import InputError, MemoryChangedError, UpdateError
@@ -60,9 +62,9 @@ class Versions:
             model_spec=row["model_spec"],
             prompt_hash=row["prompt_hash"],
             author=row["author"],
-            note=row["note"],
             created_at=row["created_at"],
             sentences=sentences,
+            notes=loads(row["notes"]),
             details=details,
             records=tuple(self.emotions.of_version(row["id"])),
         )
@@ -100,7 +102,7 @@ class Versions:
         session_id: int | None = None,
         model_spec: str | None = None,
         prompt_hash: str | None = None,
-        note: str | None = None,
+        notes: Sequence[Note] = (),
         details: dict[str, Any] | None = None,
         job_id: int | None = None,
         records: list[EmotionRecord] | None = None,
@@ -112,6 +114,8 @@ class Versions:
         or refused with MemoryChangedError (memory/store/rebase.py has the rule), never written over what came
         since. The version's details record its base, and the rebase when there was one. Refuses an empty
         memory: a version is never empty.
+
+        `notes`: why the version is as it is, as codes (memory/store/notes.py); a rebase adds its own.
 
         `records`: the version's emotion-and-cause records (memory/emotions.py), each linked to its sentence by
         text; None (a user's edit, an import) carries the latest version's records, following their sentences.
@@ -135,7 +139,7 @@ class Versions:
             if records is None:
                 records = follow(self.emotions.latest(user_id), sentences)
             if latest != base:
-                sentences, details, note = self._rebase(user_id, base, author, sentences, details, note)
+                sentences, details, notes = self._rebase(user_id, base, author, sentences, details, notes)
             number = int(latest or 0) + 1
             version_id = self.conn.insert(
                 "memory_versions",
@@ -148,7 +152,7 @@ class Versions:
                     "model_spec": model_spec,
                     "prompt_hash": prompt_hash,
                     "author": author,
-                    "note": note,
+                    "notes": dumps(notes),
                     "details": json.dumps(details, ensure_ascii=False),
                     "created_at": now_iso(),
                 },
@@ -190,10 +194,10 @@ class Versions:
         author: str,
         sentences: list[Sentence],
         details: dict[str, Any],
-        note: str | None,
-    ) -> tuple[list[Sentence], dict[str, Any], str | None]:
+        notes: Sequence[Note],
+    ) -> tuple[list[Sentence], dict[str, Any], list[Note]]:
         """`sentences`, computed from version `base`, replayed onto the user's latest version (inside commit's
-        transaction), with the rebase recorded in the details and the note."""
+        transaction), with the rebase recorded in the details and the notes."""
         since = [v for v in self.of_user(user_id) if v.number > (base or 0)]
         if not since or (base is not None and since[0].number != base + 1):
             raise InputError(f"this user has no memory version {base} to start from; reload the memory and try again")
@@ -215,8 +219,8 @@ class Versions:
             raise UpdateError("the change would leave the memory empty; the latest version stays")
         details = {**details, "rebase": {"onto": onto, **rebased.report}}
         remark = (
-            f"버전 {base or 0}에서 한 변경을 버전 {onto} 위에 다시 맞춤"
+            note("rebased_user", base=base or 0, onto=onto)
             if author in USER_AUTHORS
-            else f"버전 {onto} 위에 다시 맞춤 (그 사이 사용자가 바꾼 내용 유지)"
+            else note("rebased_update", onto=onto)
         )
-        return rebased.sentences, details, f"{note}; {remark}" if note else remark
+        return rebased.sentences, details, [*notes, remark]

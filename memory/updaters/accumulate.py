@@ -36,9 +36,7 @@ class AccumulateUpdater:
             "ok" if generated else "fallback",
             model_spec=self.model.spec,
             prompt_hash=prompt_hash("update_system", "summarize", "emotions"),
-            note=None
-            if generated
-            else steps.why("the update model wrote no usable summary; kept the user's own words"),
+            notes=[] if generated else [steps.because("no_summary")],
             details={"summary": summary, "problems": steps.problems},
         )
         return steps.with_records(inp, result)

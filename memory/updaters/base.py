@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any, Protocol
 
-from memory.store import Sentence
+from memory.store import Note, Sentence
 from memory.store.emotions import EmotionRecord
 
 Progress = Callable[[str], None]
@@ -31,7 +31,7 @@ class UpdateResult:
     status: str  # ok | fallback (then details["fallback"] says why: not_asked | no_summary | not_verified)
     model_spec: str | None = None
     prompt_hash: str | None = None
-    note: str | None = None
+    notes: list[Note] = field(default_factory=list)  # why, as codes (memory/store/notes.py)
     details: dict[str, Any] = field(default_factory=dict)
     records: list[EmotionRecord] | None = None  # emotion-and-cause records (Steps.with_records); None: carried
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory.store import Sentence
+from memory.store import Sentence, note
 from memory.text import format_dialogue
 from memory.updaters.base import Progress, UpdateInput, UpdateResult, accumulate
 from memory.updaters.steps import DEFAULT_CEILING, Steps
@@ -69,7 +69,7 @@ class KeemUpdater:
             return UpdateResult(
                 accumulate(inp.previous, reflected),
                 "fallback",
-                note=steps.why("the update model wrote no usable summary; kept the user's own words"),
+                notes=[steps.because("no_summary")],
                 # not_asked: never asked (ChatModel.runs_to_budget, the demo); no_summary: it wrote nothing usable
                 details={**details, "fallback": "not_asked" if steps.not_asked else "no_summary"},
                 **base,
@@ -83,7 +83,7 @@ class KeemUpdater:
             return UpdateResult(
                 [Sentence(t, "added") for t in reflected],
                 "ok" if problem is None else "fallback",
-                note=problem,
+                notes=[] if problem is None else [note("first_not_verified", problem=problem)],
                 details=details,
                 **base,
             )
@@ -105,8 +105,6 @@ class KeemUpdater:
             accumulate(inp.previous, reflected),
             "fallback",
             details={**details, "fallback": "not_verified"},
-            note=steps.why(
-                f"verification failed {self.attempts} times, kept previous memory + reflected summary: {problem}"
-            ),
+            notes=[steps.because("not_verified", attempts=self.attempts, problem=problem)],
             **base,
         )

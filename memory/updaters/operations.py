@@ -111,9 +111,7 @@ class OperationsUpdater:
             "ok" if generated else "fallback",
             model_spec=self.model.spec,
             prompt_hash=prompt_hash("update_system", "summarize", "operations", "emotions"),
-            note=None
-            if generated
-            else steps.why("the update model wrote no usable summary; kept the user's own words"),
+            notes=[] if generated else [steps.because("no_summary")],
             details={
                 "summary": summary,
                 "operations": operations,

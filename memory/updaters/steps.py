@@ -36,7 +36,7 @@ import numpy as np
 from memory.emotions import merge, shown_records
 from memory.korean import content_words
 from memory.prompts import prompt_hash, render
-from memory.store import Sentence
+from memory.store import Note, Sentence, note
 from memory.store.emotions import EmotionRecord, follow
 from memory.text import (
     UNKNOWN,
@@ -136,9 +136,13 @@ class Steps:
     def prompt_hash() -> str:
         return prompt_hash(*PROMPTS)
 
-    def why(self, note: str) -> str:
-        """A fallback's note with the model problems behind it (cut answers, prompts too long), every strategy's."""
-        return f"{note} ({'; '.join(self.problems[-3:])})" if self.problems else note
+    def why(self, text: str) -> str:
+        """A report's text with the model problems behind it (cut answers, prompts too long)."""
+        return f"{text} ({'; '.join(self.problems[-3:])})" if self.problems else text
+
+    def because(self, code: str, **params: Any) -> Note:
+        """A fallback's note (memory/store/notes.py) with the last model problems behind it, every strategy's."""
+        return note(code, **params, problems=self.problems[-3:])
 
     # -- budgets and calls ---------------------------------------------------------------------------
     def rewrite_budget(self, texts: list[str]) -> int:
@@ -332,12 +336,11 @@ class Steps:
 
     def with_records(self, inp: UpdateInput, result: UpdateResult) -> UpdateResult:
         """`result` with this session's emotion records (`emotions`), its report in the details under "emotions",
-        and a failed extraction said in the note (the previous records kept). Part of the update's last stage."""
+        and a failed extraction said in the notes (the previous records kept). Part of the update's last stage."""
         records, report = self.emotions(inp.records, result.sentences, inp.dialogue, inp.session_date, inp.session_id)
         result.records, result.details = records, {**result.details, "emotions": report}
         if report.get("failed"):
-            note = f"emotion records: {report['note']}"
-            result.note = f"{result.note}; {note}" if result.note else note
+            result.notes = [*result.notes, self.because("emotions_failed")]
         return result
 
     # -- how many calls the steps make (what ZeroGPU's time estimate counts: chatbot/deploy/zerogpu.py) ----------
