@@ -169,7 +169,7 @@ class AppContext:
         if self.study is not None:
             when = next_allowed(self.bot.store, user_id, self.study)
             if when is not None:
-                raise refusal(when, self.study.local)
+                raise refusal(when, self.bot.settings.local_time)
 
     def fresh_session(self, state: UserState) -> None:
         """The tab's next session: the same user and strategy as its last one."""
@@ -181,7 +181,8 @@ class AppContext:
         study's rules in the transaction that stores it (chatbot/study.py Study.admit)."""
         study = self.study
         if study is not None:
-            session.gate = lambda s: study.admit(s.store, s.user_id, s.session_id)
+            local = self.bot.settings.local_time  # KEEM_TIMEZONE: a refusal's date
+            session.gate = lambda s: study.admit(s.store, s.user_id, s.session_id, local)
             session.opening = study.opening  # the study's own opening rule, if it sets one
         self.worker.track(session)
         return session
