@@ -159,7 +159,7 @@ class AppContext:
         except UserForgottenError as exc:
             state.take_pending()
             state.session.ended = True  # no update is queued for a user who is gone
-            state.job_id = None
+            state.job_done()
             return exc
         return None
 
@@ -174,7 +174,7 @@ class AppContext:
     def fresh_session(self, state: UserState) -> None:
         """The tab's next session: the same user and strategy as its last one."""
         self.may_start(state.user_id)
-        state.session = self.track(self.bot.open_session(state.user_id, state.name, state.session.strategy))
+        state.next_session(self.track(self.bot.open_session(state.user_id, state.name, state.session.strategy)))
 
     def track(self, session: ChatSession) -> ChatSession:
         """A session this page opened: the worker ends it when idle; in a study its first message must pass the

@@ -35,8 +35,7 @@ class CatchUp:
             yield gone
             return
         for job in self.ctx.bot.store.queue.jobs(state.user_id, statuses=("pending",)):
-            if state.job_id is None:
-                state.job_id = job["id"]  # the progress line follows the first one
+            state.follow_first(job["id"])  # the progress line follows the first one
             yield PageView(timer=gr.Timer(active=True))
             try:
                 zero.run(job["id"])
@@ -44,7 +43,7 @@ class CatchUp:
                 raise
             except Exception as exc:  # recorded on the job: pending for the next event, or failed after its last try
                 log.warning("memory update job %s stopped on ZeroGPU: %s", job["id"], exc)
-                state.job_id = None
+                state.job_done()
                 pending = self.ctx.bot.store.queue.get(job["id"])["status"] == "pending"
                 then = GPU_CONTINUES if pending else GPU_GAVE_UP
                 yield PageView(progress=f"{korean_error(exc)} {then}", timer=gr.Timer(active=False))

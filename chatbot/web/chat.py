@@ -77,12 +77,8 @@ class Entry:
             time.sleep(0.1)
             took = state.claim()
         try:
-            while took:
-                with state.lock:
-                    if state.awaiting:
-                        state.awaiting = False
-                    elif session.ended or session.take_queued() is None:
-                        break
+            # a closed tab's failed messages keep their notices, unanswered, as 대화 끝내기 leaves them
+            while took and state.next_reply(retries=False) is not None:
                 worker.touch(session)
                 for _piece in session.reply():
                     pass
@@ -185,6 +181,8 @@ class Conversation:
                     toasts.info("이전 대화가 끝나 새 대화를 시작했습니다.")
                 busy = state.busy
                 state.session.record(clean, queued=busy)  # in a study, its first message must pass the rules
+                if not busy:  # nothing streams: it is the history's last message, awaiting its reply
+                    state.await_reply()
             except UserForgottenError:  # forgotten between the check and the insert: the wiring shows the notice
                 raise
             except KeemError as exc:
@@ -192,7 +190,6 @@ class Conversation:
                     return PageView(note=notice)
                 toasts.warning(refused(exc))
                 return PageView()
-            state.awaiting = state.awaiting or not busy
         self.ctx.worker.touch(state.session)
         return PageView(message="", chat=rows(state), note=waiting_note(state)) | actions(state)
 
@@ -214,19 +211,12 @@ class Conversation:
         answered, last = False, None
         try:
             while True:
-                retry = None
-                with state.lock:  # checked and taken together: a message queued after this is another's
-                    session, more = state.session, True
-                    if state.awaiting:
-                        state.awaiting = False
-                    elif state.retrying and not session.ended:
-                        retry = state.retrying.pop(0)
-                    elif session.ended or session.take_queued() is None:
-                        state.answering = more = False
+                taken = state.next_reply()  # checked and taken together: a message queued after this is another's
                 if last is not None:  # the previous reply's last frame, and whether another streams now
                     yield last | actions(state)
-                if not more:
+                if taken is None:
                     break
+                session, retry = taken
                 last = yield from self._answer(state, session, retry)
                 answered = True
         finally:
@@ -257,8 +247,7 @@ class Conversation:
             raise
         except Exception as exc:  # what streamed so far is already saved by the session; the chat shows a notice
             failed = True
-            notice = failure(exc, session, nth, turn, session.stored_reply)
-            state.failures = [f for f in state.failures if f.session is session] + [notice]  # earlier sessions': gone
+            state.reply_failed(failure(exc, session, nth, turn, session.stored_reply))
         finally:
             replying.close()
             worker.touch(session)
@@ -288,7 +277,7 @@ class Conversation:
             )
         unanswered = state.take_pending()
         box = gr.update(interactive=False)  # the box's text (a draft) stays as it is
-        state.job_id = job_id
+        state.follow(job_id)
         progress = "기억 갱신: 대기 중 … (백그라운드에서 진행됩니다. 계속 둘러보셔도 됩니다)"
         if job_id is None:
             progress = "나눈 말이 없어 기억은 그대로입니다."

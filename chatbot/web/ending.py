@@ -58,7 +58,7 @@ class Ending:
         view = self.chat.end_session(state, draft)
         if state is None or view.again is KEEP or not state.session.ended:  # not ended (or the user is gone)
             return view
-        state.seen = []
+        state.saw(None)  # a new card
         return view | PageView(
             card=gr.update(visible=True),
             steps=steps([], self.job(state)),
@@ -75,9 +75,7 @@ class Ending:
             return gone
         job = self.job(state)
         if job is not None and job["status"] in ("pending", "running") and (job["stage"] or "queued") != "failed":
-            stage = job["stage"] or "queued"
-            if stage not in state.seen:
-                state.seen.append(stage)
+            state.saw(job["stage"] or "queued")
         return PageView(steps=steps(state.seen, job))
 
     def new_session(self, state: UserState | None) -> PageView:

@@ -60,15 +60,15 @@ class MemoryTab:
         try:
             job = self.ctx.bot.store.queue.get(state.job_id)
         except InputError:
-            state.job_id = None
+            state.job_done()
             return PageView(progress="", timer=gr.Timer(active=False))
         if job["user_id"] != state.user_id:  # cannot happen: job ids come from this state only
-            state.job_id = None
+            state.job_done()
             return PageView(progress="", timer=gr.Timer(active=False))
         text, finished = stage_text(job)
         if not finished:
             return PageView(progress=text, timer=gr.Timer(active=True))
-        state.job_id = None
+        state.job_done()
         return PageView(progress=text + changes_hint(job), timer=gr.Timer(active=False)) | self.panel(state)
 
     @for_user()
@@ -81,7 +81,7 @@ class MemoryTab:
                 state
             )
         self.ctx.worker.notify()
-        state.job_id = ids[-1]
+        state.follow(ids[-1])
         return PageView(
             progress=f"실패한 기억 갱신 {len(ids)}개를 다시 시도합니다 …", timer=gr.Timer(active=True)
         ) | self.panel(state)

@@ -43,7 +43,7 @@ class Replies:
             # the rule that shows ↻ 다시 생성 (busy, ended and failures are ruled out above)
             elif can_regenerate(state):
                 session.redo()
-                state.awaiting = True  # the chained respond answers it
+                state.await_reply()  # the chained respond answers it
             else:
                 raise InputError("no message to answer again; send one first", code="nothing_to_redo")
         self.ctx.worker.touch(session)
@@ -79,5 +79,4 @@ def resend(state: UserState, failed: list[Failure]) -> None:
         at = session.user_index(f.nth)
         if f.cut is not None and at is not None:
             session.retract(at + 1, f.cut)
-    state.failures = [f for f in state.failures if not any(f is g for g in failed)]
-    state.retrying = sorted(failed, key=lambda f: f.nth)
+    state.answer_again(failed)

@@ -135,7 +135,7 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
     tab's server-side state."""
     store = ctx.bot.store
     if not versions:
-        state.shown_changes = {}
+        state.showed_changes()
         return PageView(
             changelog="",
             history="이전 버전이 없습니다.",
@@ -159,7 +159,7 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
             "보여 줍니다).*"
         )
     drops = restorable(versions, logs)
-    state.shown_changes = {"version": latest.number, "drops": [e.sentence_id for _, e in drops]}
+    state.showed_changes(latest.number, [e.sentence_id for _, e in drops])
     buttons = [
         gr.update(
             visible=True,
