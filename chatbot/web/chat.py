@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 CLOSE_WAIT_S = 60.0  # how long a closed tab's reply may stream on before its waiting messages are answered here
 BROWSER_KEY = re.compile(r"[0-9a-f]{32}")
 PLACEHOLDER = "메시지를 입력하고 Enter"  # the message box's hint while a conversation is open
+ENDED_ALREADY = "이미 끝난 대화입니다."
 
 
 class Entry:
@@ -62,7 +63,8 @@ class Entry:
         ends, so its memory update runs, in a thread of its own (the unload answers at once)."""
         worker = self.ctx.backend.worker
         if isinstance(state, UserState) and not state.session.ended and worker is not None:
-            if self.ctx.gone(state) is None:  # a forgotten user's session has nothing to end
+            # not `for_user`: a closed tab shows no notice; a forgotten user's session has nothing to end
+            if self.ctx.lost(state) is None:
                 threading.Thread(target=self._close, args=(state, worker), name="keem-closed-tab", daemon=True).start()
 
     def _close(self, state: UserState, worker: Worker) -> None:
@@ -87,7 +89,7 @@ class Entry:
         finally:
             if took:
                 state.finish()
-            if not session.ended and self.ctx.gone(state) is None:
+            if not session.ended and self.ctx.lost(state) is None:  # quietly, as on_state_deleted
                 worker.end(session, "closed")
 
     def identify(
@@ -143,12 +145,10 @@ class Entry:
             view.key = who.browser_key
         return view
 
-    def logout(self, state: UserState | None) -> PageView:
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
-        if state is not None:
-            state.take_pending()  # leaving: nothing more is answered for this tab
-        if state is not None and not state.session.ended:
+    @for_user(signed_out)
+    def logout(self, state: UserState) -> PageView:
+        state.take_pending()  # leaving: nothing more is answered for this tab
+        if not state.session.ended:
             self.ctx.worker.end(state.session, "logout")
         return signed_out()
 
@@ -159,15 +159,11 @@ class Conversation:
     def __init__(self, ctx: AppContext):
         self.ctx = ctx
 
-    def send(self, text: str, state: UserState | None) -> PageView:
+    @for_user()  # a forgotten user's message is not stored: the guard answers before the handler runs
+    def send(self, text: str, state: UserState) -> PageView:
         """Accept a typed message: it is stored before the box is cleared (a refused one stays in the box with a
         Korean warning). One sent while a reply streams is stored too, and waits in the session's queue; the
         chained `respond` answers them in order, so nothing typed is dropped, even by a crash."""
-        if state is None:
-            toasts.warning("먼저 이름을 입력하고 대화를 시작하세요.")
-            return PageView()
-        if (gone := self.ctx.gone(state)) is not None:  # the message is not stored: its user is no more
-            return gone
         bot = self.ctx.bot
         try:  # the session's own check, here before the lock: a refused message stays in the box
             clean = check_message(text, bot.settings.max_message_chars, bot.chat_model)
@@ -259,16 +255,15 @@ class Conversation:
         note = STOPPED if stopped else waiting_note(state)
         return PageView(chat=rows(state), hits=render_used(self.ctx.bot, session), note=note)
 
-    def end_session(self, state: UserState | None, draft: str = "") -> PageView:
+    @for_user(lambda: PageView(state=None, progress=ENDED_ALREADY, timer=gr.Timer(active=False)))
+    def end_session(self, state: UserState, draft: str = "") -> PageView:
         """Queue the memory update and answer at once; the timer then polls its progress.
 
         Messages still waiting for a reply stay stored in the ended conversation (its memory update reads them),
         unanswered; the draft in the box stays as it is.
         """
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
-        if state is None or state.session.ended:
-            return PageView(state=state, progress="이미 끝난 대화입니다.", timer=gr.Timer(active=False))
+        if state.session.ended:
+            return PageView(state=state, progress=ENDED_ALREADY, timer=gr.Timer(active=False))
         try:
             job_id = self.ctx.worker.end(state.session, "user")
         except KeemError as exc:  # nothing ended: the conversation goes on, and the page says why

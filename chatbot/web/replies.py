@@ -23,14 +23,11 @@ class Replies:
     def __init__(self, ctx: AppContext):
         self.ctx = ctx
 
-    def again(self, state: UserState | None) -> PageView:
+    @for_user()
+    def again(self, state: UserState) -> PageView:
         """After a failure, answer again every message that got no reply since the last answer (its notice goes,
         each reply comes right after its message); else ask for another reply in place of the last. The chained
         `respond` streams them; nothing new is stored for the messages."""
-        if state is None:
-            raise InputError("no conversation in this tab yet; start one first", code="not_started")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
         with state.lock:
             session = state.session
             if state.busy:
