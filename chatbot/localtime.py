@@ -67,8 +67,9 @@ class LocalTime:
 
 
 @functools.cache
-def local_time(name: str = KOREA) -> LocalTime:
-    """The zone named by KEEM_TIMEZONE (Settings.timezone); an unknown name is an InputError saying what to give."""
+def local_time(name: str) -> LocalTime:
+    """The zone named by KEEM_TIMEZONE (Settings.timezone, which defaults to KOREA: the one place a zone is assumed;
+    everything else is given Settings.local_time); an unknown name is an InputError saying what to give."""
     try:
         return LocalTime(name, ZoneInfo(name))
     except (ZoneInfoNotFoundError, ValueError):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from chatbot.localtime import LocalTime, local_time
+from chatbot.localtime import KOREA, LocalTime, local_time
 from models.errors import InputError
 
 OPENINGS = ("off", "follow-up")  # KEEM_OPENING (chatbot/opening.py)
@@ -45,7 +45,7 @@ class Settings:
     backup_every_min: float = 10.0  # KEEM_BACKUP_EVERY_MIN: how often, when something changed
     study: str = ""  # KEEM_STUDY: a user trial's study plan, a TOML file (chatbot/study.py)
     opening: str = "follow-up"  # KEEM_OPENING: off, follow-up (the bot asks first about what is due)
-    timezone: str = "Asia/Seoul"  # KEEM_TIMEZONE: the zone every shown or exported time is in (chatbot/localtime.py)
+    timezone: str = KOREA  # KEEM_TIMEZONE: the zone every shown or exported time is in (chatbot/localtime.py)
     worker: str = "on"  # KEEM_WORKER: on (this app process runs update jobs), off (`keem worker` processes do)
     job_lease_s: float = 900.0  # KEEM_JOB_LEASE_S: an update job's lease; another worker takes it when it runs out
 

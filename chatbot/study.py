@@ -28,12 +28,12 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from chatbot.localtime import LocalTime, local_time
+from chatbot.localtime import LocalTime
 from chatbot.settings import OPENINGS, Settings
 from chatbot.study_records import records
 from memory.store import Store
@@ -86,9 +86,8 @@ class Study:
     opening: str | None = None  # off | follow-up for every participant's sessions; None: KEEM_OPENING decides
     api: bool = False  # participants may get HTTP API tokens; their API sessions keep the study's rules (chatbot/api)
     clock: Callable[[], datetime] = field(default=utc_now, compare=False, repr=False)  # tests move time on
-    local: LocalTime = field(default_factory=local_time, compare=False, repr=False)  # KEEM_TIMEZONE: refusals' zone
 
-    def admit(self, store: Store, user_id: int, session_id: int) -> None:
+    def admit(self, store: Store, user_id: int, session_id: int, local: LocalTime) -> None:
         """The rule for a session's first user message, which makes it count: called inside the write transaction
         that stores that message (chatbot/session.py ChatSession.gate), so tabs and processes take their turns
         and none gets past it. Refuses (InputError, Korean, with a code) when every session of the study is held,
@@ -101,7 +100,7 @@ class Study:
             )
         when = next_allowed(store, user_id, self)
         if when is not None:
-            raise refusal(when, self.local)
+            raise refusal(when, local)
 
     @property
     def consent_hash(self) -> str:
@@ -326,7 +325,7 @@ def _questions(raw: Any, where: str) -> tuple[Question, ...]:
 
 def study_from_settings(settings: Settings) -> Study | None:
     """The study the app runs (settings.study, KEEM_STUDY), checked at start; None without one."""
-    return replace(load_study(settings.study), local=settings.local_time) if settings.study else None
+    return load_study(settings.study) if settings.study else None
 
 
 # -- the rules during a trial ---------------------------------------------------------------------------
@@ -365,20 +364,18 @@ def next_allowed(store: Store, user_id: int, study: Study, now: datetime | None 
     return when if when > _utc(now or study.clock()) else None
 
 
-def refusal_message(when: datetime, local: LocalTime | None = None) -> str:
-    """What a participant refused by next_allowed reads (Korean; rounded up to the minute, the zone named: Korea's
-    unless KEEM_TIMEZONE says otherwise)."""
+def refusal_message(when: datetime, local: LocalTime) -> str:
+    """What a participant refused by next_allowed reads (Korean; rounded up to the minute, in `local`'s zone,
+    KEEM_TIMEZONE's, named)."""
     if when >= ALL_DONE:
         return "이 연구의 대화를 모두 마치셨습니다. 참여해 주셔서 감사합니다."
-    local = local or local_time()
     return f"다음 대화는 {local.minute(when, round_up=True)} ({local.korean}) 이후에 할 수 있습니다."
 
 
-def refusal(when: datetime, local: LocalTime | None = None) -> InputError:
+def refusal(when: datetime, local: LocalTime) -> InputError:
     """The error a session refused by next_allowed raises: refusal_message's text, with its code for the page."""
     if when >= ALL_DONE:
-        return InputError(refusal_message(when), code="study_done")
-    local = local or local_time()
+        return InputError(refusal_message(when, local), code="study_done")
     return InputError(
         refusal_message(when, local), code="study_wait", when=local.minute(when, round_up=True), zone=local.korean
     )

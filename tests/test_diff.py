@@ -8,6 +8,7 @@ import json
 import pytest
 
 from chatbot.cli.main import main
+from chatbot.localtime import KOREA, local_time
 from chatbot.trials.export import export
 from chatbot.web.render import md
 from chatbot.web.why import render_versions
@@ -71,7 +72,7 @@ def _tab_diff(store: Store, uid: int) -> dict[int, dict[str, object]]:
     chatbot/web/why.py render_versions) classified, each sentence checked to be in that version's block."""
     versions = store.versions.of_user(uid)
     logs = changelogs(store, versions)
-    markdown = render_versions(versions, logs, show_strategy=True)
+    markdown = render_versions(versions, logs, show_strategy=True, local=local_time(KOREA))
     shown = {}
     for v, log in zip(versions, logs, strict=True):
         block = markdown.split(f'id="version-{v.number}"')[1].split("</details>")[0]
@@ -99,7 +100,7 @@ def test_cli_history_and_the_memory_tab_classify_the_same_sentences_the_same_way
         assert shown["added"] == row["added"] and shown["removed"] == row["removed"]
         assert shown["rewritten"] == [(c["old"], c["new"]) for c in row["rewritten"]]
     # the trial export's memory_versions.jsonl carries the same diff
-    export(store, tmp_path / "out", scrub=False)
+    export(store, tmp_path / "out", scrub=False, local=local_time(KOREA))
     lines = (tmp_path / "out" / "memory_versions.jsonl").read_text(encoding="utf-8").splitlines()
     exported = [json.loads(line)["changes"] for line in lines]
     assert exported == [{k: row[k] for k in ("kept", "added", "removed", "rewritten")} for row in rows]

@@ -9,6 +9,7 @@ from datetime import date, timedelta
 import pytest
 
 from chatbot.bot import Chatbot
+from chatbot.localtime import KOREA, local_time
 from chatbot.opening import due_opening, one_question, open_session
 from chatbot.settings import Settings
 from chatbot.web.view import PageView
@@ -318,7 +319,7 @@ def test_a_blind_trials_openings_name_no_strategy_and_count_as_turns_in_the_expo
         run_session(bot, name, "2026-12-03", ["다음 주 화요일에 면접이라 떨려"], strategy)
         opening, _ = run_session(bot, name, "2026-12-17", ["면접 잘 봤어! 이제 좀 후련해"], strategy)
         assert "면접" in opening and not any(s in opening for s in (*STRATEGIES, "전략", "KEEM"))
-    counts = export(store, tmp_path / "export", pseudonymize=True)
+    counts = export(store, tmp_path / "export", pseudonymize=True, local=local_time(KOREA))
     sessions = [json.loads(line) for line in open(tmp_path / "export" / "sessions.jsonl", encoding="utf-8")]
     first_turns = [s["turns"][0] for s in sessions if s["number"] == 2]
     assert len(first_turns) == 2 and all(t["role"] == "assistant" and "면접" in t["text"] for t in first_turns)

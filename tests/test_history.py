@@ -4,6 +4,7 @@ recorded; no internal codes, English notes or, in a blind trial, strategy names.
 
 from __future__ import annotations
 
+from chatbot.localtime import KOREA, local_time
 from chatbot.web.messages import LABELS
 from chatbot.web.render import md
 from chatbot.web.why import render_versions
@@ -39,7 +40,9 @@ def _history(engine: MemoryEngine, result, show_strategy: bool = True) -> str:
         notes=[note("added")],
     )
     versions = engine.store.versions.of_user(user_id)  # as "버전 기록" shows them, each with its changelog
-    return render_versions(versions, changelogs(engine.store, versions), show_strategy=show_strategy)
+    return render_versions(
+        versions, changelogs(engine.store, versions), show_strategy=show_strategy, local=local_time(KOREA)
+    )
 
 
 def test_a_cut_summary_is_named_as_such_not_as_a_failed_verification(engine):

@@ -136,3 +136,51 @@ def test_no_function_is_longer_than_100_lines():
                 if (node.end_lineno or start) - start + 1 > 100:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert not long, long
+
+
+MUTATORS = {"append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault", "sort"}
+
+
+def _changed(node: ast.AST) -> list[ast.expr]:
+    """What a statement or call changes: the targets of an assignment or `del`, the object a list's or dict's
+    mutating method is called on; each target of a tuple unpacking."""
+    if isinstance(node, ast.Assign | ast.Delete):
+        targets = list(node.targets)
+    elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+        targets = [node.target]
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+        targets = [node.func.value]
+    else:
+        return []
+    flat: list[ast.expr] = []
+    while targets:
+        target = targets.pop()
+        if isinstance(target, ast.Tuple | ast.List):
+            targets += target.elts
+        else:
+            while isinstance(target, ast.Subscript | ast.Starred):  # state.seen[0] = ...: the field changes
+                target = target.value
+            flat.append(target)
+    return flat
+
+
+def test_only_the_tab_state_changes_its_fields():
+    """A tab's UserState (chatbot/web/state.py) changes through its own methods only: whether a message is answered
+    hangs on flags (`awaiting`, `answering`, `retrying`) read and set together under its lock there, and the
+    update the page follows (`job_id`) is set by name, not by whoever holds the state. No other module of chatbot/
+    assigns one of its fields, or changes a list or dict of it in place (`self.x` in other classes is theirs)."""
+    from dataclasses import fields
+
+    from chatbot.web.state import UserState
+
+    owned = {f.name for f in fields(UserState)} - {"user_id", "name", "lock"}  # who the tab is for never changes
+    found = []
+    for path in _all_modules():
+        if path == ROOT / "chatbot" / "web" / "state.py" or ROOT / "chatbot" not in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for target in _changed(node):
+                if isinstance(target, ast.Attribute) and target.attr in owned:
+                    if not (isinstance(target.value, ast.Name) and target.value.id in ("self", "cls")):
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(target)}")
+    assert not found, f"give UserState a method for these changes (chatbot/web/state.py): {found}"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from chatbot.localtime import KOREA, local_time
 from chatbot.web.why import render_why
 from memory.changelog import changed_parts, changelog
 from memory.emotion_words import emotion_parts
@@ -209,7 +210,8 @@ def test_operations_and_accumulate_changelogs_give_their_own_reasons(engine, sto
     text = json.dumps(blind.as_json(), ensure_ascii=False)
     assert not re.search(r"PASS|APPEND|REPLACE|DELETE|operations|keem|accumulate", text)
     assert explain(store, v2, len(v2.sentences)).op == "APPEND"  # `keem memory why` names it
-    shown = render_why(explain(store, v2, len(v2.sentences)))  # the page's 왜? says it in words, trial or not
+    # the page's 왜? says it in words, trial or not
+    shown = render_why(explain(store, v2, len(v2.sentences)), local_time(KOREA))
     assert "APPEND" not in shown and "대화 요약의 한 문장을 기억에 반영한 문장" in shown
 
     uid = store.users.get_or_create("다은")
@@ -236,7 +238,7 @@ def test_sources_hold_ids_only_so_an_erased_sentence_or_turn_leaves_no_text(engi
 def export_lines(tmp_path: Path, store: Store) -> list[dict[str, Any]]:
     from chatbot.trials.export import export
 
-    export(store, tmp_path / "out")
+    export(store, tmp_path / "out", local=local_time(KOREA))
     return [json.loads(line) for line in (tmp_path / "out" / "memory_versions.jsonl").read_text().splitlines()]
 
 

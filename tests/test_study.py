@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from chatbot.localtime import KOREA, local_time
 from chatbot.settings import Settings
 from chatbot.study import (
     ALL_DONE,
@@ -162,7 +163,7 @@ def test_an_early_session_is_refused_with_the_next_allowed_time(tmp_path, store)
     last_message = datetime.fromisoformat(store.turns.of_session(first)[-1]["created_at"])
     when = next_allowed(store, uid, study)
     assert when == last_message + timedelta(hours=20)
-    message = refusal_message(when)
+    message = refusal_message(when, local_time(KOREA))
     korean = (when.astimezone(timezone(timedelta(hours=9))) + timedelta(seconds=59)).replace(second=0)
     assert message == f"다음 대화는 {korean:%Y-%m-%d %H:%M} (한국 시간) 이후에 할 수 있습니다."
     assert next_allowed(store, uid, study, now=when - timedelta(minutes=1)) == when
@@ -177,7 +178,7 @@ def test_a_participant_who_held_every_session_is_refused_for_good(tmp_path, stor
         assert next_allowed(store, uid, study) is None
         held(store, uid)
     assert next_allowed(store, uid, study) is ALL_DONE
-    assert "모두 마치셨습니다" in refusal_message(ALL_DONE)
+    assert "모두 마치셨습니다" in refusal_message(ALL_DONE, local_time(KOREA))
 
 
 def test_consent_is_recorded_once_per_text_and_a_changed_text_needs_a_new_one(tmp_path, store):
@@ -239,7 +240,11 @@ def test_nothing_a_participant_reads_names_a_strategy(tmp_path, store):
     uid = store.users.get_or_create("p1")
     assign_strategy(store, uid, study)
     session = held(store, uid)
-    shown = [refusal_message(next_allowed(store, uid, study)), refusal_message(datetime.now(timezone.utc))]
+    seoul = local_time(KOREA)
+    shown = [
+        refusal_message(next_allowed(store, uid, study), seoul),
+        refusal_message(datetime.now(timezone.utc), seoul),
+    ]
     for answers in ({}, {**FIVE, "natural": 9}, {**FIVE, "comment": "가" * 2000}, FIVE, FIVE):
         try:
             submit_answers(store, session, uid, study, answers)

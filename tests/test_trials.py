@@ -15,6 +15,7 @@ import pytest
 
 from chatbot.bot import Chatbot
 from chatbot.cli.main import main
+from chatbot.localtime import KOREA, local_time
 from chatbot.settings import Settings
 from chatbot.web.why import render_versions
 from memory.changelog import changelogs
@@ -73,8 +74,8 @@ def test_history_hides_the_strategy_from_a_blind_participant(tmp_path):
     )
     versions = bot.store.versions.of_user(session.user_id)
     logs = changelogs(bot.store, versions, blind=True)
-    assert session.strategy in render_versions(versions, logs, show_strategy=True)
-    assert session.strategy not in render_versions(versions, logs, show_strategy=False)
+    assert session.strategy in render_versions(versions, logs, show_strategy=True, local=local_time(KOREA))
+    assert session.strategy not in render_versions(versions, logs, show_strategy=False, local=local_time(KOREA))
 
 
 def test_trial_export_writes_every_participant_session_turn_and_version(tmp_path, monkeypatch, capsys):

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from chatbot.localtime import LocalTime, local_time
+from chatbot.localtime import LocalTime
 from chatbot.study_records import records
 from chatbot.trials.pii import TAGS, Scrubber
 from memory.changelog import changed_parts, changelog
@@ -70,13 +70,13 @@ T = TypeVar("T")
 
 
 def export(
-    store: Store, out: Path, pseudonymize: bool = False, scrub: bool = True, local: LocalTime | None = None
+    store: Store, out: Path, pseudonymize: bool = False, scrub: bool = True, *, local: LocalTime
 ) -> dict[str, Any]:
     """Write the export files into `out` (which must not hold an earlier export), whole or not at all; returns
     counts, with `pii`: the pieces of personal data replaced per kind (all 0 when scrub=False). Times are in
-    `local`'s zone (Korea's by default), with the offset."""
+    `local`'s zone (KEEM_TIMEZONE: Settings.local_time), with the offset."""
     _refuse_earlier(out)
-    return _whole_folder(out, lambda folder: _write(store, folder, pseudonymize, scrub, local or local_time()))
+    return _whole_folder(out, lambda folder: _write(store, folder, pseudonymize, scrub, local))
 
 
 def _write(store: Store, out: Path, pseudonymize: bool, scrub: bool, local: LocalTime) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 import gradio as gr
 
 from chatbot.exports import Exports
+from chatbot.localtime import LocalTime
 from chatbot.study import (
     ALL_DONE,
     Question,
@@ -170,6 +171,11 @@ class StudyUI:
     def store(self) -> Any:
         return self.entry.bot.store
 
+    @property
+    def local(self) -> LocalTime:
+        """How times are shown: KEEM_TIMEZONE's zone (Settings.local_time), as on the chat page."""
+        return self.entry.bot.settings.local_time
+
     # -- admission ---------------------------------------------------------------------------------
     def enter(
         self,
@@ -223,7 +229,7 @@ class StudyUI:
         assert person.user_id is not None
         when = next_allowed(self.store, person.user_id, self.study)
         person.admitted = when is None
-        note = "" if when is None else refusal_message(when, self.study.local)
+        note = "" if when is None else refusal_message(when, self.local)
         if when is not None and when < ALL_DONE:
             note += " 그때 다시 접속해 주세요."
         pending = pending_questionnaires(self.store, person.user_id, self.study)
@@ -279,7 +285,7 @@ class StudyUI:
             return gr.update(value="새 대화 시작", interactive=True)
         if when >= ALL_DONE:
             return gr.update(value="연구의 대화를 모두 마쳤습니다", interactive=False)
-        local = self.study.local
+        local = self.local
         return gr.update(
             value=f"다음 대화는 {local.minute(when, round_up=True)} ({local.korean}) 이후에", interactive=False
         )
@@ -316,6 +322,11 @@ class Organiser:
     def store(self) -> Any:
         return self.entry.bot.store
 
+    @property
+    def local(self) -> LocalTime:
+        """How times are shown: KEEM_TIMEZONE's zone (Settings.local_time), as on the chat page."""
+        return self.entry.bot.settings.local_time
+
     def section(self, request: gr.Request | None = None) -> StudyView:
         """The organiser's section shows only on the organiser's address (the app's with ?organiser): a participant
         never sees it (the password still guards it there)."""
@@ -350,10 +361,10 @@ class Organiser:
         """A zip of `keem trial export` (personal data scrubbed), served to the login that unlocked this view only
         (chatbot/web/guard.py PRIVATE: another login, or anyone after a restart, gets 404)."""
         login = self._check(granted, request)
-        stamp = self.study.local.local(datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M")
+        stamp = self.local.local(datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M")
         # in Gradio's cache already (no second copy), removed within minutes and on any forget: chatbot/exports.py
         name = PRIVATE.name(f"{self.study.id}-{stamp}")
-        archive, counts = self.exports.make(lambda folder: export(self.store, folder, local=self.study.local), name)
+        archive, counts = self.exports.make(lambda folder: export(self.store, folder, local=self.local), name)
         PRIVATE.grant(archive, login)
         replaced = sum(counts["pii"].values())
         toasts.info(
@@ -393,7 +404,7 @@ class Organiser:
             done = trial_sessions(store, user["id"])
             when = next_allowed(store, user["id"], study, now)
             # rounded up as the participant's refusal is (study.py refusal_message): both read the same minute
-            nxt = "지금" if when is None else "끝" if when >= ALL_DONE else study.local.stamp(when, round_up=True)
+            nxt = "지금" if when is None else "끝" if when >= ALL_DONE else self.local.stamp(when, round_up=True)
             jobs = store.queue.jobs(user["id"], ("pending", "running", "failed"))
             failed = [j for j in jobs if j["status"] == "failed"]
             failures += [(user["name"], j) for j in failed]

@@ -4,9 +4,10 @@ already serves (the banner and the start button say so); and what every handler 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gradio as gr
@@ -151,7 +152,8 @@ class AppContext:
 
     def lost(self, state: UserState | None) -> UserForgottenError | None:
         """`gone` without the notice: a streaming event stops at once and quietly, and the check chained after it
-        tells the tab (view.py Page.stream)."""
+        tells the tab (view.py Page.stream); a closed tab's session is not ended for a user who is gone (chat.py
+        Entry.on_state_deleted). Every other event asks `for_user`."""
         if state is None:
             return None
         try:
@@ -159,7 +161,7 @@ class AppContext:
         except UserForgottenError as exc:
             state.take_pending()
             state.session.ended = True  # no update is queued for a user who is gone
-            state.job_id = None
+            state.job_done()
             return exc
         return None
 
@@ -169,43 +171,60 @@ class AppContext:
         if self.study is not None:
             when = next_allowed(self.bot.store, user_id, self.study)
             if when is not None:
-                raise refusal(when, self.study.local)
+                raise refusal(when, self.bot.settings.local_time)
 
     def fresh_session(self, state: UserState) -> None:
         """The tab's next session: the same user and strategy as its last one."""
         self.may_start(state.user_id)
-        state.session = self.track(self.bot.open_session(state.user_id, state.name, state.session.strategy))
+        state.next_session(self.track(self.bot.open_session(state.user_id, state.name, state.session.strategy)))
 
     def track(self, session: ChatSession) -> ChatSession:
         """A session this page opened: the worker ends it when idle; in a study its first message must pass the
         study's rules in the transaction that stores it (chatbot/study.py Study.admit)."""
         study = self.study
         if study is not None:
-            session.gate = lambda s: study.admit(s.store, s.user_id, s.session_id)
+            local = self.bot.settings.local_time  # KEEM_TIMEZONE: a refusal's date
+            session.gate = lambda s: study.admit(s.store, s.user_id, s.session_id, local)
             session.opening = study.opening  # the study's own opening rule, if it sets one
         self.worker.track(session)
         return session
 
 
-def for_user(
-    absent: Callable[[], PageView] | None = None,
-) -> Callable[[Callable[..., PageView]], Callable[..., PageView]]:
-    """The one guard of an event that acts for the tab's user (its UserState, the handler's last argument): without a
-    login, the `absent` view (none given: refused, "먼저 대화를 시작하세요."); the start screen with its notice when
-    the user was forgotten meanwhile (AppContext.gone); else the handler runs, given a state that is there. The
-    handler's owner has the `ctx`."""
+def for_user(absent: Callable[[], PageView] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The one guard of an event that acts for the tab's user (the handler's UserState argument; none: no login):
+    without a login, the `absent` view (none given: refused, "먼저 대화를 시작하세요."); the start screen with its
+    notice when the user was forgotten meanwhile (AppContext.gone); else the handler runs, given a state that is
+    there. A handler that yields views (a generator) yields the refusal's view instead. The handler's owner has the
+    `ctx`.
 
-    def guard(handler: Callable[..., PageView]) -> Callable[..., PageView]:
+    Only a stream that a later check tells (view.py Page.stream) and the end of a closed tab's session check the
+    user themselves, with AppContext.lost: neither has a page to show the notice on."""
+
+    def refusal(owner: Any, args: tuple[Any, ...]) -> PageView | None:
+        state = next((a for a in args if isinstance(a, UserState)), None)
+        if state is None:
+            if absent is None:
+                raise InputError("no conversation in this tab yet; start one first", code="not_started")
+            return absent()
+        return owner.ctx.gone(state)
+
+    def guard(handler: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.isgeneratorfunction(handler):
+
+            @functools.wraps(handler)
+            def streamed(owner: Any, *args: Any) -> Iterator[PageView]:
+                refused = refusal(owner, args)
+                if refused is not None:
+                    yield refused
+                    return
+                yield from handler(owner, *args)
+
+            return streamed
+
         @functools.wraps(handler)
         def guarded(owner: Any, *args: Any) -> PageView:
-            state = args[-1]
-            if state is None:
-                if absent is None:
-                    raise InputError("no conversation in this tab yet; start one first", code="not_started")
-                return absent()
-            if (gone := owner.ctx.gone(state)) is not None:
-                return gone
-            return handler(owner, *args)
+            refused = refusal(owner, args)
+            return refused if refused is not None else handler(owner, *args)
 
         return guarded
 

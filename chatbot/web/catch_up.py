@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from chatbot.web.backend import AppContext
+from chatbot.web.backend import AppContext, for_user
 from chatbot.web.messages import GPU_CONTINUES, GPU_GAVE_UP, korean_error
 from chatbot.web.state import UserState
 from chatbot.web.view import Page, PageView
@@ -27,16 +27,17 @@ class CatchUp:
 
     def run(self, state: UserState | None) -> Iterator[PageView]:
         """Run this tab's user's waiting memory updates, oldest first (the event re-checks whose tab it is first)."""
-        zero = self.ctx.zero
-        if state is None or zero is None or self.ctx.backend.bot is None:
+        if self.ctx.zero is None or self.ctx.backend.bot is None:  # not on ZeroGPU, or nothing loaded to check with
             yield PageView()
             return
-        if (gone := self.ctx.gone(state)) is not None:
-            yield gone
-            return
+        yield from self._run(state)
+
+    @for_user(PageView)
+    def _run(self, state: UserState) -> Iterator[PageView]:
+        zero = self.ctx.zero
+        assert zero is not None  # `run` checked
         for job in self.ctx.bot.store.queue.jobs(state.user_id, statuses=("pending",)):
-            if state.job_id is None:
-                state.job_id = job["id"]  # the progress line follows the first one
+            state.follow_first(job["id"])  # the progress line follows the first one
             yield PageView(timer=gr.Timer(active=True))
             try:
                 zero.run(job["id"])
@@ -44,7 +45,7 @@ class CatchUp:
                 raise
             except Exception as exc:  # recorded on the job: pending for the next event, or failed after its last try
                 log.warning("memory update job %s stopped on ZeroGPU: %s", job["id"], exc)
-                state.job_id = None
+                state.job_done()
                 pending = self.ctx.bot.store.queue.get(job["id"])["status"] == "pending"
                 then = GPU_CONTINUES if pending else GPU_GAVE_UP
                 yield PageView(progress=f"{korean_error(exc)} {then}", timer=gr.Timer(active=False))

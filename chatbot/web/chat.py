@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 CLOSE_WAIT_S = 60.0  # how long a closed tab's reply may stream on before its waiting messages are answered here
 BROWSER_KEY = re.compile(r"[0-9a-f]{32}")
 PLACEHOLDER = "메시지를 입력하고 Enter"  # the message box's hint while a conversation is open
+ENDED_ALREADY = "이미 끝난 대화입니다."
 
 
 class Entry:
@@ -62,7 +63,8 @@ class Entry:
         ends, so its memory update runs, in a thread of its own (the unload answers at once)."""
         worker = self.ctx.backend.worker
         if isinstance(state, UserState) and not state.session.ended and worker is not None:
-            if self.ctx.gone(state) is None:  # a forgotten user's session has nothing to end
+            # not `for_user`: a closed tab shows no notice; a forgotten user's session has nothing to end
+            if self.ctx.lost(state) is None:
                 threading.Thread(target=self._close, args=(state, worker), name="keem-closed-tab", daemon=True).start()
 
     def _close(self, state: UserState, worker: Worker) -> None:
@@ -77,12 +79,8 @@ class Entry:
             time.sleep(0.1)
             took = state.claim()
         try:
-            while took:
-                with state.lock:
-                    if state.awaiting:
-                        state.awaiting = False
-                    elif session.ended or session.take_queued() is None:
-                        break
+            # a closed tab's failed messages keep their notices, unanswered, as 대화 끝내기 leaves them
+            while took and state.next_reply(retries=False) is not None:
                 worker.touch(session)
                 for _piece in session.reply():
                     pass
@@ -91,7 +89,7 @@ class Entry:
         finally:
             if took:
                 state.finish()
-            if not session.ended and self.ctx.gone(state) is None:
+            if not session.ended and self.ctx.lost(state) is None:  # quietly, as on_state_deleted
                 worker.end(session, "closed")
 
     def identify(
@@ -147,12 +145,10 @@ class Entry:
             view.key = who.browser_key
         return view
 
-    def logout(self, state: UserState | None) -> PageView:
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
-        if state is not None:
-            state.take_pending()  # leaving: nothing more is answered for this tab
-        if state is not None and not state.session.ended:
+    @for_user(signed_out)
+    def logout(self, state: UserState) -> PageView:
+        state.take_pending()  # leaving: nothing more is answered for this tab
+        if not state.session.ended:
             self.ctx.worker.end(state.session, "logout")
         return signed_out()
 
@@ -163,15 +159,11 @@ class Conversation:
     def __init__(self, ctx: AppContext):
         self.ctx = ctx
 
-    def send(self, text: str, state: UserState | None) -> PageView:
+    @for_user()  # a forgotten user's message is not stored: the guard answers before the handler runs
+    def send(self, text: str, state: UserState) -> PageView:
         """Accept a typed message: it is stored before the box is cleared (a refused one stays in the box with a
         Korean warning). One sent while a reply streams is stored too, and waits in the session's queue; the
         chained `respond` answers them in order, so nothing typed is dropped, even by a crash."""
-        if state is None:
-            toasts.warning("먼저 이름을 입력하고 대화를 시작하세요.")
-            return PageView()
-        if (gone := self.ctx.gone(state)) is not None:  # the message is not stored: its user is no more
-            return gone
         bot = self.ctx.bot
         try:  # the session's own check, here before the lock: a refused message stays in the box
             clean = check_message(text, bot.settings.max_message_chars, bot.chat_model)
@@ -185,6 +177,8 @@ class Conversation:
                     toasts.info("이전 대화가 끝나 새 대화를 시작했습니다.")
                 busy = state.busy
                 state.session.record(clean, queued=busy)  # in a study, its first message must pass the rules
+                if not busy:  # nothing streams: it is the history's last message, awaiting its reply
+                    state.await_reply()
             except UserForgottenError:  # forgotten between the check and the insert: the wiring shows the notice
                 raise
             except KeemError as exc:
@@ -192,7 +186,6 @@ class Conversation:
                     return PageView(note=notice)
                 toasts.warning(refused(exc))
                 return PageView()
-            state.awaiting = state.awaiting or not busy
         self.ctx.worker.touch(state.session)
         return PageView(message="", chat=rows(state), note=waiting_note(state)) | actions(state)
 
@@ -214,19 +207,12 @@ class Conversation:
         answered, last = False, None
         try:
             while True:
-                retry = None
-                with state.lock:  # checked and taken together: a message queued after this is another's
-                    session, more = state.session, True
-                    if state.awaiting:
-                        state.awaiting = False
-                    elif state.retrying and not session.ended:
-                        retry = state.retrying.pop(0)
-                    elif session.ended or session.take_queued() is None:
-                        state.answering = more = False
+                taken = state.next_reply()  # checked and taken together: a message queued after this is another's
                 if last is not None:  # the previous reply's last frame, and whether another streams now
                     yield last | actions(state)
-                if not more:
+                if taken is None:
                     break
+                session, retry = taken
                 last = yield from self._answer(state, session, retry)
                 answered = True
         finally:
@@ -257,8 +243,7 @@ class Conversation:
             raise
         except Exception as exc:  # what streamed so far is already saved by the session; the chat shows a notice
             failed = True
-            notice = failure(exc, session, nth, turn, session.stored_reply)
-            state.failures = [f for f in state.failures if f.session is session] + [notice]  # earlier sessions': gone
+            state.reply_failed(failure(exc, session, nth, turn, session.stored_reply))
         finally:
             replying.close()
             worker.touch(session)
@@ -270,16 +255,15 @@ class Conversation:
         note = STOPPED if stopped else waiting_note(state)
         return PageView(chat=rows(state), hits=render_used(self.ctx.bot, session), note=note)
 
-    def end_session(self, state: UserState | None, draft: str = "") -> PageView:
+    @for_user(lambda: PageView(state=None, progress=ENDED_ALREADY, timer=gr.Timer(active=False)))
+    def end_session(self, state: UserState, draft: str = "") -> PageView:
         """Queue the memory update and answer at once; the timer then polls its progress.
 
         Messages still waiting for a reply stay stored in the ended conversation (its memory update reads them),
         unanswered; the draft in the box stays as it is.
         """
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
-        if state is None or state.session.ended:
-            return PageView(state=state, progress="이미 끝난 대화입니다.", timer=gr.Timer(active=False))
+        if state.session.ended:
+            return PageView(state=state, progress=ENDED_ALREADY, timer=gr.Timer(active=False))
         try:
             job_id = self.ctx.worker.end(state.session, "user")
         except KeemError as exc:  # nothing ended: the conversation goes on, and the page says why
@@ -288,7 +272,7 @@ class Conversation:
             )
         unanswered = state.take_pending()
         box = gr.update(interactive=False)  # the box's text (a draft) stays as it is
-        state.job_id = job_id
+        state.follow(job_id)
         progress = "기억 갱신: 대기 중 … (백그라운드에서 진행됩니다. 계속 둘러보셔도 됩니다)"
         if job_id is None:
             progress = "나눈 말이 없어 기억은 그대로입니다."

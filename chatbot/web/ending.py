@@ -8,7 +8,7 @@ from typing import Any
 
 import gradio as gr
 
-from chatbot.web.backend import AppContext
+from chatbot.web.backend import AppContext, for_user
 from chatbot.web.chat import PLACEHOLDER, Conversation
 from chatbot.web.messages import korean_stored_error
 from chatbot.web.render import STAGES
@@ -58,7 +58,7 @@ class Ending:
         view = self.chat.end_session(state, draft)
         if state is None or view.again is KEEP or not state.session.ended:  # not ended (or the user is gone)
             return view
-        state.seen = []
+        state.saw(None)  # a new card
         return view | PageView(
             card=gr.update(visible=True),
             steps=steps([], self.job(state)),
@@ -68,16 +68,17 @@ class Ending:
         )
 
     def tick(self, state: UserState | None) -> PageView:
-        """The card follows the update's stages (the page's progress timer)."""
+        """The card follows the update's stages (the page's progress timer). Before an end there is no card and the
+        guard is not asked (the memory tab's poll, on the same tick, tells a forgotten user)."""
         if state is None or not state.session.ended:
             return PageView()
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
+        return self._stages(state)
+
+    @for_user(PageView)
+    def _stages(self, state: UserState) -> PageView:
         job = self.job(state)
         if job is not None and job["status"] in ("pending", "running") and (job["stage"] or "queued") != "failed":
-            stage = job["stage"] or "queued"
-            if stage not in state.seen:
-                state.seen.append(stage)
+            state.saw(job["stage"] or "queued")
         return PageView(steps=steps(state.seen, job))
 
     def new_session(self, state: UserState | None) -> PageView:

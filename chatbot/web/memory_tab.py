@@ -51,24 +51,23 @@ class MemoryTab:
     def panel(self, state: UserState) -> PageView:
         return panel(self.ctx, state)
 
-    def poll(self, state: UserState | None) -> PageView:
+    @for_user(lambda: PageView(timer=gr.Timer(active=False)))
+    def poll(self, state: UserState) -> PageView:
         """Progress of this tab's update job (the timer's tick); refreshes the memory panel when it finishes."""
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
-        if state is None or state.job_id is None:
+        if state.job_id is None:
             return PageView(timer=gr.Timer(active=False))
         try:
             job = self.ctx.bot.store.queue.get(state.job_id)
         except InputError:
-            state.job_id = None
+            state.job_done()
             return PageView(progress="", timer=gr.Timer(active=False))
         if job["user_id"] != state.user_id:  # cannot happen: job ids come from this state only
-            state.job_id = None
+            state.job_done()
             return PageView(progress="", timer=gr.Timer(active=False))
         text, finished = stage_text(job)
         if not finished:
             return PageView(progress=text, timer=gr.Timer(active=True))
-        state.job_id = None
+        state.job_done()
         return PageView(progress=text + changes_hint(job), timer=gr.Timer(active=False)) | self.panel(state)
 
     @for_user()
@@ -81,15 +80,13 @@ class MemoryTab:
                 state
             )
         self.ctx.worker.notify()
-        state.job_id = ids[-1]
+        state.follow(ids[-1])
         return PageView(
             progress=f"실패한 기억 갱신 {len(ids)}개를 다시 시도합니다 …", timer=gr.Timer(active=True)
         ) | self.panel(state)
 
-    def _pick(self, state: UserState | None, pick: str | None) -> tuple[Version, int]:
+    def _pick(self, state: UserState, pick: str | None) -> tuple[Version, int]:
         """The version the tab showed (the pick names it) and the sentence's place in it: the base of the edit."""
-        if state is None:
-            raise InputError("no conversation in this tab yet; start one first", code="not_started")
         if not pick or ":" not in pick:
             raise InputError("pick the sentence to change first", code="sentence_not_picked")
         number, _, index = pick.partition(":")
@@ -117,29 +114,23 @@ class MemoryTab:
         toasts.info("새 기억 버전을 저장했습니다.")
         return self.panel(state) | (done or PageView())
 
-    def edit_sentence(self, pick: str | None, new_text: str, state: UserState | None) -> PageView:
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
+    @for_user()
+    def edit_sentence(self, pick: str | None, new_text: str, state: UserState) -> PageView:
         shown, index = self._pick(state, pick)
-        assert state is not None
         engine = self.ctx.bot.engine
         return self._commit(state, lambda: edits.edit(engine, state.user_id, shown, index, new_text))
 
-    def delete_sentence(self, pick: str | None, state: UserState | None) -> PageView:
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
+    @for_user()
+    def delete_sentence(self, pick: str | None, state: UserState) -> PageView:
         shown, index = self._pick(state, pick)
-        assert state is not None
         engine = self.ctx.bot.engine
         return self._commit(state, lambda: edits.delete(engine, state.user_id, shown, index))
 
-    def erase_sentence(self, pick: str | None, sure: bool, state: UserState | None) -> PageView:
+    @for_user()
+    def erase_sentence(self, pick: str | None, sure: bool, state: UserState) -> PageView:
         """ "완전히 지우기" once confirmed (its row's checkbox): the row's sentence leaves every version, the turns
         that said it read [삭제됨], and no copy stays on the server (Chatbot.forget_sentence)."""
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
         latest, index = self._pick(state, pick)
-        assert state is not None
         if sure is not True:
             raise InputError("tick the box to confirm the erasure first; it cannot be undone", code="erase_unconfirmed")
         erased = self.ctx.bot.forget_sentence(state.user_id, latest.sentences[index].text)

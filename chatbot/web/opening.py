@@ -31,13 +31,11 @@ class Opening:
         if self.ctx.lost(state) is not None:  # the check chained after this stream tells the tab
             yield PageView()
             return
-        with state.lock:
-            session = state.session
-            record = None if state.answering or session.ended or session.history else due_opening(session)
-            if record is None:
-                yield PageView()
-                return
-            state.answering = True  # a message sent meanwhile is stored and waits for `respond` below
+        claimed = state.claim_opening(due_opening)  # a message sent meanwhile waits for `respond` below
+        if claimed is None:
+            yield PageView()
+            return
+        session, record = claimed
         opening = open_session(session, record)
         try:
             current = state.begin_reply(session, len(session.history) - 1, "")

@@ -7,7 +7,7 @@ from typing import Any
 
 import gradio as gr
 
-from chatbot.localtime import LocalTime, local_time
+from chatbot.localtime import LocalTime
 from chatbot.web.backend import AppContext, for_user
 from chatbot.web.render import md
 from chatbot.web.state import UserState
@@ -24,9 +24,9 @@ NONE = "아직 끝낸 대화가 없어요. 대화를 끝내면 여기서 다시 
 PICK = "위에서 대화를 고르면 나눈 말을 그대로 보여 드려요 (읽기 전용)."
 
 
-def when(stamp: str | None, local: LocalTime | None = None) -> str:
+def when(stamp: str | None, local: LocalTime) -> str:
     """A stored (UTC) time in KEEM_TIMEZONE, the zone named, like every time the page shows."""
-    return (local or local_time()).stamp(stamp)
+    return local.stamp(stamp)
 
 
 class Past:
@@ -68,7 +68,7 @@ class Past:
         )
 
 
-def transcript(session: dict[str, Any], turns: list[dict[str, Any]], local: LocalTime | None = None) -> str:
+def transcript(session: dict[str, Any], turns: list[dict[str, Any]], local: LocalTime) -> str:
     """A conversation as Markdown: when it was, then each message with its speaker (escaped; read-only)."""
     head = f"**{when(session['started_at'], local)}에 시작한 대화**"
     if session.get("ended_at"):

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chatbot.bot import Chatbot
-from chatbot.localtime import LocalTime, local_time
+from chatbot.localtime import LocalTime
 from chatbot.web.history import version_label
 from chatbot.web.messages import DEMO_INFO, MODEL_INFO, korean_stored_error
 from memory.emotion_words import is_emotion
@@ -57,13 +57,13 @@ def shown(message: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def memory_header(version: Version | None, local: LocalTime | None = None) -> str:
-    """The current memory's header: its version, its time in `local`'s zone (Korea's by default) with the zone named,
+def memory_header(version: Version | None, local: LocalTime) -> str:
+    """The current memory's header: its version, its time in `local`'s zone (KEEM_TIMEZONE) with the zone named,
     who made it (named as the history names it: chatbot/web/history.py version_label) and its size."""
     if version is None:
         return "아직 기억이 없습니다. 대화를 나누고 **대화 끝내기**를 누르면 첫 기억이 만들어집니다."
     return (
-        f"**현재 기억 v{version.number}** · {(local or local_time()).stamp(version.created_at)} · "
+        f"**현재 기억 v{version.number}** · {local.stamp(version.created_at)} · "
         f"{version_label(version, show_strategy=False)} · {len(version.sentences)}문장"
     )
 
@@ -143,13 +143,13 @@ def stage_text(job: dict[str, Any]) -> tuple[str, bool]:
     return f"기억 갱신: {STAGES.get(stage, stage)} …", False
 
 
-def render_jobs(jobs: list[dict[str, Any]], local: LocalTime | None = None) -> str:
+def render_jobs(jobs: list[dict[str, Any]], local: LocalTime) -> str:
     """This user's updates that have not become memory yet (waiting, running, or failed with their error), so a
     failure from an earlier session stays visible; empty when every update is done. No strategy names: in a blind
     trial a participant must not learn theirs."""
     lines = []
     for job in jobs:
-        when = (local or local_time()).stamp(job.get("created_at"))
+        when = local.stamp(job.get("created_at"))
         if job["status"] == "failed":
             reason = sentence(korean_stored_error(job.get("last_error")))
             lines.append(

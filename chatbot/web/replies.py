@@ -23,14 +23,11 @@ class Replies:
     def __init__(self, ctx: AppContext):
         self.ctx = ctx
 
-    def again(self, state: UserState | None) -> PageView:
+    @for_user()
+    def again(self, state: UserState) -> PageView:
         """After a failure, answer again every message that got no reply since the last answer (its notice goes,
         each reply comes right after its message); else ask for another reply in place of the last. The chained
         `respond` streams them; nothing new is stored for the messages."""
-        if state is None:
-            raise InputError("no conversation in this tab yet; start one first", code="not_started")
-        if (gone := self.ctx.gone(state)) is not None:
-            return gone
         with state.lock:
             session = state.session
             if state.busy:
@@ -43,7 +40,7 @@ class Replies:
             # the rule that shows ↻ 다시 생성 (busy, ended and failures are ruled out above)
             elif can_regenerate(state):
                 session.redo()
-                state.awaiting = True  # the chained respond answers it
+                state.await_reply()  # the chained respond answers it
             else:
                 raise InputError("no message to answer again; send one first", code="nothing_to_redo")
         self.ctx.worker.touch(session)
@@ -79,5 +76,4 @@ def resend(state: UserState, failed: list[Failure]) -> None:
         at = session.user_index(f.nth)
         if f.cut is not None and at is not None:
             session.retract(at + 1, f.cut)
-    state.failures = [f for f in state.failures if not any(f is g for g in failed)]
-    state.retrying = sorted(failed, key=lambda f: f.nth)
+    state.answer_again(failed)

@@ -4,8 +4,9 @@ protocol through which other parts of the page (chatbot/trials/web.py) log a vis
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from chatbot.session import ChatSession
 
@@ -14,6 +15,8 @@ if TYPE_CHECKING:
 
     from chatbot.bot import Chatbot
     from chatbot.web.view import PageView
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -55,6 +58,10 @@ class UserState:
     Every message is stored the moment it is sent: one sent while nothing streams is `awaiting` its reply; one
     typed while a reply streams waits, stored, in the session's queue (ChatSession.queued). One `respond` at a time
     answers them in order.
+
+    Its fields change only through its methods below (tests/test_layers.py checks that no other module assigns
+    them): the flags that decide whether a message is answered (`awaiting`, `answering`, `retrying`) are read and
+    changed together under `lock`, so a message is never lost nor answered twice.
     """
 
     user_id: int
@@ -122,6 +129,81 @@ class UserState:
                 return False
             self.stopping = True
             return True
+
+    def claim_opening(self, due: Callable[[ChatSession], R | None]) -> tuple[ChatSession, R] | None:
+        """`claim` for the opening question of a fresh session (nothing said, not ended, nothing streaming) when
+        `due` gives one, checked and taken in one step under `lock`: a message sent meanwhile is stored and waits
+        for the `respond` after the opening. None: nothing taken."""
+        with self.lock:
+            session = self.session
+            if self.answering or session.ended or session.history:
+                return None
+            record = due(session)
+            if record is None:
+                return None
+            self.answering = True
+            return session, record
+
+    def await_reply(self) -> None:
+        """Under `lock` (with the message's storing): the history's last message, stored, awaits its reply (one sent
+        while nothing streamed, or asked again with 다시 생성); the chained `respond` answers it."""
+        self.awaiting = True
+
+    def next_reply(self, retries: bool = True) -> tuple[ChatSession, Failure | None] | None:
+        """What the tab's answering turn answers next, checked and taken in one step under `lock` (a message stored
+        after it is the next call's): the message awaiting its reply, else (`retries`) the oldest failed one to
+        answer again, else the oldest queued one (it joins the history). None: nothing waits, and the turn ends in
+        the same step, so a message stored just after finds the tab idle and starts a `respond` of its own."""
+        with self.lock:
+            session = self.session
+            if self.awaiting:
+                self.awaiting = False
+                return session, None
+            if retries and self.retrying and not session.ended:
+                return session, self.retrying.pop(0)
+            if session.ended or session.take_queued() is None:
+                self.answering = False
+                return None
+            return session, None
+
+    def reply_failed(self, notice: Failure) -> None:
+        """A reply failed: its notice shows in its place; notices of the tab's earlier sessions go."""
+        self.failures = [f for f in self.failures if f.session is notice.session] + [notice]
+
+    def answer_again(self, failed: list[Failure]) -> None:
+        """다시 보내기 (under `lock`): the failed messages leave the notices and wait for `respond`, oldest first."""
+        self.failures = [f for f in self.failures if not any(f is g for g in failed)]
+        self.retrying = sorted(failed, key=lambda f: f.nth)
+
+    def next_session(self, session: ChatSession) -> None:
+        """The tab's last session ended: its messages go to `session` now."""
+        self.session = session
+
+    def follow(self, job_id: int | None) -> None:
+        """The progress line follows this memory update job (None: there is none to follow)."""
+        self.job_id = job_id
+
+    def follow_first(self, job_id: int) -> None:
+        """Follow `job_id` unless an update is followed already (updates run oldest first: the first one shows)."""
+        if self.job_id is None:
+            self.job_id = job_id
+
+    def job_done(self) -> None:
+        """The followed update finished, failed, or is gone (with its user): the progress line follows none."""
+        self.job_id = None
+
+    def saw(self, stage: str | None) -> None:
+        """The ended session's update was seen in `stage` (the card lists each once, in order); None: a new card,
+        nothing seen yet."""
+        if stage is None:
+            self.seen = []
+        elif stage not in self.seen:
+            self.seen.append(stage)
+
+    def showed_changes(self, version: int | None = None, drops: Sequence[int] = ()) -> None:
+        """What the memory tab's changelog shows now, which its undo buttons act on: the latest version's number and
+        the ids of the dropped sentences it offers back; no version: no memory yet, nothing to act on."""
+        self.shown_changes = {} if version is None else {"version": version, "drops": list(drops)}
 
     def take_pending(self) -> list[str]:
         """Answer nothing more for this tab (it logs out, forgets, or ends the session): the messages still waiting

@@ -14,7 +14,7 @@ from typing import Any
 
 import gradio as gr
 
-from chatbot.localtime import LocalTime, local_time
+from chatbot.localtime import LocalTime
 from chatbot.web.backend import AppContext
 from chatbot.web.history import version_label, version_reasons
 from chatbot.web.render import md
@@ -38,11 +38,11 @@ STEPS = {
 }
 
 
-def render_why(w: Why, local: LocalTime | None = None) -> str:
+def render_why(w: Why, local: LocalTime) -> str:
     """Where one sentence came from (the row's "왜?"): its sessions, the user's own words (quoted, with their
     time; no match score), what it continues, the summary line and step it came through (in words: the page never
-    names an operation or a strategy; `keem memory why` does), an emotion's words and cause."""
-    local = local or local_time()
+    names an operation or a strategy; `keem memory why` does), an emotion's words and cause. Times in `local`'s zone
+    (KEEM_TIMEZONE: Settings.local_time)."""
     rows = []
     if w.sessions:
         days = dict.fromkeys(f"{local.local(at):%Y-%m-%d}" for at in w.sessions)  # the local dates, in order
@@ -82,10 +82,10 @@ def changelog_counts(log: Changelog) -> str:
     return " · ".join(f"{HEADINGS[k]} {n}" for k, n in log.counts().items()) or "바뀐 것 없음"
 
 
-def changelog_lines(log: Changelog, local: LocalTime | None = None, reasons: Sequence[str] = ()) -> str:
+def changelog_lines(log: Changelog, local: LocalTime, reasons: Sequence[str] = ()) -> str:
     """A changelog's body: why the version is as it is (chatbot/web/history.py version_reasons), then its entries."""
     lines = [f"*{md(r)}*  " for r in reasons]
-    lines += [_entry(e, local or local_time()) for e in log.entries if e.kind not in ("kept", "carried")]
+    lines += [_entry(e, local) for e in log.entries if e.kind not in ("kept", "carried")]
     carried = log.of("carried")
     if carried:
         lines.append(f"- **{HEADINGS['carried']}** {len(carried)}문장: {md(carried[0].reason)}")
@@ -95,17 +95,16 @@ def changelog_lines(log: Changelog, local: LocalTime | None = None, reasons: Seq
     return "\n".join(lines)
 
 
-def render_changelog(log: Changelog, title: str, local: LocalTime | None = None, reasons: Sequence[str] = ()) -> str:
+def render_changelog(log: Changelog, title: str, local: LocalTime, reasons: Sequence[str] = ()) -> str:
     """ "바뀐 것과 그 이유": one version's changelog under its title, open."""
     return f"#### {title}\n{changelog_counts(log)}\n\n{changelog_lines(log, local, reasons)}"
 
 
 def render_versions(
-    versions: Sequence[Version], logs: Sequence[Changelog | None], show_strategy: bool, local: LocalTime | None = None
+    versions: Sequence[Version], logs: Sequence[Changelog | None], show_strategy: bool, local: LocalTime
 ) -> str:
     """ "버전 기록": each version (newest first) folded under its title and counts, its changelog inside; a version
     given no changelog (older than the HISTORY_SHOWN the tab computes) shows its title and reasons only."""
-    local = local or local_time()
     blocks = []
     for v, log in zip(reversed(versions), reversed(logs), strict=True):
         title = html.escape(_title(v, local, show_strategy))
@@ -136,7 +135,7 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
     tab's server-side state."""
     store = ctx.bot.store
     if not versions:
-        state.shown_changes = {}
+        state.showed_changes()
         return PageView(
             changelog="",
             history="이전 버전이 없습니다.",
@@ -160,7 +159,7 @@ def why_panel(ctx: AppContext, state: UserState, versions: Sequence[Version]) ->
             "보여 줍니다).*"
         )
     drops = restorable(versions, logs)
-    state.shown_changes = {"version": latest.number, "drops": [e.sentence_id for _, e in drops]}
+    state.showed_changes(latest.number, [e.sentence_id for _, e in drops])
     buttons = [
         gr.update(
             visible=True,

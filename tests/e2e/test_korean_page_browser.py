@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from chatbot.localtime import local_time
+from chatbot.localtime import KOREA, local_time
 from chatbot.study import study_from_dict
 from chatbot.web.messages import LABELS
 from models.demo import RUNS_TO_BUDGET
@@ -97,7 +97,7 @@ def test_a_participant_on_a_phone_logs_in_in_korean_chats_sees_korean_times_and_
             page.locator("#survey").get_by_text("번째 대화에 대한 설문").wait_for(timeout=10_000)
 
             [version] = bot.store.versions.of_user(bot.store.users.find("P001"))
-            korean = local_time().stamp(version.created_at)  # e.g. 2026-12-02 03:45 KST, stored as UTC
+            korean = local_time(KOREA).stamp(version.created_at)  # e.g. 2026-12-02 03:45 KST, stored as UTC
             open_tab(page, "기억")
             page.locator("#memory").get_by_text(korean).wait_for(timeout=10_000)
             changes = page.locator("#changelog").inner_text()  # the only version: what changed, and why
