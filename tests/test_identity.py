@@ -84,15 +84,23 @@ def old_database(path: Path) -> Database:
     return db
 
 
+# m014 renamed memory_versions.note to notes (codes; an empty note stays empty, as in these rows)
+RENAMED = {("memory_versions", "notes"): "note"}
+
+
 def snapshot(db: Database, like: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every row of every table, every index and every foreign key, as comparable values; with `like` (an earlier
     snapshot) only the columns and the indexed tables that one had (later migrations add columns of their own, e.g.
     m008's reply_to)."""
     tables = [t for t in TABLES if db[t].exists()]
     info = {t: [tuple(r) for r in db.execute(f"PRAGMA table_info({t})").fetchall()] for t in tables}
+    selected = {t: {c[1]: c[1] for c in info[t]} for t in tables}  # shown name -> column
     if like is not None:
+        for t in tables:  # a column a later migration renamed is compared under its old name
+            info[t] = [(c[0], RENAMED.get((t, c[1]), c[1]), *c[2:]) for c in info[t]]
+            selected[t] = {RENAMED.get((t, column), column): column for column in selected[t]}
         info = {t: [c for c in info[t] if c[1] in {old[1] for old in like["columns"][t]}] for t in tables}
-    names = {t: ", ".join(c[1] for c in info[t]) for t in tables}
+    names = {t: ", ".join(f"{selected[t][c[1]]} as {c[1]}" for c in info[t]) for t in tables}
     indexes = sorted(tuple(r) for r in db.execute("select name, tbl_name, sql from sqlite_master where type = 'index'"))
     if like is not None:  # and only the tables that one had (later migrations add tables, e.g. m011's records)
         indexes = [i for i in indexes if i[1] in {old[1] for old in like["indexes"]}]
