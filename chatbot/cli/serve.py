@@ -85,7 +85,10 @@ def haproxy_config(host: str, port: int, app_ports: list[int]) -> str:
     servers = "\n".join(
         f"    server app{i} 127.0.0.1:{p} cookie app{i} check inter 2s" for i, p in enumerate(app_ports, 1)
     )
-    return Template((DEPLOY / "haproxy.cfg").read_text()).substitute(bind=host, port=port, servers=servers)
+    api_servers = "\n".join(f"    server app{i} 127.0.0.1:{p} check inter 2s" for i, p in enumerate(app_ports, 1))
+    return Template((DEPLOY / "haproxy.cfg").read_text()).substitute(
+        bind=host, port=port, servers=servers, api_servers=api_servers
+    )
 
 
 def supervisord_config(

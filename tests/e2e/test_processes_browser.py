@@ -1,7 +1,8 @@
 """Two app processes and an update worker behind HAProxy (`keem serve`), on one store: two browsers of one user,
 each kept on its own process by HAProxy's cookie, see one memory; the update worker is killed (`kill -9`) mid-update
 and the job is taken over (supervisord restarts the worker; the dead pid frees the job at once, a lease at the
-latest) and commits one version; a forget in one browser is told in the other; nothing typed is lost."""
+latest) and commits one version; a forget in one browser is told in the other; nothing typed is lost. API clients,
+which keep no cookie, stay on one process per caller (HAProxy hashes the token and an app token's user)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 import signal
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from memory.backup import open_store
 from tests.e2e.conftest import needs_chromium
@@ -19,6 +22,7 @@ from tests.procs import model_reply, needs_serve, serve, wait_for
 
 pytestmark = [needs_chromium, needs_serve]
 SAID = "나 다음 달에 부산으로 이사해"
+USERS = [f"u{i}" for i in range(16)]
 
 
 def on_process(new_page: Any, url: str, number: int, **options: Any) -> Any:
@@ -69,3 +73,24 @@ def test_two_processes_one_memory_a_killed_worker_is_taken_over_and_a_forget_is_
             first.get_by_text(NOTICE).first.wait_for(timeout=15_000)
             first.locator("#start-button").wait_for(state="visible", timeout=15_000)
             assert store.rows("select * from turns") == [] and store.users.existing([user_id]) == set()
+
+            # the API through the same HAProxy: its clients keep no cookie (a new openai client per script run), so
+            # a caller's requests go to one process, by a hash of the token and an app token's user
+            token = store.tokens.create(store.users.get_or_create("api-user"))[1]
+            seen = set()
+            for _ in range(2):  # two runs of a script: two fresh clients
+                with api_client(url, token) as c:
+                    r = c.post("/chat/completions", json={"messages": [{"role": "user", "content": "이사 준비해"}]})
+                    assert r.status_code == 200, r.text
+                    seen.add((r.headers["X-Keem-Process"], r.json()["keem"]["session_id"]))
+            assert len(seen) == 1  # one process, so one conversation
+            with api_client(url, store.tokens.create(None, app=True)[1]) as c:
+                served = {u: c.get("/memory", params={"user": u}).headers["X-Keem-Process"] for u in USERS}
+                assert served == {u: c.get("/memory", params={"user": u}).headers["X-Keem-Process"] for u in USERS}
+                assert set(served.values()) == {"app1", "app2"}  # an app's users spread over the processes
+                r = c.post("/chat/completions", json={"messages": [{"role": "user", "content": "안녕"}], "user": "u7"})
+                assert r.status_code == 200 and r.headers["X-Keem-Process"] == served["u7"]
+
+
+def api_client(url: str, token: str) -> httpx.Client:
+    return httpx.Client(base_url=f"{url}v1", headers={"Authorization": f"Bearer {token}"}, timeout=30)
