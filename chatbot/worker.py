@@ -300,9 +300,16 @@ class Worker:
         if not (force or forgot or self._backed_up is None or self.clock() - self._backed_up_at >= self.backup_every_s):
             return False
         try:
-            self.backups.snapshot(self.store, drop_older=forgot)
+            # another process sharing the database (keem serve) may have taken this interval's snapshot already
+            periodic = not (force or forgot or self._backed_up is None)
+            made = self.backups.snapshot(
+                self.store, drop_older=forgot, unless_within_s=self.backup_every_s if periodic else None
+            )
         except Exception:  # a full or vanished volume must not stop chat; the next tick tries again
             log.exception("backup to %s failed", self.backups.folder)
+            return False
+        if made is None:  # skipped: this process's changes go into the next interval's snapshot
+            self._backed_up_at = self.clock()
             return False
         self._backed_up, self._backed_up_at = state, self.clock()
         return True

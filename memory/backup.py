@@ -5,6 +5,13 @@ written with SQLite's online backup API under a temporary name and renamed into 
 half-written file; the newest KEEP are kept. When the database file is missing at start (a fresh Space
 container), it is restored from the newest snapshot that passes an integrity check. After a user is forgotten,
 the snapshots from before are deleted as soon as a new one is written, so the forgotten user is gone there too.
+
+Several processes may share one database file (the CLI beside the app; `keem serve`'s app processes and workers)
+and so one backup folder. A snapshot is written holding a lock beside the database (`<db>.backup.lock`, on the local
+disk where SQLite's own locks work; the backup folder may be a mount where they do not): a forget's snapshot waits
+for one another process has under way, then deletes it with the rest, so no copy begun before the forget outlives
+it (nor a `.part` file a killed process left). Periodic snapshots are taken once per interval in all: a process whose
+turn comes while another's snapshot is younger than the interval skips its own.
 """
 
 from __future__ import annotations
@@ -12,8 +19,11 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from filelock import FileLock
 
 from memory.store import Store
 from memory.store.connection import url_scheme
@@ -21,6 +31,7 @@ from models.errors import InputError
 
 log = logging.getLogger(__name__)
 KEEP = 3
+LOCK_WAIT_S = 120.0  # how long a snapshot waits for another process's (a big database's takes seconds)
 ON_POSTGRES = (
     "KEEM_BACKUP_DIR snapshots are SQLite files; a Postgres store is backed up with Postgres's own tools: "
     "pg_dump (a logical copy) or pg_basebackup with WAL archiving (docs/postgres.md); unset KEEM_BACKUP_DIR"
@@ -43,8 +54,10 @@ class Backups:
             p for p in self.folder.iterdir() if p.name.startswith(PREFIX) and p.name.endswith(SUFFIX) and p.is_file()
         )
 
-    def snapshot(self, store: Store, *, drop_older: bool = False) -> Path:
-        """Write a consistent copy of `store` now; with `drop_older`, delete every earlier snapshot."""
+    def snapshot(self, store: Store, *, drop_older: bool = False, unless_within_s: float | None = None) -> Path | None:
+        """Write a consistent copy of `store` now; with `drop_older`, delete every earlier snapshot (and any half-
+        written one). `unless_within_s`: skip it (None) when the folder's newest snapshot, whichever process wrote
+        it, is younger than that many seconds."""
         if store.path == ":memory:":
             raise InputError("an in-memory database cannot be backed up; give KEEM_DB a file path")
         if store.dialect != "sqlite":
@@ -56,6 +69,15 @@ class Backups:
                 f"cannot create the backup folder {self.folder} ({exc.strerror}); "
                 "fix KEEM_BACKUP_DIR or mount the volume"
             ) from None
+        with FileLock(f"{store.path}.backup.lock", timeout=LOCK_WAIT_S):
+            if unless_within_s is not None and not drop_older:
+                newest = self.snapshots()[-1:]
+                if newest and time.time() - newest[0].stat().st_mtime < unless_within_s:
+                    return None
+            return self._write(store, drop_older)
+
+    def _write(self, store: Store, drop_older: bool) -> Path:
+        """The snapshot itself (holding the lock)."""
         name = f"{PREFIX}{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}{SUFFIX}"
         part = self.folder / f".{name}.part"
         # A connection of its own, in one step: in WAL mode that reads one consistent state while chat turns
@@ -68,6 +90,8 @@ class Backups:
             target.close()
         os.replace(part, self.folder / name)
         older = [p for p in self.snapshots() if p.name < name]
+        if drop_older:  # a .part no live process writes (they hold the lock): a killed one's, maybe with the user
+            older += [p for p in self.folder.glob(f".{PREFIX}*{SUFFIX}.part") if p != part]
         for path in older if drop_older else older[: max(0, len(older) + 1 - self.keep)]:
             path.unlink(missing_ok=True)
         return self.folder / name

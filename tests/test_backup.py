@@ -4,7 +4,12 @@ and purged of a forgotten user."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -73,21 +78,79 @@ def test_the_app_restores_its_memory_after_the_container_lost_its_disk(tmp_path)
     assert again.store.versions.latest(again.store.users.require("minsu")).texts == [SECRET]
 
 
+def _later(now: list[float], backups: Backups, seconds: float) -> None:
+    """Time passes for the worker's clock and for the snapshots' files alike."""
+    now[0] += seconds
+    for path in backups.snapshots():
+        stamp = path.stat().st_mtime - seconds
+        os.utime(path, (stamp, stamp))
+
+
 def test_snapshots_follow_changes_on_schedule_and_not_otherwise(tmp_path):
     now = [0.0]
     bot = _bot(tmp_path, backup_every_min=10)
     worker = Worker(bot, clock=lambda: now[0])
     backups = worker.backups
     assert worker.backup() and len(backups.snapshots()) == 1  # the first tick takes a baseline
-    now[0] += 3600
+    _later(now, backups, 3600)
     assert not worker.backup()  # nothing changed
     _memory(bot.store, "minsu", SECRET)
     assert worker.backup()  # changed, and the last one is an hour old
     _memory(bot.store, "jiwoo", SECRET)
-    now[0] += 60
+    _later(now, backups, 60)
     assert not worker.backup()  # changed again, but at most one per 10 minutes
-    now[0] += 600
+    _later(now, backups, 600)
     assert worker.backup() and len(backups.snapshots()) == 3
+
+
+def test_processes_sharing_a_database_take_one_snapshot_per_interval(tmp_path):
+    """`keem serve`: every app process and worker runs the backup tick on one database and one folder; the interval
+    is the folder's, not each process's (four stores on one file stand for four processes; their snapshots run at
+    once in threads)."""
+    bot = _bot(tmp_path, backup_every_min=10)
+    _memory(bot.store, "minsu", SECRET)
+    stores = [Store(bot.settings.db) for _ in range(4)]
+    backups = Backups(bot.settings.backup_dir)
+    with ThreadPoolExecutor(4) as pool:
+        made = list(pool.map(lambda s: backups.snapshot(s, unless_within_s=600), stores))
+    assert sum(m is not None for m in made) == 1 and len(backups.snapshots()) == 1
+    _later([0.0], backups, 601)
+    assert backups.snapshot(stores[0], unless_within_s=600) is not None  # the next interval's
+    for store in stores:
+        store.close()
+
+
+def _snapshot_until(db: str, folder: str, stop: str) -> int:
+    """Another process's backups, back to back until the file `stop` appears (as a busy app's worker takes them)."""
+    store, backups, made = Store(db), Backups(folder, keep=50), 0
+    deadline = time.time() + 60
+    while not Path(stop).exists() and time.time() < deadline:
+        backups.snapshot(store)
+        made += 1
+    store.close()
+    return made
+
+
+def test_a_forget_leaves_no_snapshot_another_process_began_before_it(tmp_path):
+    """Three other processes snapshot the database back to back while `keem memory forget` runs: once it returns, no
+    file in the folder (snapshots, and the half-written ones the others have under way) holds the forgotten user.
+    Without the lock, a snapshot begun before the forget's commit is renamed into place after the forget's cleanup."""
+    bot = _bot(tmp_path)
+    _memory(bot.store, "minsu", SECRET)
+    for i in range(400):  # a database of a few MB: each snapshot takes some milliseconds
+        _memory(bot.store, f"user{i}", f"사용자 {i}는 " + "산책을 좋아한다 " * 200)
+    folder, stop = bot.settings.backup_dir, str(tmp_path / "stop")
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        others = [pool.apply_async(_snapshot_until, (bot.settings.db, folder, stop)) for _ in range(3)]
+        deadline = time.time() + 60
+        while len(Backups(folder).snapshots()) < 6 and time.time() < deadline:  # they are snapshotting
+            time.sleep(0.05)
+        bot.engine.forget(bot.store.users.require("minsu"))
+        Backups(folder).snapshot(bot.store, drop_older=True)  # what `keem memory forget` does after its commit
+        left = [p.name for p in Path(folder).iterdir() if SECRET.encode() in p.read_bytes()]
+        Path(stop).touch()
+        made = [o.get(timeout=60) for o in others]
+    assert all(made) and left == []
 
 
 def test_forgetting_a_user_removes_them_from_every_snapshot_at_once(tmp_path):
@@ -96,8 +159,11 @@ def test_forgetting_a_user_removes_them_from_every_snapshot_at_once(tmp_path):
     _memory(bot.store, "minsu", SECRET)
     _memory(bot.store, "jiwoo", "사용자는 고양이를 키운다")
     assert worker.backup()
+    killed = worker.backups.folder / ".keem-20260101T000000000000Z.db.part"  # a process killed mid-snapshot
+    killed.write_bytes(SECRET.encode())
     bot.engine.forget(bot.store.users.require("minsu"))
     assert worker.backup()  # not waiting for the schedule
+    assert not killed.exists()
     snapshots = worker.backups.snapshots()
     assert len(snapshots) == 1
     assert SECRET.encode() not in snapshots[0].read_bytes()  # secure_delete: not even in free pages
