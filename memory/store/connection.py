@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import re
 import shutil
 import sqlite3
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 
 
 FIRST_OPEN_TRIES = 10  # opening a new SQLite file that other processes open at the same moment
+BUSY_TIMEOUT = 30.0  # seconds a SQLite statement, and a write waiting for the write lock, waits before "locked"
+LOCK_SLEEP = (0.0002, 0.002)  # a write's first sleeps between tries for SQLite's write lock: random in this range
+LOCK_SLEEP_CAP = 0.008  # ... growing by a tenth a try up to this, so a long wait polls at ~125 Hz, not faster
 
 
 def placeholders(values: Sized) -> str:
@@ -125,6 +129,14 @@ def storage_error(path: str, exc: BaseException, flag: str = "--db (KEEM_DB)") -
     )
 
 
+def is_busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY: another connection holds the lock this statement needs ("database is locked")."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+; the message text before
+    if isinstance(code, int):
+        return code & 0xFF == sqlite3.SQLITE_BUSY
+    return "database is locked" in str(exc).lower()
+
+
 class Connection:
     """The store's database, migrated to `schema`: a SQLite file in WAL mode (one connection, one lock) or, for a
     postgresql:// URL, a Postgres database (a pool; memory/store/postgres.py). Safe to share between threads.
@@ -203,7 +215,7 @@ class Connection:
     def _open(self) -> None:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_TIMEOUT)
         self.db = Database(conn)
         if self.path != ":memory:":
             self.db.enable_wal()
@@ -288,7 +300,7 @@ class Connection:
                 yield
                 return
             try:
-                self.db.conn.execute("BEGIN IMMEDIATE")
+                self._begin_immediate()
                 try:
                     yield
                 except BaseException:
@@ -299,6 +311,42 @@ class Connection:
                 if "locked" in str(exc).lower() or "busy" in str(exc).lower():
                     raise
                 raise storage_error(self.path, exc) from None
+
+    def _begin_immediate(self) -> None:
+        """BEGIN IMMEDIATE, waiting for SQLite's write lock with short random sleeps of our own instead of SQLite's
+        busy handler, up to BUSY_TIMEOUT seconds; then the "database is locked" error, saying what holds the lock.
+
+        Why: the busy handler sleeps 1, 2, 5, 10, ... then 100 ms a try, so while other processes write back to
+        back a waiting writer sleeps through many of their writes and can wait seconds (3-5 s for one write among
+        4 or 16 writer processes). Short random sleeps give the waiters a fair chance at each release: the worst
+        wait fell to 0.25-0.5 s as fast as they can, to tens of ms at a chat's pace (docs/scaling.md, "Writes with
+        many writers"). A lock file with blocking flock() queued better still but needs a file beside the
+        database and cannot give up after a deadline without polling too. Only this statement waits this way;
+        every other one keeps the busy timeout (a checkpoint, a read during WAL recovery). Runs under `self.lock`.
+        """
+        conn = self.db.conn
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        sleep = LOCK_SLEEP[1]
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    left = deadline - time.monotonic()
+                    if not is_busy(exc):
+                        raise
+                    if left <= 0:
+                        raise sqlite3.OperationalError(
+                            f"{exc}: waited {BUSY_TIMEOUT:g} s for the write lock of {self.path}; another process "
+                            "keeps a write transaction open (a stuck keem process, or a tool such as the sqlite3 "
+                            "shell inside BEGIN); end it and try again"
+                        ) from exc
+                    time.sleep(min(left, random.uniform(LOCK_SLEEP[0], sleep)))
+                    sleep = min(sleep * 1.1, LOCK_SLEEP_CAP)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
 
     def rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         """The rows a read query returns, as dicts."""

@@ -1,0 +1,112 @@
+"""Waiting for SQLite's write lock (memory/store/connection.py `Connection._begin_immediate`), with real processes:
+writers of one file all get through and lose nothing, a writer blocked by another process's open write transaction
+goes on once it ends, and one that waits past the deadline gets the same clear "database is locked" error."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memory.store import Store, connection
+from tests.procs import ROOT
+
+WRITER = """
+import sys, time
+from memory.store import Store
+store = Store(sys.argv[1])
+user = store.users.get_or_create(sys.argv[2])
+session = store.sessions.start(user, "keem", "test")
+stop = time.monotonic() + float(sys.argv[3])
+written = 0
+while time.monotonic() < stop:
+    store.turns.add(session, user, "user", f"{sys.argv[2]} {written}")
+    written += 1
+store.close()
+print(written)
+"""
+
+HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("holding", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+"""
+
+
+def python(code: str, *args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+
+
+def hold_write_lock(path: Path, seconds: float) -> subprocess.Popen[str]:
+    """Another process inside BEGIN IMMEDIATE on `path` for `seconds` (a long write, the sqlite3 shell in BEGIN)."""
+    holder = python(HOLDER, path, seconds)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+    return holder
+
+
+def test_writer_processes_on_one_file_all_get_through_and_lose_no_write(tmp_path: Path) -> None:
+    path = tmp_path / "keem.db"
+    Store(path).close()
+    writers = [python(WRITER, path, f"w{n}", 2.0) for n in range(6)]
+    written = {}
+    for n, proc in enumerate(writers):
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"writer {n} failed"
+        written[f"w{n}"] = int(out)
+    store = Store(path)
+    try:
+        for name, count in written.items():
+            assert count > 0, f"{name} never got the write lock"  # nobody starves for the whole 2 s
+            user = store.users.require(name)
+            assert store.one("select count(*) as n from turns where user_id = ?", [user])["n"] == count
+    finally:
+        store.close()
+
+
+def test_a_writer_blocked_by_another_process_goes_on_once_the_lock_is_released(tmp_path: Path) -> None:
+    path = tmp_path / "keem.db"
+    store = Store(path)
+    try:
+        user = store.users.get_or_create("민수")
+        session = store.sessions.start(user, "keem", "test")
+        holder = hold_write_lock(path, 1.0)
+        t0 = time.monotonic()
+        store.turns.add(session, user, "user", "기다렸다가 써요")
+        waited = time.monotonic() - t0
+        assert holder.wait(timeout=30) == 0
+        assert 0.5 < waited < 20  # it waited for the holder, and went on soon after (a generous bound: noisy CI)
+        assert [t["text"] for t in store.turns.of_session(session)] == ["기다렸다가 써요"]
+        store.turns.add(session, user, "user", "다음")  # and the busy timeout is back for everything else
+        assert store.one("pragma busy_timeout")["timeout"] == int(connection.BUSY_TIMEOUT * 1000)
+    finally:
+        store.close()
+
+
+def test_a_write_that_waits_past_the_deadline_fails_saying_what_holds_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "keem.db"
+    store = Store(path)
+    try:
+        user = store.users.get_or_create("민수")
+        session = store.sessions.start(user, "keem", "test")
+        monkeypatch.setattr(connection, "BUSY_TIMEOUT", 0.5)  # 30 s in use
+        holder = hold_write_lock(path, 3.0)
+        # what callers met before (sqlite3's "database is locked"), now saying what holds the lock
+        with pytest.raises(
+            sqlite3.OperationalError, match=r"database is locked: waited 0\.5 s for the write"
+        ) as failed:
+            store.turns.add(session, user, "user", "못 써요")
+        assert "another process keeps a write transaction open" in str(failed.value)
+        assert holder.wait(timeout=30) == 0
+        store.turns.add(session, user, "user", "이제 써요")  # nothing left half-open by the failure
+        assert [t["text"] for t in store.turns.of_session(session)] == ["이제 써요"]
+    finally:
+        store.close()
