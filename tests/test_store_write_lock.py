@@ -54,7 +54,7 @@ def hold_write_lock(path: Path, seconds: float) -> subprocess.Popen[str]:
 def test_writer_processes_on_one_file_all_get_through_and_lose_no_write(tmp_path: Path) -> None:
     path = tmp_path / "keem.db"
     Store(path).close()
-    writers = [python(WRITER, path, f"w{n}", 2.0) for n in range(6)]
+    writers = [python(WRITER, path, f"w{n}", 1.0) for n in range(6)]
     written = {}
     for n, proc in enumerate(writers):
         out, _ = proc.communicate(timeout=120)
@@ -63,7 +63,7 @@ def test_writer_processes_on_one_file_all_get_through_and_lose_no_write(tmp_path
     store = Store(path)
     try:
         for name, count in written.items():
-            assert count > 0, f"{name} never got the write lock"  # nobody starves for the whole 2 s
+            assert count > 0, f"{name} never got the write lock"  # nobody starves for the whole second
             user = store.users.require(name)
             assert store.one("select count(*) as n from turns where user_id = ?", [user])["n"] == count
     finally:
@@ -98,7 +98,7 @@ def test_a_write_that_waits_past_the_deadline_fails_saying_what_holds_the_lock(
         user = store.users.get_or_create("민수")
         session = store.sessions.start(user, "keem", "test")
         monkeypatch.setattr(connection, "BUSY_TIMEOUT", 0.5)  # 30 s in use
-        holder = hold_write_lock(path, 3.0)
+        holder = hold_write_lock(path, 1.5)
         # what callers met before (sqlite3's "database is locked"), now saying what holds the lock
         with pytest.raises(
             sqlite3.OperationalError, match=r"database is locked: waited 0\.5 s for the write"
