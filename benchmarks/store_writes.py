@@ -6,7 +6,8 @@ processes (each its own Store, as app processes have), each a user of its own wr
 (`store.turns.add` for the message, then for the reply) as fast as it can for `--seconds`. A row per store and
 writer count: turns written per second in all, p50/p95/max latency of one write, errors.
 
-A chat turn makes two or three writes and a session end a few more; divide to get chat turns per second.
+A chat turn makes two or three writes and a session end a few more; divide to get chat turns per second. On SQLite,
+the main process meanwhile times what an erasure does last, the WAL checkpoint that leaves no erased text in it.
 
     python benchmarks/store_writes.py                              # SQLite only: 1, 4, 16 writers
     pg_virtualenv sh -c 'python benchmarks/store_writes.py \\
@@ -32,6 +33,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from memory.store.connection import url_scheme  # noqa: E402
 
 
 def writer(target: str, number: int, rate: float, start: Any, stop_at: Any, out: Any) -> None:
@@ -73,6 +76,7 @@ def run(target: str, writers: int, seconds: float, rate: float = 0.0) -> dict[st
     time.sleep(1.0 + 0.2 * writers)  # the processes import and open their stores
     stop_at.value = time.time() + seconds
     start.set()
+    emptied = checkpoints(target, stop_at.value) if not url_scheme(target) else None
     results = [out.get(timeout=seconds + 120) for _ in procs]
     for p in procs:
         p.join(timeout=30)
@@ -87,6 +91,29 @@ def run(target: str, writers: int, seconds: float, rate: float = 0.0) -> dict[st
         "p95_ms": float(np.percentile(ms, 95)) if ms.size else None,
         "max_ms": float(ms.max()) if ms.size else None,
         "errors": sum(e for _, e in results),
+        **(emptied or {}),
+    }
+
+
+def checkpoints(target: str, until: float) -> dict[str, Any]:
+    """While the writers write: what an erasure does last on SQLite (Store.checkpoint, the WAL emptied so no erased
+    text stays in it), every 0.3 s, timed: how many emptied the WAL and how long one took."""
+    from memory.store import Store
+
+    store, took, emptied = Store(target), [], 0
+    try:
+        while time.time() < until - 0.5:
+            started = time.perf_counter()
+            emptied += store.checkpoint()
+            took.append(time.perf_counter() - started)
+            time.sleep(0.3)
+    finally:
+        store.close()
+    return {
+        "checkpoints": len(took),
+        "checkpoints_emptied": emptied,
+        "checkpoint_p50_s": float(np.median(took)) if took else None,
+        "checkpoint_max_s": max(took) if took else None,
     }
 
 
@@ -105,6 +132,15 @@ class PostgresSchema:
     def close(self) -> None:
         self.admin.execute(f"drop schema {self.name} cascade")
         self.admin.close()
+
+
+def checkpoint_lines(rows: list[dict[str, Any]]) -> list[str]:
+    return [
+        f"sqlite, {r['writers']} writers: an erasure's WAL checkpoint emptied it {r['checkpoints_emptied']} of "
+        f"{r['checkpoints']} times, p50 {r['checkpoint_p50_s']:.2f} s, worst {r['checkpoint_max_s']:.2f} s"
+        for r in rows
+        if r.get("checkpoints")
+    ]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -154,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         pace = f"{args.rate:g} writes/s each" if args.rate > 0 else "as fast as each can"
         print(f"turn writes ({args.seconds:g} s a row, {pace}), one writer process per user, each its own store")
         print(table(rows))
+        print("\n".join(checkpoint_lines(rows)))
     return 0
 
 

@@ -19,7 +19,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -254,13 +254,23 @@ class Connection:
         On Postgres: nothing to do here (see `after_erasure`)."""
         if self.path == ":memory:" or self.pg is not None:
             return True
-        for attempt in range(attempts):
+
+        def once() -> bool:
             with self.lock:
-                if not self.db.conn.in_transaction:
-                    busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-                    if not busy:
-                        return True
-            time.sleep(0.05 * (attempt + 1))
+                if self.db.conn.in_transaction:
+                    return False
+                with self._not_waiting() as conn:
+                    try:
+                        return not conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                    except sqlite3.OperationalError as exc:
+                        if is_busy(exc):
+                            return False
+                        raise
+
+        # tried without waiting every few ms, as a write takes its lock (`_polling`): SQLite's busy handler would
+        # sleep up to 100 ms a try while other processes write back to back (docs/scaling.md)
+        if self._polling(once, sum(0.05 * (a + 1) for a in range(attempts))):
+            return True
         log.warning("the WAL of %s could not be emptied: another connection kept reading", self.path)
         return False
 
@@ -321,32 +331,55 @@ class Connection:
         4 or 16 writer processes). Short random sleeps give the waiters a fair chance at each release: the worst
         wait fell to 0.25-0.5 s as fast as they can, to tens of ms at a chat's pace (docs/scaling.md, "Writes with
         many writers"). A lock file with blocking flock() queued better still but needs a file beside the
-        database and cannot give up after a deadline without polling too. Only this statement waits this way;
-        every other one keeps the busy timeout (a checkpoint, a read during WAL recovery). Runs under `self.lock`.
+        database and cannot give up after a deadline without polling too. Only this statement and the erasure's
+        checkpoint wait this way; every other one keeps the busy timeout (a read during WAL recovery, say). Runs
+        under `self.lock`.
         """
+        busy: list[sqlite3.OperationalError] = []
+
+        def begin() -> bool:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return True
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc):
+                    raise
+                busy[:] = [exc]
+                return False
+
+        with self._not_waiting() as conn:
+            if not self._polling(begin, BUSY_TIMEOUT):
+                raise sqlite3.OperationalError(
+                    f"{busy[-1]}: waited {BUSY_TIMEOUT:g} s for the write lock of {self.path}; another process keeps "
+                    "a write transaction open (a stuck keem process, or a tool such as the sqlite3 shell inside "
+                    "BEGIN); end it and try again"
+                ) from busy[-1]
+
+    @contextlib.contextmanager
+    def _not_waiting(self) -> Iterator[sqlite3.Connection]:
+        """The SQLite connection with its busy timeout off (a statement that finds a lock taken fails at once with
+        SQLITE_BUSY), put back to BUSY_TIMEOUT after. Call it holding `self.lock`."""
         conn = self.db.conn
-        deadline = time.monotonic() + BUSY_TIMEOUT
-        sleep = LOCK_SLEEP[1]
         conn.execute("PRAGMA busy_timeout = 0")
         try:
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as exc:
-                    left = deadline - time.monotonic()
-                    if not is_busy(exc):
-                        raise
-                    if left <= 0:
-                        raise sqlite3.OperationalError(
-                            f"{exc}: waited {BUSY_TIMEOUT:g} s for the write lock of {self.path}; another process "
-                            "keeps a write transaction open (a stuck keem process, or a tool such as the sqlite3 "
-                            "shell inside BEGIN); end it and try again"
-                        ) from exc
-                    time.sleep(min(left, random.uniform(LOCK_SLEEP[0], sleep)))
-                    sleep = min(sleep * 1.1, LOCK_SLEEP_CAP)
+            yield conn
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+
+    @staticmethod
+    def _polling(attempt: Callable[[], bool], wait_s: float) -> bool:
+        """`attempt` (True: done) tried again after short random sleeps (LOCK_SLEEP, growing by a tenth a try up to
+        LOCK_SLEEP_CAP) until it is done or `wait_s` seconds pass (False): a fair chance at each release of a lock
+        that other processes take back to back."""
+        deadline = time.monotonic() + wait_s
+        sleep = LOCK_SLEEP[1]
+        while not attempt():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, random.uniform(LOCK_SLEEP[0], sleep)))
+            sleep = min(sleep * 1.1, LOCK_SLEEP_CAP)
+        return True
 
     def rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         """The rows a read query returns, as dicts."""
