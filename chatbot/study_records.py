@@ -8,6 +8,8 @@ Databases from before this set, whose memory migration m005 made the same tables
 
 from __future__ import annotations
 
+import hashlib
+import time
 import weakref
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -57,6 +59,13 @@ def t002_ids_never_reused(db: Database) -> None:
     never_reuse_ids(db, {"consents": [], "answers": []})
 
 
+@schema
+def t003_guess_limits(db: Database) -> None:
+    """The organiser password's limiter, shared by every process of one store (`keem serve`): per login (a SHA-256 of
+    its name, not the name), when its last guess was let through, in seconds since the epoch."""
+    db.execute("create table if not exists guess_limits (key text primary key, last_at real not null)")
+
+
 # The same tables on Postgres (memory/store/postgres.py applies the set). EVERY future change of these tables needs a
 # migration in both sets: the next t0NN above and the next pgt0NN here. Ids are identity columns, never reused.
 schema.add_postgres(
@@ -85,6 +94,11 @@ schema.add_postgres(
 )
 
 
+schema.add_postgres(
+    "pgt002_guess_limits", "create table guess_limits (key text primary key, last_at double precision not null);"
+)
+
+
 _opened: weakref.WeakKeyDictionary[Store, TrialRecords] = weakref.WeakKeyDictionary()
 
 
@@ -98,11 +112,29 @@ def records(store: Store) -> TrialRecords:
 
 
 class TrialRecords:
-    """Consents and questionnaire answers in one store (use `records(store)`, which migrates once)."""
+    """Consents, questionnaire answers and the organiser's guess limits in one store (use `records(store)`, which
+    migrates once)."""
 
     def __init__(self, store: Store):
         self.store = store
         store.migrate(schema)
+
+    def take_guess(self, login: str | None, interval_s: float, now: float | None = None) -> bool:
+        """Whether a guess at the organiser password by `login` may be checked now, counted across every process of
+        this store: at most one per `interval_s` for each login (True starts its interval again). A clock that went
+        back (a last guess "in the future") does not lock anyone out."""
+        key = hashlib.sha256(f"login:{login or ''}".encode()).hexdigest()
+        with self.store.write():
+            now = time.time() if now is None else now  # read holding the write lock: the order guesses are let in
+            last = self.store.one("select last_at from guess_limits where key = ?", [key])
+            if last is not None and 0 <= now - float(last["last_at"]) < interval_s:
+                return False
+            self.store.execute(
+                "insert into guess_limits (key, last_at) values (?, ?) "
+                "on conflict (key) do update set last_at = excluded.last_at",
+                [key, now],
+            )
+        return True
 
     def record_consent(
         self, user_id: int, study_id: str, text_hash: str, at: datetime | str | None = None

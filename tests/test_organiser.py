@@ -1,7 +1,7 @@
 """The organiser's password and export against a participant with ordinary tools. One password is checked per
-second for each login in the process (16 tabs and the direct routes of one login together), and a flood from one
-login does not keep the organiser's login out; the direct REST routes do not reach the
-organiser's events; the view is bound to the login that unlocked it; the export zip is served to that login only
+second for each login, in every process of the store (16 tabs and the direct routes of one login together), and a
+flood from one login does not keep the organiser's login out; the direct REST routes do not reach the organiser's
+events; the view is bound to the login that unlocked it; the export zip is served to that login only
 (not to a participant, not after the organiser logged out, not after a restart). And no upload route is open."""
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import httpx
 import pytest
 
 from chatbot.study import study_from_dict
-from chatbot.trials.web import ORGANISER_GUESSES, Limiter, Unlocked
+from chatbot.trials.web import ORGANISER_GUESSES, Limiter, Unlocked, may_guess
 from chatbot.web.guard import PRIVATE
+from memory.store import Store
 from tests.helpers import call, dep_index, serve
 
 PLAN = {"id": "org", "title": "연구", "strategies": ["keem"], "sessions": 2, "min_gap_hours": 0, "consent": "동의서"}
@@ -53,6 +54,34 @@ def test_one_login_flooding_does_not_hold_back_another() -> None:
     assert limiter.take("organiser")  # the organiser's first guess is checked at once
     now[0] += 1.0
     assert limiter.take("P001") and limiter.taken == 3
+
+
+def test_processes_of_one_store_check_one_guess_a_second_per_login_in_all(store_url: str) -> None:
+    """`keem serve`: each app process has a limiter of its own; four stores on one database stand for four
+    processes, each flooded from four threads by one participant login. The store's row makes it one checked guess a
+    second in all (four without it), and the organiser's own login still gets in at once."""
+    processes = [(Limiter(1.0), Store(store_url)) for _ in range(4)]
+    start = threading.Barrier(16)
+    let_through: list[float] = []
+    deadline = time.monotonic() + 2.5
+
+    def flood(limiter: Limiter, store: Store) -> None:
+        start.wait()
+        while time.monotonic() < deadline:
+            if may_guess(limiter, store, "P001"):
+                let_through.append(time.monotonic())
+
+    threads = [threading.Thread(target=flood, args=p) for p in processes for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 2 <= len(let_through) <= 3
+    assert all(b - a >= 0.9 for a, b in itertools.pairwise(sorted(let_through)))  # stamped after, by busy threads
+    limiter, store = processes[1]
+    assert may_guess(limiter, store, "organiser")
+    for _, store in processes:
+        store.close()
 
 
 def cookies(url: str, name: str, password: str) -> httpx.Cookies:

@@ -91,6 +91,13 @@ class Limiter:
 ORGANISER_GUESSES = Limiter()  # the organiser password's limiter in this process, one interval per login
 
 
+def may_guess(limiter: Limiter, store: Any, login: str | None) -> bool:
+    """Whether `login`'s guess at the organiser password is checked now: this process's limiter first (a flood from
+    many tabs never reaches the database), then the store's row for the login, which every process of the store
+    (`keem serve`) shares, so N processes still check one guess a second per login, not N."""
+    return limiter.take(login) and records(store).take_guess(login, limiter.interval_s)
+
+
 @dataclass(frozen=True)
 class Unlocked:
     """The organiser's view is open for this login (the Gradio request's username; None when the app runs without
@@ -335,13 +342,14 @@ class Organiser:
 
     def unlock(self, password: str, granted: Unlocked | None, request: gr.Request | None = None) -> StudyView:
         """The right password opens the organiser's view for this tab and this login (and empties the password box).
-        One password is checked per second for each login in this process (ORGANISER_GUESSES): a guess sooner
-        from the same login is refused unchecked, whatever its tab or route; another login is not held back."""
+        One password is checked per second for each login, in all the store's processes (`may_guess`): a guess
+        sooner from the same login is refused unchecked, whatever its tab, route or process; another login is not
+        held back."""
         if self.password is None:
             raise InputError(
                 "the organiser view is off: set KEEM_ADMIN_PASSWORD on the server and restart", code="organiser_off"
             )
-        if not self.limiter.take(login_name(request)):
+        if not may_guess(self.limiter, self.store, login_name(request)):
             raise InputError("비밀번호는 1초에 한 번만 확인합니다. 잠시 뒤 다시 입력해 주세요.", code="organiser_wait")
         if not hmac.compare_digest((password or "").encode(), self.password.encode()):
             log.warning("a wrong organiser password was given")
