@@ -12,7 +12,11 @@ a trip taken: kept as past), 42 unrelated facts and 5 new ones. Settings:
 - small: one update per change, the old fact among 6 unrelated ones (the whole memory is rewritten);
 - large: one update per change, the old fact among 44 unrelated ones (past the ceiling: the scoped rewrite);
 - sessions: 5 sessions over 12 unrelated facts and every change's old state, 2-3 changes and a new fact each;
-- sessions-large: the same over 42 unrelated facts.
+- sessions-large: the same over 42 unrelated facts;
+- huge: one update per change, the old fact in the second half of 200 unrelated ones (the 42, then 158 generated
+  about the user's relatives: "사용자의 이모는 강릉에서 토끼를 기른다.", no two sharing 60% of their content
+  words), with a model of 4,096 tokens of context (EEVE-Korean-Instruct-10.8B's): the whole memory numbered does
+  not fit one scope call, so it is read in windows (memory/updaters/steps.py SCOPE_WINDOW_TOKENS).
 
 Models (models/fake.py RealisticChatModel around `Ideal`, which knows the scenarios and answers every stage as an
 ideal model would): `ideal` (no habits), `sloppy` (wrappers, a silently dropped line, an outdated line copied
@@ -52,13 +56,29 @@ from models.fake import RealisticChatModel, section, stage_of
 from models.spec import load_chat_model, load_embedder
 
 FIXTURE = Path(__file__).resolve().parents[1] / "evaluation" / "fixtures" / "update_correctness.json"
-SETTINGS = ("small", "large", "sessions", "sessions-large")
+SETTINGS = ("small", "large", "sessions", "sessions-large", "huge")
 MODELS = ("ideal", "sloppy", "yes")
 VERIFIERS = ("catches", "silent")
 WRAPPING = ("think", "preamble", "fences", "bullets", "english", "repeat", "free_verdict")
 SLOPPY = {**{h: 0.3 for h in WRAPPING}, "drop": 0.5, "stale": 0.3, "unclaimed": 0.3}
 CEILING = 512
 START = date(2026, 9, 7)
+HUGE = 200  # unrelated facts around the old one in the `huge` setting
+HUGE_CONTEXT = 4096  # its model's context: the Korean Llama the project targets
+FAKE_CONTEXT = 8192  # every other setting's (models/fake.py's default)
+# The generated unrelated facts of `huge`: a relative, a city, an object and a verb, no two sharing two of them
+RELATIVES = ("사촌은", "이모는", "삼촌은", "조카는", "이웃은")
+CITIES = ("제주에서", "강릉에서", "여수에서", "춘천에서", "포항에서")
+DOINGS = (
+    ("기른다", ("앵무새를", "거북이를", "햄스터를", "토끼를", "고슴도치를")),
+    ("연습한다", ("스키를", "테니스를", "골프를", "수영을", "볼링을")),
+    ("수집한다", ("병뚜껑을", "피규어를", "엽서를", "동전을", "우산을")),
+    ("자주 먹는다", ("냉면을", "짬뽕을", "비빔밥을", "순대를", "만두를")),
+    ("운영한다", ("카페를", "빵집을", "꽃집을", "서점을", "세탁소를")),
+    ("가르친다", ("수학을", "영어를", "미술을", "체육을", "음악을")),
+    ("탄다", ("자전거를", "오토바이를", "버스를", "요트를", "말을")),
+    ("고친다", ("시계를", "컴퓨터를", "냉장고를", "자동차를", "구두를")),
+)
 
 
 # -- the scenarios ------------------------------------------------------------------------------------------
@@ -69,6 +89,7 @@ class World:
     changes: list[list[Fact]]  # [old, new] per change and per episode (episodes last)
     unrelated: list[Fact]
     new_facts: list[Fact]
+    generated: list[Fact]  # more unrelated facts, for `huge`
 
     def all_facts(self) -> list[Fact]:  # what Oracle reads
         return [f for chain in self.changes for f in chain] + self.unrelated + self.new_facts
@@ -93,14 +114,30 @@ def load_world(path: Path = FIXTURE) -> World:
     ]
     stable = [Fact(u["fact"], None, u["turn"], "그렇군요.", "stable") for u in data["unrelated"]]
     new = [Fact(u["fact"], None, u["turn"], "좋네요!", "stable") for u in data["new_facts"]]
-    return World(changes, stable, new)
+    more = [Fact(t, None, f"(이전) {t}", "", "stable") for t in relatives(HUGE - len(stable))]
+    return World(changes, stable, new, more)
+
+
+def relatives(n: int) -> list[str]:
+    """`n` (at most 200) unrelated facts about the user's relatives: for each verb, a Latin square of relative and
+    city over its objects, so two facts share at most one of relative, city and object."""
+    out = []
+    for i in range(n):
+        (verb, objects), j = DOINGS[i % len(DOINGS)], i // len(DOINGS)
+        who, what = j % len(RELATIVES), j // len(RELATIVES)
+        out.append(f"사용자의 {RELATIVES[who]} {CITIES[(who + what) % len(CITIES)]} {objects[what]} {verb}")
+    return [f"{t}." for t in out]
 
 
 def cases(world: World, settings: tuple[str, ...] = SETTINGS) -> list[Case]:
     out: list[Case] = []
     chains, pool = world.changes, world.unrelated
     for setting in settings:
-        if setting in ("small", "large"):
+        if setting == "huge":
+            for k, (old, new) in enumerate(chains):
+                others, at = pool + world.generated, HUGE - 1 - (k * 9) % (HUGE // 2)
+                out.append(Case(setting, str(new.chain), [*others[:at], old, *others[at:]], [[new]]))
+        elif setting in ("small", "large"):
             size = 6 if setting == "small" else 44
             for k, (old, new) in enumerate(chains):
                 others = [pool[(k * 5 + j) % len(pool)] for j in range(size)]
@@ -176,11 +213,19 @@ class Counted(ChatModel):
         return answer
 
 
-def model_for(world: World, kind: str, verifier: str, seed: int, real: ChatModel | None = None) -> Counted:
+def model_for(
+    world: World,
+    kind: str,
+    verifier: str,
+    seed: int,
+    real: ChatModel | None = None,
+    context_window: int = FAKE_CONTEXT,
+) -> Counted:
     if real is not None:
         return Counted(real)
     habits = {} if kind == "ideal" else {**SLOPPY, **({"yes": 1.0} if kind == "yes" else {})}
-    return Counted(RealisticChatModel(Ideal(world, verifier == "catches"), habits, seed=seed))
+    ideal = Ideal(world, verifier == "catches")
+    return Counted(RealisticChatModel(ideal, habits, seed=seed, context_window=context_window))
 
 
 # -- running and scoring ----------------------------------------------------------------------------------------
@@ -281,7 +326,8 @@ def run(
                         "outdated": [],
                     }
                     for n, case in enumerate(cases(world, (setting,))):
-                        model = model_for(world, kind, verifier, seed * 1000 + n, real)
+                        context = HUGE_CONTEXT if setting == "huge" else FAKE_CONTEXT
+                        model = model_for(world, kind, verifier, seed * 1000 + n, real, context)
                         got = run_case(strategy, case, model, embedder)
                         for k in TOTALS:
                             row[k] += got[k]

@@ -39,7 +39,7 @@ from memory.prompts import render
 from memory.store import now_iso, storage_error
 from memory.text import UNKNOWN, format_dialogue, lenient_date, lenient_sentences
 from memory.updaters.base import memory_of
-from memory.updaters.steps import DEFAULT_CEILING, Steps
+from memory.updaters.steps import DEFAULT_CEILING, SCOPE_TOKENS, Steps
 from models.base import ChatModel, Completion, Finish, GenerationOptions, Message, estimate_tokens
 from models.errors import InputError, KeemError
 
@@ -542,10 +542,13 @@ def estimate(episodes: Iterable[Episode], limit: int | None = None) -> Estimate:
     """Calls and tokens a build would use (before any cache), from the real prompts; no model is called.
 
     Model outputs are approximated by the corpus summaries: a reflected summary ~1.3x the summary, the
-    memory ~ the accumulated reflected summaries; a summary the model must write ~ 10 short sentences.
+    memory ~ the accumulated reflected summaries; a summary the model must write ~ 10 short sentences. A memory
+    past the default ceiling adds its scope calls (one per window, `Steps.scope_windows`); its update prompt is
+    still counted whole (an upper bound: the build shows the rewrite only the part the scope chose).
     """
     episodes = list(episodes)[:limit] if limit else list(episodes)
     system = estimate_tokens(render("update_system"))
+    steps = Steps(ask=_never_asked)
     est = Estimate(len(episodes), 0, 0, 0, 0)
 
     def add(prompt: str, output_tokens: int) -> None:
@@ -585,6 +588,9 @@ def estimate(episodes: Iterable[Episode], limit: int | None = None) -> Estimate:
                 ),
                 int(estimate_tokens("\n".join(new)) * 1.3),
             )
+            if steps.update_budget(memory, summary) > DEFAULT_CEILING:  # scoped: the scope calls first
+                for _, _, prompt in steps.scope_windows(memory, summary):
+                    add(prompt, SCOPE_TOKENS // 4)  # one line of numbers
             add(
                 render(
                     "verify", previous=memory, dialogue=all_dialogues(ep.sessions[:t]), memory=new, session_date=UNKNOWN
@@ -593,6 +599,10 @@ def estimate(episodes: Iterable[Episode], limit: int | None = None) -> Estimate:
             )
             memory = new
     return est
+
+
+def _never_asked(stage: str, prompt: str, max_new_tokens: int) -> Completion:
+    raise AssertionError("a dry run calls no model")  # pragma: no cover - estimate only renders prompts
 
 
 # -- human review export ---------------------------------------------------------------------------

@@ -4,7 +4,9 @@
 what a responder says, with the bad habits real models have: it stops at `max_new_tokens` (finish reason
 "length"), wraps answers (a <think> block, a preamble, code fences, numbering, bullets, an English line, a
 repeated line), silently drops a sentence it was asked to copy, words verdicts in free text, and fails with
-429s and timeouts. Both honour the token budget as real backends do: nothing here answers past it.
+429s and timeouts. Both honour the token budget as real backends do: nothing here answers past it; and both
+refuse a prompt longer than their `context_window` (ContextOverflowError, as models/openai_backend.py turns a
+server's 400).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 
 from models.base import ChatModel, ChatStream, ContinuationScore, Finish, GenerationOptions, Message, estimate_tokens
-from models.errors import GenerationError
+from models.errors import ContextOverflowError, GenerationError
 
 Reply = str | BaseException
 # Which update step a prompt is (memory/prompts/<step>.txt holds each marker), for fakes that answer by step
@@ -68,10 +70,15 @@ class _BudgetedModel(ChatModel):
     """Streams a reply in small pieces, cut at the budget, and returns its Finish with token counts."""
 
     def _emit(self, messages: list[Message], reply: str, options: GenerationOptions) -> Generator[str, None, Finish]:
+        prompt = sum(estimate_tokens(m["content"]) for m in messages)
+        if prompt > self.context_window:  # a server refuses it (400), a local model has no positions for it
+            raise ContextOverflowError(
+                f"the prompt ({prompt} tokens) does not fit the fake's {self.context_window}-token context; "
+                "give it a larger context_window, or send less"
+            )
         text, reason = cut_to_budget(reply, options.max_new_tokens)
         for i in range(0, len(text), 4):  # small pieces, as real backends stream
             yield text[i : i + 4]
-        prompt = sum(estimate_tokens(m["content"]) for m in messages)
         return Finish(reason, prompt, estimate_tokens(text))
 
     def score(self, context: list[Message], continuation: str) -> ContinuationScore:

@@ -16,7 +16,9 @@ import pytest
 
 from chatbot.cli.main import main as keem
 from evaluation.builder import BuildConfig, build_dataset, estimate, write_review
-from evaluation.corpora.episodes import read_episodes
+from evaluation.corpora.episodes import Episode, Session, Turn, read_episodes
+from memory.updaters.steps import Steps
+from models.base import Completion
 from models.errors import GenerationError, InputError
 from models.fake import ScriptedChatModel
 from tests.fake_openai import FakeOpenAIServer
@@ -385,3 +387,19 @@ def test_a_dry_run_of_one_episode_counts_in_proper_english(tmp_path: Path, capsy
     )
     out = capsys.readouterr().out
     assert ": 1 episode, " in out and "1 episodes" not in out and " session steps -> at most " in out, out
+
+
+def test_a_dry_run_counts_the_scope_calls_of_a_memory_past_the_ceiling() -> None:
+    """A memory of 200 sentences by its last session: the scope calls that name what the rewrite sees, one per
+    window of the memory (memory/updaters/steps.py scope_windows), are counted with their prompts."""
+    turns = [Turn("user", "안녕하세요."), Turn("assistant", "반가워요.")]
+    summaries = [
+        [f"사용자의 {s}번째 세션 {n}번 문장은 이웃 이야기다." for n in range(k)] for s, k in enumerate([100, 100, 10])
+    ]
+    sessions = [Session(f"s{s}", turns, summary) for s, summary in enumerate(summaries)]
+    est = estimate([Episode("big", "test", sessions)])
+    steps = Steps(ask=lambda stage, prompt, n: Completion(""))
+    scope = len(steps.scope_windows(summaries[0], summaries[1]))
+    scope += len(steps.scope_windows(summaries[0] + summaries[1], summaries[2]))
+    assert 4 <= scope <= 8  # windows of dozens of sentences, even beside a 100-sentence summary
+    assert est.calls == 3 + 2 * 2 + scope  # reflect each; update and verify each step; the scope calls

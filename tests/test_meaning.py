@@ -12,6 +12,7 @@ from datetime import date
 import pytest
 
 from benchmarks.update_correctness import (
+    HUGE_CONTEXT,
     SLOPPY,
     Case,
     Ideal,
@@ -22,14 +23,17 @@ from benchmarks.update_correctness import (
     run,
     run_case,
 )
+from memory.prompts import render
 from memory.store import Sentence
 from memory.text import parse_numbers
 from memory.updaters import make_updater
 from memory.updaters.base import UpdateInput, memory_of
 from memory.updaters.claims import OVER_TEXT, Claim, resolve, split_claims
 from memory.updaters.guard import guard
+from memory.updaters.steps import SCOPE_WINDOW_TOKENS, Steps
 from models.embedders import NgramEmbedder
-from models.fake import RealisticChatModel, section, stage_of
+from models.errors import ContextOverflowError
+from models.fake import RealisticChatModel, ScriptedChatModel, section, stage_of
 
 WORLD = load_world()
 NINE = ("eyesight", "phone", "diet", "hair", "sleep", "weight", "chinese", "rank", "car")
@@ -191,7 +195,7 @@ def test_the_benchmark_meets_its_acceptance_figures():
     """Ideal model: 0 outdated, 0 lost, 0 fallbacks with either verifier, small and large, over 5 sessions; a judge
     that agrees with everything: 0 lost."""
     ideal = run(("keem",), models=("ideal",), embedder=NgramEmbedder())
-    assert {r["setting"] for r in ideal} == {"small", "large", "sessions", "sessions-large"}
+    assert {r["setting"] for r in ideal} == {"small", "large", "sessions", "sessions-large", "huge"}
     assert all(r["outdated_left"] == 0 and r["unrelated_lost"] == 0 and r["fallbacks"] == 0 for r in ideal), ideal
     assert all(r["episodes_kept"] == r["episodes"] for r in ideal)
     yes = run(("keem",), models=("yes",), verifiers=("silent",), embedder=NgramEmbedder())
@@ -251,3 +255,74 @@ def test_a_rewrite_that_lists_its_claims_first_loses_none_of_its_memory():
     answer = f"바뀐 문장:\n{OLD} => {NEW}\n{NEW}\n사용자는 고양이를 키운다.\n사용자는 시력이 나빠"
     memory, claims = split_claims(answer)
     assert memory.splitlines() == [NEW, "사용자는 고양이를 키운다."] and claims == [Claim(OLD, NEW)]
+
+
+# -- a memory larger than one scope call: read in windows ----------------------------------------------------
+def huge(name: str) -> Case:
+    return next(c for c in cases(WORLD, ("huge",)) if c.name == name)
+
+
+def _scope_prompts(model) -> list[str]:
+    return [p for c in model.inner.calls if stage_of(p := c["messages"][-1]["content"]) == "scope"]
+
+
+def test_a_memory_of_200_sentences_on_a_4k_model_keeps_the_change_said_in_other_words():
+    """The old eyesight sentence sits at 200 of 201: the whole memory numbered is past a 4,096-token context (the
+    fake refuses it, as a server does; the update's one scope call was refused so, and the change stayed), so the
+    memory is read in windows, each numbered from 1, and the window holding it names it."""
+    case = huge("eyesight")
+    previous = [f.text for f in case.initial]
+    assert len(previous) == 201 and previous.index(OLD) == 199
+    model = model_for(WORLD, "ideal", "silent", 0, context_window=HUGE_CONTEXT)
+    whole = render("scope", memory=previous, summary=[NEW])
+    with pytest.raises(ContextOverflowError):
+        model.complete([{"role": "user", "content": whole}])
+    model.calls.clear()
+    model.inner.calls.clear()  # type: ignore[attr-defined]
+    got = run_case("keem", case, model, NgramEmbedder())
+    assert got["outdated_left"] == 0 and got["new_missing"] == 0 and got["unrelated_lost"] == 0
+    prompts = _scope_prompts(model)
+    shown = [section(p, "\n기억:", "이번 요약:") for p in prompts]
+    windows = Steps.for_model(model, NgramEmbedder()).scope_windows(
+        previous, section(prompts[0], "\n이번 요약:", "답:")
+    )
+    assert len(prompts) == got["scope_calls"] == len(windows) >= 3
+    assert [w[2] for w in windows] == prompts
+    lines = [line for window in shown for line in window]
+    assert [line.partition(". ")[2] for line in lines] == previous  # consecutive, the whole memory once
+    assert all(line.startswith(f"{n}. ") for window in shown for n, line in enumerate(window, 1))
+    assert max(c[1] for c in model.calls if c[0] == "scope") <= SCOPE_WINDOW_TOKENS
+    # the estimate of the calls an update makes counts the windows (the summary unknown: the fewest)
+    steps = Steps.for_model(model, NgramEmbedder())
+    assert steps.update_calls(previous) == 3 + len(steps.scope_windows(previous, []))
+
+
+def test_a_window_with_an_unusable_answer_names_nothing_and_the_others_still_count():
+    previous = [f.text for f in huge("eyesight").initial]
+    at = previous.index(OLD)
+    ideal = Ideal(WORLD, catches=False)
+    answers: list[str] = []
+
+    def first_garbled(messages):
+        answers.append("글쎄요, 잘 모르겠어요" if not answers else ideal(messages))
+        return answers[-1]
+
+    steps = Steps.for_model(ScriptedChatModel(responder=first_garbled, context_window=HUGE_CONTEXT))
+    windows = steps.scope_windows(previous, [NEW])
+    assert len(windows) >= 3 and not windows[0][0] <= at < windows[0][1]  # the garbled window does not hold it
+    assert steps.pick(previous, [NEW]) == [at] and len(answers) == len(windows)
+    assert any("window 1 of" in p for p in steps.problems)
+    # no window answers usably: None, so the table's, the words' and the embedder's scope takes over
+    nothing = Steps.for_model(ScriptedChatModel(responder=lambda m: "글쎄요", context_window=HUGE_CONTEXT))
+    assert nothing.pick(previous, [NEW]) is None
+    # a window the model names nothing in counts as an answer
+    none = Steps.for_model(ScriptedChatModel(responder=lambda m: "번호: 없음", context_window=HUGE_CONTEXT))
+    assert none.pick(previous, [NEW]) == []
+
+
+def test_a_memory_that_fits_one_window_is_one_call_with_the_prompt_it_always_had():
+    case = next(c for c in cases(WORLD, ("large",)) if c.name == "rank")
+    previous = [f.text for f in case.initial]
+    steps = Steps.for_model(RealisticChatModel(Ideal(WORLD), context_window=HUGE_CONTEXT))
+    assert steps.scope_windows(previous, [NEW]) == [(0, len(previous), render("scope", memory=previous, summary=[NEW]))]
+    assert steps.update_calls(previous) == 4

@@ -17,8 +17,9 @@ the rewrite claims, what the model names), not from a list of attributes.
 
 Large memories are rewritten in part: when re-writing the whole previous memory would need more than
 `ceiling` output tokens, only the sentences the session touches go to the update prompt: those the model names
-from the whole memory numbered (the scope call, scope.txt: one more call, its prompt the memory's size, its
-answer one line), then those of the same attribute or sharing a Korean content word with the user's turns and
+from the whole memory numbered (the scope call, scope.txt: one more call, its prompt the memory's size up to
+SCOPE_WINDOW_TOKENS, past that one call per window of the memory, so no prompt grows with it; its answer one
+line), then those of the same attribute or sharing a Korean content word with the user's turns and
 the summary, then the embedder's nearest, as many as fit the ceiling; every other sentence is carried over
 verbatim, marked `kept`. The output of an update then stays bounded as memory grows, and unrelated facts never
 pass through the rewrite.
@@ -79,6 +80,15 @@ DEFAULT_CEILING = 512  # KEEM_UPDATE_MAX_TOKENS: past this, an update rewrites o
 CLAIM_TOKENS = 16  # the rewrite's claims ("A => B" after its memory): the marker line, and per claim its arrow
 CLAIMS = 2  # claims the update budget has room for
 SCOPE_TOKENS = 96  # the scope call's "번호: 3, 17" line, with room for a preamble
+# The most prompt tokens (system prompt included) one scope call reads: a longer memory is read in consecutive windows,
+# one call each. About half the 4,096-token context of the Korean Llama the project targets (EEVE-10.8B): a window
+# then holds ~80 numbered sentences beside a typical summary, while the instructions and the summary repeated per
+# window stay under a quarter of what is read. Memories up to ~90 sentences (every benchmark setting but `huge`)
+# stay one call, the size the prompt was written and measured at; a call never grows past it as the memory does.
+# A summary so long that less than half of this is left for the memory (MAX_REFLECTED sentences can take ~1,200)
+# widens the window by what it takes, within the context, so a window never shrinks to a few sentences and a
+# memory to as many calls.
+SCOPE_WINDOW_TOKENS = 2000
 
 
 def model_ask(model: ChatModel) -> Ask:
@@ -359,9 +369,11 @@ class Steps:
     def update_calls(self, previous: Sequence[str] = ()) -> int:
         """`update`: the rewrite, the guard's judge (one call for all its pairs) and the verification (all three
         again for each further attempt a failed verification asks for); and, for a memory too large for one
-        rewrite (`previous`, before this session's summary is known), the scope call that names what to show."""
+        rewrite (`previous`, before this session's summary is known), the scope calls that name what to show: one
+        per window of the memory (`scope_windows`, counted without the summary)."""
         scoped = self.use_guard and self.rewrite_budget(list(previous)) > self.ceiling
-        return self.calls((3 if self.use_guard else 2) + scoped)
+        scope = len(self.scope_windows(list(previous), [])) if scoped else 0  # the fewest: a summary may add one
+        return self.calls((3 if self.use_guard else 2) + scope)
 
     # -- the update: scope, rewrite, guard, verify ---------------------------------------------------
     def scope(
@@ -369,12 +381,12 @@ class Steps:
     ) -> list[int] | None:
         """Indices of the previous sentences to rewrite, or None when the whole memory fits one rewrite.
 
-        Touched: named by the model (`ask`: the update's own scope call, `pick`, which reads the whole memory
-        numbered and finds what the session changes by meaning: eyesight for a LASIK, a car for the subway), speaks
-        to the same attribute of the user's life as a user turn or summary sentence (memory/updaters/relatedness.py),
-        shares a content word with one, or is among the embedder's RETRIEVED_PER_QUERY nearest for one of them;
-        in that order, then most shared words, as many as fit `ceiling` (with `ask`, the update's budget: its
-        claims too).
+        Touched: named by the model (`ask`: the update's own scope calls, `pick`, which read the whole memory
+        numbered, window by window, and find what the session changes by meaning: eyesight for a LASIK, a car for
+        the subway), speaks to the same attribute of the user's life as a user turn or summary sentence
+        (memory/updaters/relatedness.py), shares a content word with one, or is among the embedder's
+        RETRIEVED_PER_QUERY nearest for one of them; in that order, then most shared words, as many as fit
+        `ceiling` (with `ask`, the update's budget: its claims too).
         """
         texts = [s.text for s in previous]
 
@@ -406,11 +418,57 @@ class Steps:
         return sorted(chosen)
 
     def pick(self, previous: list[str], reflected: list[str]) -> list[int] | None:
-        """The previous sentences (indices) the model says this session may change or end, chosen from the whole
-        memory numbered (scope.txt): one call whose prompt grows with the memory and whose answer is one line.
-        None when there is no usable answer (then the scope is the table's, the words' and the embedder's)."""
-        answer = self.call("scope", render("scope", memory=previous, summary=reflected), SCOPE_TOKENS)
-        return parse_numbers(answer, len(previous)) if answer is not None else None
+        """The previous sentences (indices) the model says this session may change or end, chosen from the memory
+        numbered (scope.txt), window by window (`scope_windows`): one call per window, its answer one line in the
+        window's own numbers, mapped back and united. A window with no usable answer (cut, too long, unreadable)
+        names nothing; None when no window gave a usable answer (then the scope is the table's, the words' and
+        the embedder's)."""
+        windows = self.scope_windows(previous, reflected)
+        picked: set[int] | None = None
+        for n, (start, end, prompt) in enumerate(windows, 1):
+            answer = self.call("scope", prompt, SCOPE_TOKENS)
+            numbers = parse_numbers(answer, end - start) if answer is not None else None
+            if numbers is None:
+                if len(windows) > 1:
+                    self.problems.append(
+                        f"scope: window {n} of {len(windows)} (sentences {start + 1}-{end}) gave no usable answer; "
+                        "its sentences are scoped by the table, the words and the embedder"
+                    )
+                continue
+            picked = (picked or set()) | {start + i for i in numbers}
+        return sorted(picked) if picked is not None else None
+
+    def scope_windows(self, previous: list[str], reflected: list[str]) -> list[tuple[int, int, str]]:
+        """The scope calls' prompts: (start, end, prompt) for consecutive windows `previous[start:end]`, each as long
+        as its prompt (with the system prompt, as `call` counts it) stays within SCOPE_WINDOW_TOKENS (or the
+        instructions and summary plus half of that, when they are longer) and leaves the context room for
+        SCOPE_TOKENS, numbered from 1 as the prompt's example is. A memory that fits is one window,
+        the prompt it always had. A window holds one sentence at least: one that cannot fit the context is refused
+        by `call`, as a whole memory was."""
+        system = render("update_system")
+        fixed = self.count_tokens(system + render("scope", memory=[], summary=reflected))
+        cap = max(SCOPE_WINDOW_TOKENS, fixed + SCOPE_WINDOW_TOKENS // 2)
+        limit = min(cap, self.context_window - SCOPE_TOKENS - 16)
+
+        def prompt(start: int, end: int) -> str:
+            return render("scope", memory=previous[start:end], summary=reflected)
+
+        def fits(start: int, end: int) -> bool:
+            return self.count_tokens(system + prompt(start, end)) <= limit
+
+        windows: list[tuple[int, int, str]] = []
+        start = 0
+        while start < len(previous) or not windows:
+            low, high = start + 1, len(previous)
+            if fits(start, high):
+                low = high
+            while low < high:  # the longest window from `start` that fits (at least one sentence)
+                mid = (low + high + 1) // 2
+                low, high = (mid, high) if fits(start, mid) else (low, mid - 1)
+            end = max(low, min(start + 1, len(previous)))
+            windows.append((start, end, prompt(start, end)))
+            start = end
+        return windows
 
     def _cosine(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         assert self.embedder is not None
