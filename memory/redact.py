@@ -16,11 +16,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from typing import Any
 
 from memory.korean import content_nouns, content_words
 from memory.store import Erased, Store
-from memory.store.notes import strings
+from memory.store.notes import json_strings, strings
 from models.errors import InputError
 
 
@@ -85,17 +84,6 @@ def forget_sentence(store: Store, user_id: int, text: str) -> Erased:
     sources = [t["id"] for t in turns if said(t["text"], forms)]
     found: list[str] = []
     for version in store.versions.of_user(user_id):
-        for value in (*strings(version.notes), *_strings(version.details)):
+        for value in (*strings(version.notes), *json_strings(version.details)):
             found += fragments(value, forms)
     return store.erasure.forget_sentences(user_id, rows, sources, found)
-
-
-def _strings(value: Any) -> list[str]:
-    """Every string inside a version's details (JSON of lists and dicts)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    return []

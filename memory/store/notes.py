@@ -97,19 +97,20 @@ def english(notes: Sequence[Note]) -> str | None:
     return joined((n, english_one(n)) for n in notes) or None
 
 
+def json_strings(value: Any) -> list[str]:
+    """Every string inside a JSON value (lists and dicts to any depth): a note's parameters, a version's details."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in json_strings(v)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in json_strings(v)]
+    return []
+
+
 def strings(notes: Sequence[Note]) -> list[str]:
     """Every text inside the entries' parameters (what an erasure must scrub)."""
-
-    def walk(value: Any) -> list[str]:
-        if isinstance(value, str):
-            return [value]
-        if isinstance(value, list):
-            return [s for v in value for s in walk(v)]
-        if isinstance(value, dict):
-            return [s for v in value.values() for s in walk(v)]
-        return []
-
-    return [s for n in notes for s in walk(n.params)]
+    return [s for n in notes for s in json_strings(n.params)]
 
 
 def dumps(notes: Sequence[Note]) -> str | None:
