@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -113,17 +113,57 @@ class ChatSession:
         if self.ended:
             raise InputError("this session has ended; start a new one")
         text = check_message(text, self.settings.max_message_chars, self.chat_model)
-        store = self.store
-        with store.write():
-            if self.gate is not None and not store.turns.said_anything(self.session_id):
-                self.gate(self)
-            turn_id = store.turns.add(self.session_id, self.user_id, "user", text)
+        with self.store.write():
+            turn_id = self._add_user_turn(text)
         if queued:
             self.queued.append((turn_id, text))
         else:
             self.history.append({"role": "user", "content": text})
             self.replying_to = turn_id
         return text
+
+    def _add_user_turn(self, text: str) -> int:
+        """Store a checked user message (inside the caller's write transaction): a user trial's rule is met on the
+        session's first user message there, so every tab, process and front end meets it."""
+        store = self.store
+        if self.gate is not None and not store.turns.said_anything(self.session_id):
+            self.gate(self)
+        return store.turns.add(self.session_id, self.user_id, "user", text)
+
+    def record_turns(self, turns: Sequence[tuple[str, str]]) -> list[int]:
+        """Store turns of this conversation said elsewhere, in order: the user's and the replies of another
+        program's own model (the HTTP API's POST /v1/sessions/messages). Each is checked as a typed message is; all
+        are stored in one transaction or none (a refused one names its index); a reply answers the user message
+        before it. Returns the stored turns' ids; the session's update reads them as it reads the page's."""
+        if self.ended:
+            raise InputError("this session has ended; start a new one")
+        checked = []
+        for index, (role, text) in enumerate(turns):
+            if role not in ("user", "assistant"):
+                raise InputError(
+                    f"messages[{index}]: role {role!r} is not a turn to store; send 'user' and 'assistant' turns",
+                    code="bad_body",
+                    detail=f"messages[{index}].role",
+                )
+            try:
+                checked.append((role, check_message(text, self.settings.max_message_chars, self.chat_model)))
+            except InputError as exc:
+                raise InputError(f"messages[{index}]: {exc}", code=exc.code, index=index, **exc.params) from None
+        ids, replying_to, last_reply = [], self.replying_to, self.last_reply
+        store = self.store
+        with store.write():
+            for role, text in checked:
+                if role == "user":
+                    replying_to = self._add_user_turn(text)
+                    ids.append(replying_to)
+                else:
+                    last_reply = store.turns.add(self.session_id, self.user_id, "assistant", text, reply_to=replying_to)
+                    ids.append(last_reply)
+        self.history.extend(
+            {"role": "user" if role == "user" else "assistant", "content": text} for role, text in checked
+        )
+        self.replying_to, self.last_reply = replying_to, last_reply
+        return ids
 
     def take_queued(self) -> str | None:
         """The oldest queued message (already stored) joins the conversation, for the next `reply`; None: none."""

@@ -57,6 +57,7 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "bad_body",  # a request body that is not what the route takes; detail
     "study_api_off",  # a user trial whose plan gives participants no API tokens
     "study_consent",  # a participant who has not agreed to the study's consent text
+    "study_own_model",  # chatbot/api/messages.py: a user trial's conversations are with the study's bot only
     "not_started",  # the page: no conversation in this tab yet; start one first
     "sentence_not_picked",  # the page: pick the sentence to change first
     "sentence_not_in_list",  # the page: pick the sentence from the list

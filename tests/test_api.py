@@ -5,9 +5,6 @@ forgetting with no copy left, and one record shared with the page (지난 대화
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,33 +27,16 @@ from chatbot.worker import Worker
 from memory.store import Store
 from models.errors import AccessError
 from models.fake import ScriptedChatModel
+from tests.api_world import RATE, client, code, end_and_wait, run_example, serve_api, token_for
 from tests.erasure_world import leftovers
 from tests.helpers import PLAN, launch, login, make_bot, say, wait_job
-
-ROOT = Path(__file__).resolve().parents[1]
-RATE = 40  # requests a minute per token on the test server
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any, Chatbot, Path]]:
     """The app with its API on a free 127.0.0.1 port: (API base URL, Blocks, bot, data folder)."""
-    data = tmp_path_factory.mktemp("api") / "data"
-    bot = make_bot(data / "keem.db")
-    worker = Worker(bot, poll_s=0.05).start()
-    app = build_app(bot, worker, api_rate=RATE)
-    url = launch(app)
-    yield f"{url}v1", app, bot, data
-    worker.stop()
-    app.close()
-
-
-def token_for(bot: Chatbot, name: str) -> str:
-    return bot.store.tokens.create(bot.store.users.get_or_create(Chatbot.user_key(name)))[1]
-
-
-def client(base: str, token: str | None) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=base, headers=headers, timeout=30)
+    with serve_api(tmp_path_factory.mktemp("api") / "data") as served:
+        yield served
 
 
 def chat(c: httpx.Client, *texts: str, **more: Any) -> dict[str, Any]:
@@ -64,25 +44,6 @@ def chat(c: httpx.Client, *texts: str, **more: Any) -> dict[str, Any]:
     r = c.post("/chat/completions", json={"model": "keem", "messages": messages, **more})
     assert r.status_code == 200, r.text
     return r.json() if not more.get("stream") else {"events": r.text}
-
-
-def end_and_wait(c: httpx.Client) -> int:
-    """End the API conversation and wait for its memory update; the version it made."""
-    r = c.post("/sessions/end")
-    assert r.status_code == 202, r.text
-    job_id = r.json()["job_id"]
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        job = c.get(f"/jobs/{job_id}").json()
-        if job["status"] == "done":
-            return int(job["version"])
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} did not finish: {job}")
-
-
-def code(r: httpx.Response) -> str:
-    assert r.headers["content-type"].startswith("application/json"), r.text
-    return str(r.json()["error"]["code"])
 
 
 def test_tokens_are_stored_as_hashes_revocable_and_go_with_a_forgotten_user(store: Store) -> None:
@@ -530,16 +491,8 @@ def test_a_retry_with_its_idempotency_key_stores_nothing_twice(tmp_path: Path) -
 
 def test_the_examples_remembering_bot_talks_and_ends_its_conversation(served: Any) -> None:
     base, _, bot, _ = served
-    env = {**os.environ, "KEEM_URL": base, "KEEM_TOKEN": token_for(bot, "예제사용자")}
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "remembering_bot.py")],
-        input="안녕 나는 지우야\n나는 수영을 좋아해\n",
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
+    typed = "안녕 나는 지우야\n나는 수영을 좋아해\n"
+    done = run_example("remembering_bot.py", typed, KEEM_URL=base, KEEM_TOKEN=token_for(bot, "예제사용자"))
     assert done.stdout.count("네, 잘 들었어요") == 2 and "기억을 새로 쓰는 중" in done.stdout
     [session] = bot.store.sessions.of_user(bot.store.users.find("예제사용자"))
     assert session["status"] == "ended"

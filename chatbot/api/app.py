@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from chatbot.api import chat, jobs, memory
+from chatbot.api import chat, jobs, memory, messages
 from chatbot.api.context import Api
 from chatbot.api.errors import error_body, on_http, on_invalid, on_keem_error, on_unexpected
 from chatbot.web.backend import AppContext
@@ -80,7 +80,7 @@ def build_api(ctx: AppContext, rate_per_min: int = RATE_PER_MIN) -> FastAPI:
     api.add_exception_handler(RequestValidationError, on_invalid)
     api.add_exception_handler(HTTPException, on_http)
     api.add_exception_handler(Exception, on_unexpected)
-    for part in (chat, memory, jobs):
+    for part in (chat, messages, memory, jobs):
         api.include_router(part.router)
     api.add_middleware(BodyLimit, limit=MAX_BODY)
     return api

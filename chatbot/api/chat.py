@@ -9,16 +9,16 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from chatbot.api.context import Credentials, api_of, presented
+from chatbot.api.context import Credentials, IdempotencyKey, api_of, presented
 from chatbot.api.errors import bad_body, error_body
 from chatbot.api.schemas import ChatRequest
-from chatbot.api.sessions import Attempt
+from chatbot.api.sessions import Attempt, digest
 from chatbot.session import ChatSession
 from models.errors import KeemError
 
@@ -43,13 +43,7 @@ def completions(
     body: ChatRequest,
     request: Request,
     credentials: Credentials,
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            description="one key per new message (a UUID): the same request sent again with it (a retry after a "
-            "lost answer) stores nothing twice and gets the stored answer"
-        ),
-    ] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> JSONResponse | StreamingResponse:
     api = api_of(request)
     who = api.auth.caller(presented(credentials), body.user, create=True)
@@ -67,7 +61,9 @@ def completions(
             session = api.sessions.again(who.user_id, earlier)  # stored, its answer missing or cut: answer it again
         else:
             session = api.sessions.record(who.user_id, who.name, text)  # stored before the reply; study rules hold
-            attempt = api.sessions.remember(who.user_id, idempotency_key, session, text) if idempotency_key else None
+            if idempotency_key:
+                made = Attempt(digest(text), session.session_id, session.replying_to)
+                attempt = api.sessions.remember(who.user_id, idempotency_key, made)
         api.ctx.worker.touch(session)
         pieces = session.reply()
         first = next(pieces, None)  # a model that fails at once answers an error status, not a broken stream

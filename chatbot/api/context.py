@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Header, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from chatbot.api.auth import Auth, Caller
@@ -46,3 +46,12 @@ def caller(
 
 
 Who = Annotated[Caller, Depends(caller)]
+
+# One key per new message or batch of turns (a UUID): the same request sent again with it stores nothing twice
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        description="one key per new message (a UUID): the same request sent again with it (a retry after a "
+        "lost answer) stores nothing twice and gets the stored answer"
+    ),
+]

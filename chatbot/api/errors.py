@@ -33,6 +33,7 @@ STATUS_OF_CODE = {
     "token_needs_user": 422,
     "study_api_off": 403,
     "study_consent": 403,
+    "study_own_model": 403,
     "study_wait": 403,
     "study_done": 403,
     "study_open_elsewhere": 409,

@@ -77,6 +77,19 @@ def get_memory(request: Request, who: Who) -> JSONResponse:
     return answer(api, api.ctx.bot.engine.current(who.user_id))
 
 
+@router.get("/memory/search", summary="The memory sentences most relevant to a text, best first, as a reply finds them")
+def search(
+    request: Request,
+    who: Who,
+    q: Annotated[str, Query(max_length=4000, description="the text to find memory for, e.g. the user's message")],
+    k: Annotated[int, Query(ge=1, le=50, description="how many sentences")] = 5,
+) -> dict[str, Any]:
+    if not q.strip():
+        raise bad_body("q: give the text to search the memory for, e.g. the user's message")
+    hits = api_of(request).ctx.bot.engine.search(who.user_id, q, k=k)
+    return {"results": [{"sentence_id": h.sentence_id, "text": h.text, "score": round(h.score, 4)} for h in hits]}
+
+
 @router.get("/memory/history", summary="Every version, oldest first, without its sentences")
 def history(request: Request, who: Who) -> dict[str, Any]:
     api = api_of(request)

@@ -40,6 +40,14 @@ class ChatRequest(BaseModel):
     user: str | None = None
 
 
+class TurnsRequest(BaseModel):
+    """Turns of a conversation held with the builder's own model, in order (OpenAI's message shape); `user` names
+    the user for an app token."""
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    user: str | None = None
+
+
 class SentenceBody(BaseModel):
     text: str = Field(min_length=1, max_length=2000)
 

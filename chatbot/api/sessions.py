@@ -13,8 +13,9 @@ import contextlib
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from chatbot.session import ChatSession
 from chatbot.study import assign_strategy
@@ -24,6 +25,7 @@ from models.errors import AccessError, InputError
 WAIT_S = 120.0  # how long a request waits for the same user's reply streaming now
 KEYS_PER_USER = 64  # Idempotency-Keys remembered per user (a retry comes seconds later, not 64 messages later)
 KEY_MAX_CHARS = 255
+T = TypeVar("T")
 
 
 def digest(text: str) -> str:
@@ -37,8 +39,9 @@ class Attempt:
 
     digest: str
     session_id: int
-    turn_id: int
+    turn_id: int | None
     reply_id: int | None = None
+    turn_ids: tuple[int, ...] = ()  # POST /v1/sessions/messages: the turns it stored
 
 
 class ApiSessions:
@@ -90,17 +93,23 @@ class ApiSessions:
     def record(self, user_id: int, name: str, text: str) -> ChatSession:
         """Store the user's new message in their open API session (a new session when none is open), holding their
         turn; a session the worker ended as idle just now is followed by a new one, not refused."""
+        return self._into_open(user_id, name, lambda session: session.record(text))[0]
+
+    def record_turns(self, user_id: int, name: str, turns: Sequence[tuple[str, str]]) -> tuple[ChatSession, list[int]]:
+        """Store turns said with another program's own model in the user's open API session, as `record` does."""
+        return self._into_open(user_id, name, lambda session: session.record_turns(turns))
+
+    def _into_open(self, user_id: int, name: str, store: Callable[[ChatSession], T]) -> tuple[ChatSession, T]:
         session = self.current(user_id, name)
         if session.ended:  # ended between the look and the store (the idle timeout, a shutdown)
             session = self.current(user_id, name)
         try:
-            session.record(text)
+            return session, store(session)
         except InputError:
             if not session.ended:
                 raise
             session = self.current(user_id, name)
-            session.record(text)
-        return session
+            return session, store(session)
 
     def attempt(self, user_id: int, key: str, text: str) -> Attempt | None:
         """The earlier request of this user sent with `key` (call it holding the user's turn); None: a new key. The
@@ -119,10 +128,8 @@ class ApiSessions:
             )
         return earlier
 
-    def remember(self, user_id: int, key: str, session: ChatSession, text: str) -> Attempt:
+    def remember(self, user_id: int, key: str, attempt: Attempt) -> Attempt:
         """Remember the request just stored under `key` (holding the user's turn)."""
-        assert session.replying_to is not None
-        attempt = Attempt(digest(text), session.session_id, session.replying_to)
         keys = self._attempts.setdefault(user_id, OrderedDict())
         keys[key] = attempt
         while len(keys) > KEYS_PER_USER:

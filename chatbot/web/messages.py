@@ -161,6 +161,7 @@ MESSAGES = {
     "idempotency_stale": "이 메시지는 저장되었지만 온전한 답 전에 대화가 넘어갔습니다. 새 키로 다시 보내 주세요.",
     "study_api_off": "이 연구에서는 API로 대화할 수 없습니다.",
     "study_consent": "연구 참여 동의가 먼저 필요합니다. 페이지에서 동의해 주세요.",
+    "study_own_model": "이 연구의 대화는 연구용 챗봇과만 나눌 수 있습니다.",
     # kinds: an error raised without a code (its detail has no translation, so it is shown as written)
     "error": "오류: {message}",
     "input": "오류: {message}",

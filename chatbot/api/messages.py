@@ -1,0 +1,62 @@
+"""KEEM's memory beside a builder's own model: POST /v1/sessions/messages stores the turns of a conversation the
+builder's bot held (the user's messages and its own model's replies) in the user's open API conversation, which ends
+and updates the memory as any other (POST /v1/sessions/end, or the idle timeout); when the last turn stored is the
+user's, the answer holds the prompt KEEM's own chat would send a model for it (ChatSession.prompt: the memory pinned
+for the session, what was retrieved for the message). GET /v1/memory/search (chatbot/api/memory.py) is the search
+alone."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from chatbot.api.context import Credentials, IdempotencyKey, api_of, presented
+from chatbot.api.errors import bad_body
+from chatbot.api.schemas import TurnsRequest
+from chatbot.api.sessions import Attempt, digest
+from models.errors import AccessError
+
+router = APIRouter(tags=["sessions"])
+SKIPPED_ROLES = ("system", "developer", "tool", "function")  # a prompt's parts, not what the user and the bot said
+
+
+@router.post(
+    "/sessions/messages",
+    status_code=201,
+    summary="Store turns your own model held with the user; the memory update reads them as it reads KEEM's own",
+)
+def store_turns(
+    body: TurnsRequest, request: Request, credentials: Credentials, idempotency_key: IdempotencyKey = None
+) -> JSONResponse:
+    api = api_of(request)
+    who = api.auth.caller(presented(credentials), body.user, create=True)
+    if api.ctx.study is not None:
+        raise AccessError(
+            "a user trial's conversations are held with the study's own bot: use POST /v1/chat/completions",
+            code="study_own_model",
+        )
+    turns = [(m.role, m.text()) for m in body.messages if m.role not in SKIPPED_ROLES]
+    if not turns:
+        raise bad_body("messages: no 'user' or 'assistant' turn to store (system and tool messages are not stored)")
+    skipped = len(body.messages) - len(turns)
+    sent = "turns:" + json.dumps(turns, ensure_ascii=False)  # what an Idempotency-Key's retry must send again
+    with api.sessions.turn(who.user_id):
+        earlier = api.sessions.attempt(who.user_id, idempotency_key, sent) if idempotency_key else None
+        if earlier is not None:  # stored before: nothing stored again
+            return JSONResponse(
+                {"session_id": earlier.session_id, "turn_ids": list(earlier.turn_ids), "replayed": True},
+                status_code=200,
+            )
+        session, ids = api.sessions.record_turns(who.user_id, who.name, turns)
+        if idempotency_key:
+            made = Attempt(digest(sent), session.session_id, None, turn_ids=tuple(ids))
+            api.sessions.remember(who.user_id, idempotency_key, made)
+        api.ctx.worker.touch(session)
+        answer: dict[str, Any] = {"session_id": session.session_id, "turn_ids": ids, "skipped": skipped}
+        if turns and turns[-1][0] == "user":  # a reply is due: what KEEM's own chat would send its model
+            answer["prompt"] = session.prompt()
+            answer["memory"] = [{"sentence_id": h.sentence_id, "text": h.text} for h in session.last_hits]
+    return JSONResponse(answer, status_code=201)
