@@ -16,6 +16,8 @@ from models.base import ChatModel, GenerationOptions, Message
 from models.errors import InputError
 
 START = "(대화 시작)"  # the user turn an opening answers in prompts: chat templates that want a user turn first
+SKIPPED_ROLES = ("system", "developer", "tool", "function")  # in a conversation held elsewhere: a prompt's parts,
+# not what the user and the bot said (ChatSession.record_turns takes the rest)
 BALANCED = "balanced"  # KEEM_STRATEGY for user trials: strategies assigned per user, balanced, kept across sessions
 
 USER_NAME = re.compile(r"^[\w][\w .@-]{0,63}$")

@@ -461,3 +461,36 @@ def test_a_new_user_runs_no_one_elses_leftover_update(db, tmp_path, capsys, monk
     code, _, err = run(capsys, "session", "--user", "seoyeon", "--script", str(script))
     assert code == 0 and "2 memory updates of other users left from an earlier run: not run here" in err, err
     assert {bot.store.queue.get(job)["status"] for job in jobs.values()} == {"pending"}
+
+
+def test_a_transcript_held_elsewhere_is_stored_as_said_and_only_the_update_calls_the_model(
+    db, tmp_path, capsys, monkeypatch
+):
+    from tests.fake_openai import FakeOpenAIServer
+    from tests.helpers import answer
+
+    talk = tmp_path / "talk.jsonl"
+    said = [
+        {"role": "system", "content": "너는 다른 봇이야"},
+        {"role": "user", "content": "나 다음 달에 제주도로 이사 가"},
+        {"role": "assistant", "content": "와, 설레겠네요!"},
+        {"role": "user", "content": "응 바다 근처 집을 구했어"},
+    ]
+    talk.write_text("\n".join(json.dumps(m, ensure_ascii=False) for m in said) + "\n", encoding="utf-8")
+    monkeypatch.setenv("KEEM_EMBEDDER", "ngram")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    with FakeOpenAIServer(reply=lambda body: answer(body["messages"])) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        code, out, err = run(capsys, "session", "--user", "minsu", "--model", "openai:fake", "--transcript", str(talk))
+    assert code == 0, err
+    assert "stored 3 turns" in err and "제주도로 이사" in out  # the new memory, printed
+    assert not any("당신은 사용자와" in r["messages"][0]["content"] for r in server.requests)  # nothing answered
+    store = Store(db)
+    rows = store.rows("select role, text from turns order by id")
+    assert [(r["role"], r["text"]) for r in rows] == [(m["role"], m["content"]) for m in said[1:]]
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "안녕"}\n{"role": "bot", "content": "네"}\n', encoding="utf-8")
+    code, _, err = run(capsys, "session", "--user", "jiwoo", "--model", "demo", "--transcript", str(bad))
+    assert code == 2 and "turn 2" in err and "nothing stored" in err
+    assert run(capsys, "memory", "show", "--user", "jiwoo")[0] == 2

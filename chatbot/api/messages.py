@@ -17,10 +17,10 @@ from chatbot.api.context import Credentials, IdempotencyKey, api_of, presented
 from chatbot.api.errors import bad_body
 from chatbot.api.schemas import TurnsRequest
 from chatbot.api.sessions import Attempt, digest
+from chatbot.session import SKIPPED_ROLES
 from models.errors import AccessError
 
 router = APIRouter(tags=["sessions"])
-SKIPPED_ROLES = ("system", "developer", "tool", "function")  # a prompt's parts, not what the user and the bot said
 
 
 @router.post(

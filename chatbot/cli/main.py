@@ -24,6 +24,7 @@ from models.errors import KeemError
 EPILOG_SESSION = """examples:
   keem session --user minsu --model demo                 # chat in the terminal; /end or Ctrl-D ends
   keem session --user minsu --model demo --script s1.txt # one user message per line
+  keem session --user minsu --transcript talk.jsonl       # a conversation held elsewhere: its memory update only
   keem session --user minsu --model demo --all-jobs      # also run other users' leftover memory updates first
   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 keem session --user minsu --update-model openai:gpt-4o"""
 
@@ -55,14 +56,22 @@ def build_parser() -> argparse.ArgumentParser:
         "session",
         "hold one chat session in the terminal, then update the memory",
         EPILOG_SESSION,
-        description="Hold one session (interactive, or scripted with one message per line), end it, "
+        description="Hold one session (interactive, or scripted with one message per line; or store one held "
+        "elsewhere, --transcript), end it, "
         "run the memory update and print the new memory. When something the user felt is due (an ongoing worry, "
         "an interview whose date has passed), the bot first asks one short question about it (KEEM_OPENING=off: "
         "it does not).",
         parents=[USER, STORE, MODELS, EMBEDDER, UPDATES],
         run=_session,
     )
-    s.add_argument("--script", type=Path, help="file with one user message per line (UTF-8)")
+    given = s.add_mutually_exclusive_group()
+    given.add_argument("--script", type=Path, help="file with one user message per line (UTF-8)")
+    given.add_argument(
+        "--transcript",
+        type=Path,
+        help='a conversation held elsewhere (another bot, a log): JSONL, one {"role": "user" or "assistant", '
+        '"content": ...} per line, stored as this session\'s turns with no reply made, then the memory update',
+    )
     s.add_argument(
         "--all-jobs",
         action="store_true",

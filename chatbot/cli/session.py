@@ -11,7 +11,7 @@ from typing import Any
 
 from chatbot.bot import Chatbot, load_bot
 from chatbot.opening import open_session
-from chatbot.session import ChatSession, check_user_name, clean_message
+from chatbot.session import SKIPPED_ROLES, ChatSession, check_user_name, clean_message
 from chatbot.settings import Settings
 from memory.backup import snapshot_if_configured
 from memory.store import Version
@@ -48,6 +48,38 @@ def read_script(path: Path, max_chars: int) -> list[str]:
     if not messages:
         raise InputError(f"{path} has no messages; put one user message per line")
     return messages
+
+
+TURN_ROLES = ("user", "assistant")
+
+
+def read_transcript(path: Path, max_chars: int) -> list[tuple[str, str]]:
+    """A conversation held elsewhere, as (role, text) turns: JSONL in OpenAI's message shape, checked whole before
+    anything is written (the token check comes when they are stored: ChatSession.record_turns)."""
+    from evaluation.files import read_jsonl
+
+    fix = 'one {"role": "user" or "assistant", "content": "..."} per line'
+    rows = read_jsonl(path, if_invalid=fix)
+    if len(rows) > MAX_SCRIPT_MESSAGES * 2:
+        raise InputError(f"{path} has {len(rows):,} turns, more than one session may have; split it into sessions")
+    turns, problems = [], []
+    for number, row in enumerate(rows, 1):
+        role = row.get("role") if isinstance(row, dict) else None
+        content = row.get("content") if isinstance(row, dict) else None
+        if role in SKIPPED_ROLES:
+            continue
+        if role not in TURN_ROLES or not isinstance(content, str):
+            problems.append(f"turn {number}: not {fix}")
+            continue
+        try:
+            turns.append((role, clean_message(content, max_chars)))
+        except InputError as exc:
+            problems.append(f"turn {number}: {exc}")
+    if problems:
+        raise InputError(f"{path}: nothing stored, fix these turns: " + "; ".join(problems[:5]))
+    if not any(role == "user" for role, _ in turns):
+        raise InputError(f"{path} has no user turn; {fix}")
+    return turns
 
 
 class JobProgress:
@@ -114,14 +146,19 @@ def _open(session: ChatSession) -> None:
 def run_session(settings: Settings, args: argparse.Namespace) -> int:
     name = check_user_name(args.user)
     script = read_script(args.script, settings.max_message_chars) if args.script else None
+    transcript = read_transcript(args.transcript, settings.max_message_chars) if args.transcript else None
     bot = load_bot(settings)
     finish_leftover_jobs(bot, name, all_users=args.all_jobs)
     session = bot.start(name)
-    _open(session)
+    if transcript is not None:  # held elsewhere: stored as it was said, nothing answered
+        session.record_turns(transcript)
+        print(f"stored {plural(len(transcript), 'turn')} of {args.transcript}", file=sys.stderr)
+    else:
+        _open(session)
     if script is not None:
         for text in script:
             _say(session, text)
-    else:
+    elif transcript is None:
         print(f"{name} 님, 안녕하세요. 끝내려면 {END_COMMANDS[0]} 또는 Ctrl-D.", file=sys.stderr)
         while True:
             try:
