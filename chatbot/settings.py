@@ -48,6 +48,7 @@ class Settings:
     timezone: str = KOREA  # KEEM_TIMEZONE: the zone every shown or exported time is in (chatbot/localtime.py)
     worker: str = "on"  # KEEM_WORKER: on (this app process runs update jobs), off (`keem worker` processes do)
     job_lease_s: float = 900.0  # KEEM_JOB_LEASE_S: an update job's lease; another worker takes it when it runs out
+    api_rate: int = 120  # KEEM_API_RATE: HTTP API requests a minute per user (an app token: per user it names)
 
     @property
     def db_path(self) -> str:
@@ -94,6 +95,8 @@ class Settings:
             )
         if values.get("job_lease_s", 900.0) <= 0:
             raise InputError(f"KEEM_JOB_LEASE_S={values['job_lease_s']!r}: give the lease in seconds, above 0")
+        if values.get("api_rate", 120) < 1:
+            raise InputError(f"KEEM_API_RATE={values['api_rate']!r}: give the requests a minute per user, at least 1")
         settings = replace(cls(), **values)
         local_time(settings.timezone)  # checked where it enters: an unknown zone is one line naming KEEM_TIMEZONE
         return settings

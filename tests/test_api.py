@@ -155,6 +155,20 @@ def test_a_token_over_its_rate_gets_429(served: Any) -> None:
     limiter.take(1)
 
 
+def test_an_app_tokens_users_each_have_the_rate_a_users_token_has(served: Any) -> None:
+    """A bot serving many people through one app token is limited per person, not all of them together."""
+    base, _, bot, _ = served
+    _, secret = bot.store.tokens.create(None, app=True, label="many")
+    for i in range(4):
+        bot.store.users.get_or_create(f"손님{i}")
+    with client(base, secret) as c:
+        answers = [c.get("/sessions", params={"user": f"손님{i % 4}"}) for i in range(RATE * 2)]
+        assert [r.status_code for r in answers] == [200] * (RATE * 2)  # 4 people, half their rate each
+        flood = [c.get("/sessions", params={"user": "손님0"}) for _ in range(RATE)]
+        assert code(flood[-1]) == "rate_limited"
+        assert c.get("/sessions", params={"user": "손님1"}).status_code == 200  # the others go on
+
+
 def test_memory_changes_name_the_version_read_and_a_stale_one_is_412(served: Any) -> None:
     base, _, bot, _ = served
     with client(base, token_for(bot, "고치기")) as c:

@@ -30,6 +30,8 @@ def test_default_db_lives_in_the_user_data_directory():
 def test_bad_env_value_says_which_variable():
     with pytest.raises(InputError, match="KEEM_K"):
         Settings.load({"KEEM_K": "many"})
+    with pytest.raises(InputError, match="KEEM_API_RATE"):
+        Settings.load({"KEEM_API_RATE": "0"})
 
 
 ROOT = Path(__file__).resolve().parents[1]

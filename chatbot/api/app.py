@@ -16,12 +16,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from chatbot.api import chat, jobs, memory, messages
 from chatbot.api.context import Api
 from chatbot.api.errors import error_body, on_http, on_invalid, on_keem_error, on_unexpected
+from chatbot.settings import Settings
 from chatbot.web.backend import AppContext
 from models.errors import InputError, KeemError
 
 PREFIX = "/v1"
 MAX_BODY = 1 << 20  # bytes: a long conversation resent whole fits; anything larger is refused (413)
-RATE_PER_MIN = 120  # requests a minute per token (build_app's api_rate)
+RATE_PER_MIN = Settings.api_rate  # requests a minute per user (KEEM_API_RATE: build_app's api_rate)
 
 
 class BodyLimit:

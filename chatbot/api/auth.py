@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from chatbot.session import check_user_name
@@ -28,14 +28,15 @@ class Caller:
 
 
 class Limiter:
-    """Requests per minute per token: a token bucket each, refilled continuously (one process-wide limiter)."""
+    """Requests per minute per caller (a user's token, or an app token with the user it names): a token bucket
+    each, refilled continuously (one process-wide limiter)."""
 
     def __init__(self, per_min: int, clock: Callable[[], float] = time.monotonic):
         self.per_min, self.clock = max(1, per_min), clock
-        self._buckets: dict[int, tuple[float, float]] = {}  # token id -> (tokens left, when)
+        self._buckets: dict[Hashable, tuple[float, float]] = {}  # caller -> (tokens left, when)
         self._lock = threading.Lock()
 
-    def take(self, key: int) -> None:
+    def take(self, key: Hashable) -> None:
         """One request of `key`, or AccessError (rate_limited, with the seconds to wait)."""
         now, rate = self.clock(), self.per_min / 60.0
         with self._lock:
@@ -45,7 +46,8 @@ class Limiter:
                 wait = max(1, int((1.0 - left) / rate + 0.999))
                 self._buckets[key] = (left, now)
                 raise AccessError(
-                    f"too many requests with this token (at most {self.per_min} a minute); retry in {wait} s",
+                    f"too many requests for this user (at most {self.per_min} a minute, KEEM_API_RATE); retry in "
+                    f"{wait} s",
                     code="rate_limited",
                     retry_after=wait,
                 )
@@ -80,7 +82,6 @@ class Auth:
                 "create --user NAME",
                 code="token_invalid",
             )
-        self.limiter.take(found.id)
         now = time.monotonic()
         if now - self._used.get(found.id, -USED_EVERY_S) >= USED_EVERY_S:
             self._used[found.id] = now
@@ -100,6 +101,7 @@ class Auth:
                     code="token_needs_user",
                 )
             name = check_user_name(user)
+            self.limiter.take((token.id, name))  # each user an app acts for has the rate a user's token has
             new = create and self.ctx.study is None
             user_id = store.users.get_or_create(name) if new else store.users.find(name)
             if user_id is None and self.ctx.study is not None:
@@ -108,6 +110,7 @@ class Auth:
                 raise InputError(f"no user '{name}' has talked through the API yet", code="not_found")
         else:
             assert token.user_id is not None
+            self.limiter.take((token.id, None))
             user_id = token.user_id
             row = store.one("select name from users where id = ?", [user_id])
             if row is None:  # forgotten while the request came in

@@ -188,6 +188,7 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
         study=study,
         trial=trial,
         reply_slots=settings.reply_slots,
+        api_rate=settings.api_rate,
     )
 
     def on_term(signum: int, frame: Any) -> None:
