@@ -25,8 +25,8 @@ from models.base import ChatModel, ChatStream, Finish, GenerationOptions, Messag
 from models.fake import cut_to_budget, section, stage_of
 
 SUMMARY_CHARS = 40  # a written summary sentence: the user's turn, this long at most
-# The emotion clauses reflect adds, one per sentence in turn (a summary sentence then takes ~1.3x its tokens); each
-# has one content word, so reflected sentences do not share words, attributes or scope by what they feel.
+# The emotion clauses reflect adds, one per sentence in turn (a summary sentence then takes ~1.3x its tokens): one
+# content word each and no attribute, so a feeling adds little to what the guard and the scope compare.
 FEELINGS = ("고 해서 기뻐했다", "고 해서 걱정했다", "고 해서 아쉬워했다", "고 해서 설렌다고 했다")
 ORDER = ("summarize", "reflect", "scope", "update", "guard", "verify")  # the stages in the order a step calls them
 _QUESTION = re.compile(r"^(\d+)\. A: ")
