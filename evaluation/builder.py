@@ -15,7 +15,7 @@ rejected as skipped), as the paper excluded samples that failed verification.
 Resuming: every finished model call is stored in ``calls.sqlite`` keyed by a hash of (model spec, messages,
 options), and rows are keyed by ``<episode id>#<t>``; running the same command again replays finished calls
 from the cache and writes no row twice. Episodes run concurrently (``concurrency`` threads); the steps of one
-episode run in order.
+episode run in order. The dry run (evaluation/dry_run.py) is this builder on a model that calls nothing.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from memory.prompts import render
 from memory.store import now_iso, storage_error
 from memory.text import UNKNOWN, format_dialogue, lenient_date, lenient_sentences
 from memory.updaters.base import memory_of
-from memory.updaters.steps import DEFAULT_CEILING, SCOPE_TOKENS, Steps
-from models.base import ChatModel, Completion, Finish, GenerationOptions, Message, estimate_tokens
+from memory.updaters.steps import DEFAULT_CEILING, Steps
+from models.base import ChatModel, Completion, Finish, GenerationOptions, Message
 from models.errors import InputError, KeemError
 
 
@@ -523,86 +523,6 @@ def build_dataset(
     """Build (or resume) a KEEM-style dataset in config.out_dir; see the module docstring. `output`: its files,
     when the caller opened them first (`Output.open`: before a model loads)."""
     return DatasetBuilder(model, config, timeout_s=timeout_s, output=output).run(episodes)
-
-
-# -- dry run ---------------------------------------------------------------------------------------
-@dataclass
-class Estimate:
-    episodes: int
-    steps: int
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-
-    def cost(self, price_per_1k_tokens: float) -> float:
-        return (self.prompt_tokens + self.completion_tokens) / 1000 * price_per_1k_tokens
-
-
-def estimate(episodes: Iterable[Episode], limit: int | None = None) -> Estimate:
-    """Calls and tokens a build would use (before any cache), from the real prompts; no model is called.
-
-    Model outputs are approximated by the corpus summaries: a reflected summary ~1.3x the summary, the
-    memory ~ the accumulated reflected summaries; a summary the model must write ~ 10 short sentences. A memory
-    past the default ceiling adds its scope calls (one per window, `Steps.scope_windows`); its update prompt is
-    still counted whole (an upper bound: the build shows the rewrite only the part the scope chose).
-    """
-    episodes = list(episodes)[:limit] if limit else list(episodes)
-    system = estimate_tokens(render("update_system"))
-    steps = Steps(ask=_never_asked)
-    est = Estimate(len(episodes), 0, 0, 0, 0)
-
-    def add(prompt: str, output_tokens: int) -> None:
-        est.calls += 1
-        est.prompt_tokens += system + estimate_tokens(prompt)
-        est.completion_tokens += output_tokens
-
-    for ep in episodes:
-        memory: list[str] = []
-        for t, session in enumerate(ep.sessions, 1):
-            dialogue = format_dialogue(session.dialogue())
-            summary = session.summary
-            if not summary:
-                summary = ["사용자는 " + "가" * 30 + "."] * 10
-                add(
-                    render("summarize", dialogue=dialogue, session_date=session.date or UNKNOWN, max_sentences=10),
-                    estimate_tokens("\n".join(summary)),
-                )
-            add(
-                render("reflect", dialogue=dialogue, summary="\n".join(summary)),
-                int(estimate_tokens("\n".join(summary)) * 1.3),
-            )
-            if t == 1:
-                memory = list(summary)
-                continue
-            est.steps += 1
-            new = memory + list(summary)
-            add(
-                render(
-                    "update",
-                    previous=memory,
-                    summary=summary,
-                    session_date=UNKNOWN,
-                    previous_date=UNKNOWN,
-                    elapsed=UNKNOWN,
-                    problem=None,
-                ),
-                int(estimate_tokens("\n".join(new)) * 1.3),
-            )
-            if steps.update_budget(memory, summary) > DEFAULT_CEILING:  # scoped: the scope calls first
-                for _, _, prompt in steps.scope_windows(memory, summary):
-                    add(prompt, SCOPE_TOKENS // 4)  # one line of numbers
-            add(
-                render(
-                    "verify", previous=memory, dialogue=all_dialogues(ep.sessions[:t]), memory=new, session_date=UNKNOWN
-                ),
-                8,
-            )
-            memory = new
-    return est
-
-
-def _never_asked(stage: str, prompt: str, max_new_tokens: int) -> Completion:
-    raise AssertionError("a dry run calls no model")  # pragma: no cover - estimate only renders prompts
 
 
 # -- human review export ---------------------------------------------------------------------------

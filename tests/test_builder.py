@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -15,12 +17,13 @@ from typing import Any
 import pytest
 
 from chatbot.cli.main import main as keem
-from evaluation.builder import BuildConfig, build_dataset, estimate, write_review
+from evaluation.builder import BuildConfig, build_dataset, write_review
 from evaluation.corpora.episodes import Episode, Session, Turn, read_episodes
+from evaluation.dry_run import estimate
 from memory.updaters.steps import Steps
 from models.base import Completion
 from models.errors import GenerationError, InputError
-from models.fake import ScriptedChatModel
+from models.fake import RealisticChatModel, ScriptedChatModel, section, stage_of
 from tests.fake_openai import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,14 +127,136 @@ def test_missing_summary_is_written_by_the_model(tmp_path: Path) -> None:
     assert sum("요약으로 정리하세요" in c[-1]["content"] for c in model.calls) == 1
 
 
-def test_dry_run_estimates_the_calls_a_build_makes(tmp_path: Path) -> None:
-    episodes = read_episodes(FIXTURES / "carecall.json")
+# -- dry runs: the build against a model that calls nothing ---------------------------------------
+# What ends a previous sentence in the sessions below, as a model doing its job knows: (its words, the summary's)
+ENDS = [("서울 마포구에 산다", "부산으로 이사했다"), ("은행에 다닌다", "회사를 그만두었다")]
+
+
+def ideal(messages: list[dict[str, Any]]) -> str:
+    """A model that does its job, answering the way the dry run assumes one does (evaluation/dry_run.py), in its own
+    words: a sentence per user turn, an emotion per reflected sentence, the memory kept but for what the session
+    ended (claimed after "바뀐 문장:"), 예 to the judge, a pass, no sentence named for the scope."""
+    prompt = messages[-1]["content"]
+    stage = stage_of(prompt)
+    if stage == "summarize":
+        said = re.findall(r"^사용자: (.+)$", prompt.rsplit("\n대화 (", 1)[1], re.M)
+        return "\n".join(f"사용자는 {text[:40]}라고 했다." for text in said[:10])
+    if stage == "reflect":
+        return "\n".join(f"{line.rstrip('.')}며 마음이 놓였다." for line in section(prompt, "\n요약:\n", "\n답:"))
+    if stage == "update":
+        previous = section(prompt, "\n이전 기억:\n", "\n이번 요약:")
+        summary = section(prompt, "\n이번 요약:\n", "\n새 기억:")
+        ended = {old: new for old in previous for new in summary for was, now in ENDS if was in old and now in new}
+        claims = ["바뀐 문장:", *(f"{old} => {new}" for old, new in ended.items())] if ended else ["바뀐 문장: 없음"]
+        return "\n".join([*(line for line in previous if line not in ended), *summary, *claims])
+    questions = len(section(prompt, "\n질문:\n", "\n답:"))
+    answers = {"guard": "\n".join(f"{n}: 예" for n in range(1, questions + 1)), "verify": "통과", "scope": "번호: 없음"}
+    if stage not in answers:
+        raise AssertionError(f"unexpected prompt: {prompt[:60]}")
+    return answers[stage]
+
+
+def stages(model: ScriptedChatModel) -> dict[str, int]:
+    """The calls a fake model was asked, per stage."""
+    counts: dict[str, int] = {}
+    for messages in model.calls:
+        stage = stage_of(messages[-1]["content"]) or "other"
+        counts[stage] = counts.get(stage, 0) + 1
+    return counts
+
+
+def moves_and_quits() -> list[Episode]:
+    """Sessions that end previous facts (the guard's judge confirms each claimed drop), and one with no summary."""
+
+    def session(n: int, said: str, summary: list[str]) -> Session:
+        return Session(f"m{n}", [Turn("assistant", "요즘 어때요?"), Turn("user", said)], summary, f"2024-0{n}-01")
+
+    return [
+        Episode(
+            "moved",
+            "test",
+            [
+                session(1, "서울 살아요.", ["사용자는 서울 마포구에 산다.", "사용자는 은행에 다닌다."]),
+                session(2, "부산으로 이사했어요!", ["사용자는 지난주에 부산으로 이사했다."]),
+                session(3, "회사를 그만뒀어요.", ["사용자는 지난달 회사를 그만두었다."]),
+                session(4, "바다를 보러 자주 가요. 친구도 사귀었어요.", []),
+            ],
+        )
+    ]
+
+
+@pytest.mark.parametrize("fixture", ["carecall.json", "kmsc", "msc.jsonl", "locomo.json", "moves"])
+def test_a_dry_run_makes_the_calls_a_build_makes_stage_by_stage(tmp_path: Path, fixture: str) -> None:
+    """The dry run is the build against a model that calls nothing: per stage, the calls a real build makes with a
+    model answering as it assumes; the guard's judge where a session ends a fact, summaries a corpus lacks."""
+    episodes = moves_and_quits() if fixture == "moves" else read_episodes(FIXTURES / fixture)
     est = estimate(episodes)
-    model = ScriptedChatModel(responder=respond)
-    build_dataset(episodes, model, config(tmp_path))
-    assert est.calls == len(model.calls) == 2 * 1 + 5 * 3 and est.steps == 5
-    assert est.prompt_tokens > 1000 and est.cost(0.01) > 0
-    assert estimate(episodes, limit=1).calls == 7
+    model = ScriptedChatModel(responder=ideal)
+    stats = build_dataset(episodes, model, config(tmp_path))
+    assert {stage: count.calls for stage, count in est.stages.items()} == stages(model)
+    assert est.calls == len(model.calls) and (est.episodes, est.steps) == (stats.episodes, stats.steps)
+    assert stats.rows == stats.steps  # every step passed, as the dry run assumes
+    if fixture == "moves":
+        assert stages(model)["guard"] == 2 and stages(model)["summarize"] == 1
+        assert rows(tmp_path)[-1]["memory"][:2] == [
+            "사용자는 지난주에 부산으로 이사했다며 마음이 놓였다.",
+            "사용자는 지난달 회사를 그만두었다며 마음이 놓였다.",
+        ]
+
+
+@pytest.mark.parametrize("fixture", ["carecall.json", "kmsc", "msc.jsonl", "locomo.json"])
+def test_a_dry_runs_tokens_are_within_2_percent_of_a_build_answering_as_it_assumes(
+    tmp_path: Path, fixture: str
+) -> None:
+    """Tokens: within 2% of a build whose model answers as the dry run assumes (prompts, per stage; completions within
+    5%), and at most 10% under one whose model wraps half its answers (thoughts, preambles, fences, repeats, an English
+    line): the band docs/evaluation.md states."""
+    episodes = read_episodes(FIXTURES / fixture)
+    est = estimate(episodes)
+    stats = build_dataset(episodes, ScriptedChatModel(responder=ideal), config(tmp_path / "ideal"))
+    built: dict[str, int] = {}
+    for row in rows(tmp_path / "ideal"):
+        for call in row["calls"]:
+            built[call["stage"]] = built.get(call["stage"], 0) + call["prompt_tokens"]
+    assert {stage: count.prompt_tokens for stage, count in est.stages.items()} == pytest.approx(built, rel=0.02)
+    assert est.prompt_tokens == pytest.approx(stats.prompt_tokens, rel=0.02)
+    assert est.completion_tokens == pytest.approx(stats.completion_tokens, rel=0.05)
+    sloppy = RealisticChatModel.all_habits(ideal, rate=0.5, seed=1)
+    wrapped = build_dataset(episodes, sloppy, config(tmp_path / "sloppy", concurrency=1))  # its habits in one order
+    total, real = est.prompt_tokens + est.completion_tokens, wrapped.prompt_tokens + wrapped.completion_tokens
+    assert wrapped.calls >= est.calls and 0.9 * real <= total < real  # its wrapped answers cut and retried, at times
+
+
+def test_a_dry_run_leaves_nothing_in_out_a_build_would_resume_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No cache row, dataset row, run.json or lock in --out, before a build or in the middle of one; the throwaway
+    folder the dry run builds in is gone."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    out = tmp_path / "out"
+    dry = ["build-dataset", str(FIXTURES / "carecall.json"), "--out", str(out), "--dry-run", "--json", "--no-progress"]
+    assert keem(dry) == 0
+    planned = json.loads(capsys.readouterr().out)["calls"]
+    assert not out.exists() and list(scratch.iterdir()) == []
+    episodes = read_episodes(FIXTURES / "carecall.json")
+    first = ScriptedChatModel(responder=ideal)
+    build_dataset(episodes, first, config(out, limit=1))  # a build stopped after its first episode
+    files = {path.name: path.read_bytes() for path in out.iterdir()}
+    assert keem(dry) == 0 and json.loads(capsys.readouterr().out)["calls"] == planned
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == files and list(scratch.iterdir()) == []
+    rest = ScriptedChatModel(responder=ideal)
+    stats = build_dataset(episodes, rest, config(out))
+    assert stats.already_done == 2 and stats.rows == 3 and len(first.calls) + len(rest.calls) == planned
+
+
+def test_a_dry_run_of_the_first_episodes_counts_only_them(tmp_path: Path) -> None:
+    episodes = read_episodes(FIXTURES / "carecall.json")
+    model = ScriptedChatModel(responder=ideal)
+    build_dataset(episodes, model, config(tmp_path, limit=1))
+    one, both = estimate(episodes, limit=1), estimate(episodes)
+    assert one.calls == len(model.calls) == 7 < both.calls and (one.episodes, one.steps) == (1, 2)
 
 
 def test_limit_review_and_model_error(tmp_path: Path) -> None:
@@ -309,7 +434,9 @@ def test_command_dry_run_and_help(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert keem(["build-dataset", str(FIXTURES / "msc.jsonl"), "--out", str(tmp_path), "--dry-run", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["format"] == "msc" and data["calls"] == 2 + 5 * 3 and data["steps"] == 5
-    assert not (tmp_path / "dataset.jsonl").exists()
+    calls = {stage: count["calls"] for stage, count in data["stages"].items()}
+    assert calls == {"reflect": 7, "update": 5, "verify": 5}
+    assert list(tmp_path.iterdir()) == []  # --out is not touched
     assert keem(["build-dataset", str(FIXTURES / "msc.jsonl"), "--out", str(tmp_path)]) == 2
     assert "--model is required" in capsys.readouterr().err
     with pytest.raises(SystemExit):
@@ -386,20 +513,25 @@ def test_a_dry_run_of_one_episode_counts_in_proper_english(tmp_path: Path, capsy
         keem(["build-dataset", str(FIXTURES / "msc.jsonl"), "--out", str(tmp_path), "--dry-run", "--limit", "1"]) == 0
     )
     out = capsys.readouterr().out
-    assert ": 1 episode, " in out and "1 episodes" not in out and " session steps -> at most " in out, out
+    assert ": 1 episode, " in out and "1 episodes" not in out and " session steps -> ~7 calls, " in out, out
+    assert "\n  reflect: 3 calls, ~" in out and "\n  verify: 2 calls, ~" in out, out  # per stage
 
 
-def test_a_dry_run_counts_the_scope_calls_of_a_memory_past_the_ceiling() -> None:
-    """A memory of 200 sentences by its last session: the scope calls that name what the rewrite sees, one per
-    window of the memory (memory/updaters/steps.py scope_windows), are counted with their prompts."""
+def test_a_dry_run_counts_the_scope_calls_of_a_memory_past_the_ceiling(tmp_path: Path) -> None:
+    """A first session of 150 summary sentences (too long to reflect: cut twice, so the memory is the summary as it
+    is), then two short ones: the scope calls that name what the rewrite sees, one per window of the memory
+    (memory/updaters/steps.py scope_windows), and the retried cut answers are counted with their prompts."""
     turns = [Turn("user", "안녕하세요."), Turn("assistant", "반가워요.")]
     summaries = [
-        [f"사용자의 {s}번째 세션 {n}번 문장은 이웃 이야기다." for n in range(k)] for s, k in enumerate([100, 100, 10])
+        [f"사용자의 {s}번째 세션 {n}번 문장은 이웃 이야기다." for n in range(k)] for s, k in enumerate([150, 5, 5])
     ]
-    sessions = [Session(f"s{s}", turns, summary) for s, summary in enumerate(summaries)]
-    est = estimate([Episode("big", "test", sessions)])
+    episodes = [Episode("big", "test", [Session(f"s{s}", turns, summary) for s, summary in enumerate(summaries)])]
+    est = estimate(episodes)
+    model = ScriptedChatModel(responder=ideal)
+    build_dataset(episodes, model, config(tmp_path))
+    assert {stage: count.calls for stage, count in est.stages.items()} == stages(model)
     steps = Steps(ask=lambda stage, prompt, n: Completion(""))
-    scope = len(steps.scope_windows(summaries[0], summaries[1]))
-    scope += len(steps.scope_windows(summaries[0] + summaries[1], summaries[2]))
-    assert 4 <= scope <= 8  # windows of dozens of sentences, even beside a 100-sentence summary
-    assert est.calls == 3 + 2 * 2 + scope  # reflect each; update and verify each step; the scope calls
+    windows = [len(steps.scope_windows(r["previous_memory"], r["reflected_summary"])) for r in rows(tmp_path)]
+    assert len(windows) == 2 and 2 <= min(windows) and est.stages["scope"].calls == sum(windows)
+    assert est.stages["reflect"].calls == 2 + 1 + 1  # the long summary's reflection cut, retried once, cut again
+    assert est.stages["scope"].prompt_tokens <= 2000 * sum(windows)  # no scope call past SCOPE_WINDOW_TOKENS

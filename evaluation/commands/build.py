@@ -45,7 +45,11 @@ def add_build_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="output folder (created; reused to resume)")
     p.add_argument("--concurrency", type=int, default=4, help="episodes in flight at once (default 4; 1 for hf:)")
     p.add_argument("--limit", type=int, help="only the first N episodes")
-    p.add_argument("--dry-run", action="store_true", help="estimate calls, tokens and cost; call no model")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="estimate calls, tokens and cost per stage: the build on a model that calls nothing (--out untouched)",
+    )
     p.add_argument("--review", type=int, metavar="N", help="then write DIR/review.csv sampling N rows for review")
     p.add_argument("--price-per-1k-tokens", type=float, default=0.0, help="for the cost estimate (default 0)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per model call (default 120)")
@@ -82,24 +86,30 @@ def _check(args: argparse.Namespace) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     """Run build-dataset from parsed arguments; returns the exit code (1 when some episodes failed)."""
-    from evaluation.builder import BuildConfig, Output, build_dataset, estimate, stats_json, write_review
+    from evaluation.builder import BuildConfig, Output, build_dataset, stats_json, write_review
     from evaluation.corpora.episodes import detect_format, read_episodes
+    from evaluation.dry_run import estimate
 
     _check(args)
     fmt = detect_format(args.input) if args.format == "auto" else args.format
     episodes = read_episodes(args.input, fmt, user_speaker=args.user_speaker)
     if args.dry_run:
-        est = estimate(episodes, args.limit)
-        data = {**est.__dict__, "format": fmt, "estimated_cost": round(est.cost(args.price_per_1k_tokens), 4)}
+        est = estimate(episodes, args.limit, guard=not args.no_guard, progress=not args.no_progress)
+        data = {**est.json(), "format": fmt, "estimated_cost": round(est.cost(args.price_per_1k_tokens), 4)}
         if args.json:
             print(json.dumps(data, ensure_ascii=False, indent=2))
         else:
             print(
-                f"{fmt}: {plural(est.episodes, 'episode')}, {plural(est.steps, 'session step')} -> at most "
-                f"{plural(est.calls, 'call')}, "
+                f"{fmt}: {plural(est.episodes, 'episode')}, {plural(est.steps, 'session step')} -> "
+                f"~{plural(est.calls, 'call')}, "
                 f"~{est.prompt_tokens:,} prompt + ~{est.completion_tokens:,} completion tokens, "
                 f"~${data['estimated_cost']:.2f} at ${args.price_per_1k_tokens}/1k tokens (no model was called)"
             )
+            for stage, count in est.stages.items():
+                print(
+                    f"  {stage}: {plural(count.calls, 'call')}, "
+                    f"~{count.prompt_tokens:,} prompt + ~{count.completion_tokens:,} completion tokens"
+                )
         return 0
     output = Output.open(args.out)  # a folder that cannot hold the build says so before the model loads
     try:
