@@ -28,6 +28,9 @@ SUMMARY_CHARS = 40  # a written summary sentence: the user's turn, this long at 
 # The emotion clauses reflect adds, one per sentence in turn (a summary sentence then takes ~1.3x its tokens): one
 # content word each and no attribute, so a feeling adds little to what the guard and the scope compare.
 FEELINGS = ("고 해서 기뻐했다", "고 해서 걱정했다", "고 해서 아쉬워했다", "고 해서 설렌다고 했다")
+# in the summary's language: an English corpus's (MSC, LoCoMo) memory stays English, as a real model writes it
+FEELINGS_EN = (", and was glad", ", and was worried", ", and felt sorry", ", and was excited")
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
 ORDER = ("summarize", "reflect", "scope", "update", "guard", "verify")  # the stages in the order a step calls them
 _QUESTION = re.compile(r"^(\d+)\. A: ")
 
@@ -78,7 +81,10 @@ class EstimatingModel(ChatModel):
             return "\n".join(f"사용자는 {text[:SUMMARY_CHARS]}라고 했다." for text in said[:SUMMARY_SENTENCES])
         if stage == "reflect":
             summary = section(prompt, "\n요약:\n", "\n답:")
-            return "\n".join(line.rstrip(".") + FEELINGS[n % len(FEELINGS)] + "." for n, line in enumerate(summary))
+            return "\n".join(
+                line.rstrip(".") + (FEELINGS if HANGUL.search(line) else FEELINGS_EN)[n % len(FEELINGS)] + "."
+                for n, line in enumerate(summary)
+            )
         if stage == "update":
             previous = section(prompt, "\n이전 기억:\n", "\n이번 요약:")
             summary = section(prompt, "\n이번 요약:\n", "\n새 기억:")

@@ -142,7 +142,10 @@ def ideal(messages: list[dict[str, Any]]) -> str:
         said = re.findall(r"^사용자: (.+)$", prompt.rsplit("\n대화 (", 1)[1], re.M)
         return "\n".join(f"사용자는 {text[:40]}라고 했다." for text in said[:10])
     if stage == "reflect":
-        return "\n".join(f"{line.rstrip('.')}며 마음이 놓였다." for line in section(prompt, "\n요약:\n", "\n답:"))
+        felt = ("며 마음이 놓였다.", ", and was relieved.")  # in the summary's language, as a real model writes
+        return "\n".join(
+            line.rstrip(".") + felt[not re.search("[가-힣]", line)] for line in section(prompt, "\n요약:\n", "\n답:")
+        )
     if stage == "update":
         previous = section(prompt, "\n이전 기억:\n", "\n이번 요약:")
         summary = section(prompt, "\n이번 요약:\n", "\n새 기억:")

@@ -122,6 +122,8 @@ def _updated(responder, previous: list[str], turn: str, ceiling: int = 512, habi
 
 
 def test_a_cut_a_wrapped_or_a_missing_claim_list_loses_no_fact():
+    """No usable claim (cut, or no claims section): the scope call, asked then, names the old sentence, and the judge
+    confirms it against what the rewrite added; a wrapped answer's claims are read as they are."""
     ideal = Ideal(WORLD, catches=False)
     case = small("eyesight")
     previous, turn = [f.text for f in case.initial], case.sessions[0][0].turn
@@ -141,10 +143,11 @@ def test_a_cut_a_wrapped_or_a_missing_claim_list_loses_no_fact():
         return respond
 
     for how in ("cut", "missing", "wrapped"):
-        result, _ = _updated(spoiled(how), previous, turn)
+        result, model = _updated(spoiled(how), previous, turn)
         texts = [s.text for s in result.sentences]
-        assert all(t in texts for t in previous if t != OLD) and NEW in texts, how
-        assert (OLD in texts) == (how != "wrapped"), how  # no usable claim: the old line is restored, not lost
+        assert all(t in texts for t in previous if t != OLD) and NEW in texts and OLD not in texts, how
+        scoped = [c for c in model.calls if stage_of(c["messages"][-1]["content"]) == "scope"]
+        assert len(scoped) == (how != "wrapped"), how  # asked only for a drop no claim explains
 
 
 def test_an_answer_cut_at_its_token_budget_in_its_claims_is_used_up_to_the_cut():
@@ -200,6 +203,8 @@ def test_the_benchmark_meets_its_acceptance_figures():
     assert all(r["episodes_kept"] == r["episodes"] for r in ideal)
     yes = run(("keem",), models=("yes",), verifiers=("silent",), embedder=NgramEmbedder())
     assert all(r["unrelated_lost"] == 0 for r in yes), [r["lost"] for r in yes]
+    small_yes = next(r for r in yes if r["setting"] == "small")  # a forgotten claim: the scope's name applies it
+    assert small_yes["outdated_left"] == 0 and small_yes["scope_calls"] > 0, small_yes
 
 
 def test_peers_gives_one_row_per_system_from_one_run(monkeypatch, tmp_path):

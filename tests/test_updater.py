@@ -136,12 +136,15 @@ def test_a_sentence_missing_the_facts_noun_is_no_counterpart():
 
 
 def test_guard_runs_inside_the_updater_when_the_model_drops_facts():
+    """A model that drops facts with no claim, names every sentence in its scope answer and agrees with every
+    judge question: a scope that names the whole memory is no evidence against any one fact, so they stay."""
     model = StageModel(
         summarize=GOOD.answers["summarize"],
         reflect=GOOD.answers["reflect"],
         update="사용자는 부산으로 이사했다.\n사용자는 바다를 좋아한다.",
         verify="통과",
         guard="예",
+        scope="번호: 1, 2, 3",
     )
     result, _ = _run(model)
     texts = [s.text for s in result.sentences]

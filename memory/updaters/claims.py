@@ -12,8 +12,8 @@ model writes it and trusted no further than it can be matched:
 - a claim that matches nothing, a line cut at the token budget, or a missing claims section is simply no claim,
   so the sentence it would have justified is restored: no claim ever loses a fact on its own;
 - an answer that keeps the protocol (`lists_claims`) is taken at its word: a drop it claims nothing about is a
-  silent drop, restored without asking the judge; only an answer with no claims section at all gets the attribute
-  table's pairs (relatedness.py) as a backup.
+  silent drop, restored without asking the judge unless the scope call named it too (memory/updaters/guard.py);
+  only an answer with no claims section at all gets the attribute table's pairs (relatedness.py) as a backup.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def split_claims(answer: str) -> tuple[str, list[Claim]]:
 
 def lists_claims(answer: str) -> bool:
     """Whether the answer keeps the claims protocol: a "바뀐 문장:" line or a claim line. A model that does leaves
-    nothing to guess: a drop it claims nothing about is a silent drop (restored); one that does not (an older
+    nothing to guess: a drop it claims nothing about is a silent drop (restored, unless the scope call named it:
+    memory/updaters/guard.py); one that does not (an older
     prompt, a model that ignores the instruction) gets the attribute table's pairs (relatedness.py) instead."""
     lines = [_LEAD.sub("", line) for line in strip_wrappers(answer).splitlines()]
     return any(MARKER.match(line) or len(ARROW.split(line, maxsplit=1)) == 2 for line in lines)

@@ -12,8 +12,11 @@ How it decides, for each sentence of the previous memory:
    memory/updaters/claims.py; any attribute, eyesight -> LASIK, 대리 -> 과장). Only for a rewrite that writes no
    claims section at all (a model that ignores the instruction) does a drop get memory/updaters/relatedness.py's
    evidence instead (the same attribute in its table, or a shared noun); a rewrite that keeps the protocol is
-   taken at its word, and a drop it claims nothing about is silent. All pairs of one update go in one call.
-   Everything else is restored verbatim, marked `restored`: a silent drop never reaches the judge, and a pair
+   taken at its word, and a drop it claims nothing about is silent, unless the scope call (scope.txt, a separate
+   question: which sentences may this session change?) named it too: two answers of the model agree that the
+   session ends it, so it is put to the judge with each sentence the rewrite added (NAMED_PAIRS at most; a model
+   that forgets a claim line no longer keeps the outdated fact). All pairs of one update go in one call.
+   Everything else is restored verbatim, marked `restored`: another silent drop never reaches the judge, and a pair
    whose answer is unusable (cut, or neither 예 nor 아니오) is restored too. A sentence the rewrite kept word for
    word but claims is replaced (a model copying back an outdated line) goes to the same judge, and goes on "예".
 3. Contested: a sentence the verifier named in a contradiction with a new one (the retry of a failed verification)
@@ -25,7 +28,7 @@ said in new words ("서울에 산다" -> "부산으로 이사했어") is applied
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 
 from memory.korean import content_nouns, content_words
@@ -40,6 +43,8 @@ Judge = Callable[[list[tuple[str, str]]], list[tuple[bool | None, str]]]
 CONTAINMENT = 0.6
 MAX_CLAIMS = 16  # claims one judge call asks about (a session that changes more is an odd one; the rest restored)
 CLAIMED = "claimed by the rewrite"
+NAMED = "named by the scope call"
+NAMED_PAIRS = 3  # added sentences a silent drop the scope call named is judged against (the embedder's nearest first)
 
 
 @dataclass
@@ -87,6 +92,7 @@ def guard(
     contested: Sequence[tuple[int, str]] = (),
     claimed: Sequence[tuple[int, str]] = (),
     backup: bool = True,
+    named: Callable[[], Collection[int]] | None = None,
 ) -> tuple[list[Sentence], list[GuardDecision]]:
     """Attribute each new sentence to its origin and restore unjustified drops; returns (sentences, decisions).
 
@@ -96,8 +102,9 @@ def guard(
     named as contradicting; `claimed` holds (index into `previous`, new text) pairs the rewrite says replaced that
     sentence (memory/updaters/claims.py): the judge is asked about those first, and about a claimed sentence the
     rewrite kept word for word too; `backup`: whether a drop with no claim gets relatedness.py's pairs (False when
-    the rewrite kept the claims protocol: then it is a silent drop); `cosine` (the embedder's) only orders
-    candidates.
+    the rewrite kept the claims protocol: then it is a silent drop); `named()`: the indices into `previous` the
+    scope call says this session may change, asked only when a drop has no pair yet (a drop named there is judged
+    against the sentences the rewrite added); `cosine` (the embedder's) only orders candidates.
     """
     origin: dict[int, Sentence] = {}
     decisions: dict[int, GuardDecision] = {}
@@ -122,6 +129,13 @@ def guard(
         (unclaimed[p.old], p.new, str(p.evidence))
         for p in pair_drops([previous[i].text for i in unclaimed], added + session_texts, cosine)
     ]
+    unpaired = [i for i in dropped if i not in {p[0] for p in pairs}]
+    if named is not None and unpaired and added:
+        picked = set(named())
+        for i in (i for i in unpaired if i in picked):
+            order = cosine([previous[i].text], added)[0] if cosine is not None else [0.0] * len(added)
+            ranked = sorted(range(len(added)), key=lambda j: (-order[j], j))
+            pairs += [(i, added[j], NAMED) for j in ranked[:NAMED_PAIRS]]
     for i, new in contested:
         if i in {p[0] for p in pairs} or (i in decisions and decisions[i].action != "kept"):
             continue
@@ -129,9 +143,10 @@ def guard(
             verbatim.add(i)
         pairs.append((i, new, "named by the verifier"))
     answers = judge([(previous[i].text, new) for i, new, _ in pairs]) if pairs else []
-    asked: dict[int, tuple[str | None, str | None, tuple[bool | None, str | None]]] = {
-        i: (new, why, answer) for (i, new, why), answer in zip(pairs, answers)
-    }
+    asked: dict[int, tuple[str | None, str | None, tuple[bool | None, str | None]]] = {}
+    for (i, pair, because), said in zip(pairs, answers):  # a drop judged against several sentences: a 예 decides
+        if i not in asked or (said[0] is True and asked[i][2][0] is not True):
+            asked[i] = (pair, because, said)
     restored: list[Sentence] = []
     gone: set[str] = set()
     for i, old in enumerate(previous):  # pass 2: every drop must be justified

@@ -27,7 +27,7 @@ pass through the rewrite.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -377,7 +377,13 @@ class Steps:
 
     # -- the update: scope, rewrite, guard, verify ---------------------------------------------------
     def scope(
-        self, previous: list[Sentence], reflected: list[str], user_turns: list[str], *, ask: bool = False
+        self,
+        previous: list[Sentence],
+        reflected: list[str],
+        user_turns: list[str],
+        *,
+        ask: bool = False,
+        named: Callable[[], Collection[int]] | None = None,
     ) -> list[int] | None:
         """Indices of the previous sentences to rewrite, or None when the whole memory fits one rewrite.
 
@@ -386,7 +392,8 @@ class Steps:
         the subway), speaks to the same attribute of the user's life as a user turn or summary sentence
         (memory/updaters/relatedness.py), shares a content word with one, or is among the embedder's
         RETRIEVED_PER_QUERY nearest for one of them; in that order, then most shared words, as many as fit
-        `ceiling` (with `ask`, the update's budget: its claims too).
+        `ceiling` (with `ask`, the update's budget: its claims too). `named`: the update's own `Named`, so the
+        scope calls are made once for the scope and the guard.
         """
         texts = [s.text for s in previous]
 
@@ -395,7 +402,7 @@ class Steps:
 
         if need(texts) <= self.ceiling:
             return None
-        picked = set(self.pick(texts, reflected) or ()) if ask else set()
+        picked = set((named or Named(self, texts, reflected))()) if ask else set()
         queries = user_turns + reflected
         topic = frozenset().union(*(content_words(q) for q in queries))
         overlap = [len(content_words(t) & topic) for t in texts]
@@ -496,6 +503,7 @@ class Steps:
         previous_date: date | None,
         progress: Callable[[str], None] = lambda stage: None,
         last: Attempt | None = None,
+        named: Callable[[], Collection[int]] | None = None,
     ) -> Attempt:
         """One rewrite of `previous` with the reflected summary, guarded and verified. A retry after `last` failed
         verification is told why, and the guard puts the contradiction the verifier named to its judge."""
@@ -518,6 +526,7 @@ class Steps:
                 contested=contested(previous, last) if last is not None else [],
                 claimed=resolve(said or [], [s.text for s in previous], generated + reflected + user_turns),
                 backup=said is None,
+                named=named,
             )
             sentences, summary_kept = keep_summary(sentences, reflected)
         else:
@@ -544,7 +553,9 @@ class Steps:
         """
         user_turns = [t["text"] for t in dialogue if t["role"] == "user"]
         session_dialogue = format_dialogue(dialogue)
-        touched = self.scope(previous, reflected, user_turns, ask=self.use_guard)
+        named = Named(self, [s.text for s in previous], reflected)  # the scope calls, made when first needed
+        touched = self.scope(previous, reflected, user_turns, ask=self.use_guard, named=named)
+        part_named = named.specific if touched is None else Named.within(named, touched)
         part = previous if touched is None else [previous[i] for i in touched]
         carried = [] if touched is None else carry_over(s for i, s in enumerate(previous) if i not in set(touched))
         details: dict[str, Any] = {"attempts": []}
@@ -567,11 +578,37 @@ class Steps:
                 previous_date=previous_date,
                 progress=progress,
                 last=result,
+                named=part_named,
             )
             details["attempts"].append(result.json())
             if result.problem is None:
                 return carried + result.sentences, details
         return None, details
+
+
+class Named:
+    """The previous sentences (indices) the scope calls (`Steps.pick`) say this session may change: asked at most
+    once per update, when first needed (the scope of a large memory, or the guard meeting a drop with no claim)."""
+
+    def __init__(self, steps: Steps, previous: list[str], reflected: list[str]):
+        self.steps, self.previous, self.reflected = steps, previous, reflected
+        self._picked: set[int] | None = None
+
+    def __call__(self) -> set[int]:
+        if self._picked is None:
+            self._picked = set(self.steps.pick(self.previous, self.reflected) or ())
+        return self._picked
+
+    def specific(self) -> set[int]:
+        """What they name, when it is specific enough to be evidence against one sentence (the guard's use): a
+        scope that names more than a third of the memory (and more than two sentences) says nothing of any one."""
+        picked = self()
+        return picked if len(picked) <= max(2, len(self.previous) // 3) else set()
+
+    @staticmethod
+    def within(named: Named, part: list[int]) -> Callable[[], set[int]]:
+        """`specific`, as indices into `part` (the scoped rewrite's sentences, indices into the whole memory)."""
+        return lambda: {k for k, i in enumerate(part) if i in named.specific()}
 
 
 def contested(previous: list[Sentence], last: Attempt) -> list[tuple[int, str]]:
