@@ -103,7 +103,18 @@ def test_a_batch_retried_with_its_idempotency_key_is_stored_once(served: Any) ->
         assert again.json()["replayed"] is True and again.json()["turn_ids"] == first.json()["turn_ids"]
         other = c.post("/sessions/messages", json=turns(("user", "다른 말")), headers={"Idempotency-Key": "k-1"})
         assert other.status_code == 422 and code(other) == "idempotency_key_reused"
-    assert stored(bot, "다시보냄") == [("user", "내일 면접이야"), ("assistant", "떨리겠어요")]
+        asked = turns(("user", "면접 잘 볼 수 있을까?"))  # the answer with the prompt was lost: the retry has it too
+        first = c.post("/sessions/messages", json=asked, headers={"Idempotency-Key": "k-2"}).json()
+        again = c.post("/sessions/messages", json=asked, headers={"Idempotency-Key": "k-2"}).json()
+        assert again["replayed"] is True and again["prompt"] == first["prompt"] and again["prompt"]
+        c.post("/sessions/messages", json=turns(("assistant", "물론이죠")))
+        assert "prompt" not in c.post("/sessions/messages", json=asked, headers={"Idempotency-Key": "k-2"}).json()
+    assert stored(bot, "다시보냄") == [
+        ("user", "내일 면접이야"),
+        ("assistant", "떨리겠어요"),
+        ("user", "면접 잘 볼 수 있을까?"),
+        ("assistant", "물론이죠"),
+    ]
 
 
 def test_batches_sent_at_once_by_two_callers_of_one_user_each_stay_whole(served: Any) -> None:

@@ -17,7 +17,7 @@ from chatbot.api.context import Credentials, IdempotencyKey, api_of, presented
 from chatbot.api.errors import bad_body
 from chatbot.api.schemas import TurnsRequest
 from chatbot.api.sessions import Attempt, digest
-from chatbot.session import SKIPPED_ROLES
+from chatbot.session import SKIPPED_ROLES, ChatSession
 from models.errors import AccessError
 
 router = APIRouter(tags=["sessions"])
@@ -45,18 +45,24 @@ def store_turns(
     sent = "turns:" + json.dumps(turns, ensure_ascii=False)  # what an Idempotency-Key's retry must send again
     with api.sessions.turn(who.user_id):
         earlier = api.sessions.attempt(who.user_id, idempotency_key, sent) if idempotency_key else None
-        if earlier is not None:  # stored before: nothing stored again
-            return JSONResponse(
-                {"session_id": earlier.session_id, "turn_ids": list(earlier.turn_ids), "replayed": True},
-                status_code=200,
-            )
+        if earlier is not None:  # stored before: nothing stored again; the prompt again while its reply is due
+            replayed: dict[str, Any] = {"session_id": earlier.session_id, "turn_ids": list(earlier.turn_ids)}
+            waiting = api.sessions.awaiting(who.user_id, earlier)
+            return JSONResponse({**replayed, **(due(waiting) if waiting else {}), "replayed": True}, status_code=200)
         session, ids = api.sessions.record_turns(who.user_id, who.name, turns)
         if idempotency_key:
-            made = Attempt(digest(sent), session.session_id, None, turn_ids=tuple(ids))
+            made = Attempt(
+                digest(sent), session.session_id, ids[-1] if turns[-1][0] == "user" else None, turn_ids=tuple(ids)
+            )
             api.sessions.remember(who.user_id, idempotency_key, made)
         api.ctx.worker.touch(session)
         answer: dict[str, Any] = {"session_id": session.session_id, "turn_ids": ids, "skipped": skipped}
-        if turns and turns[-1][0] == "user":  # a reply is due: what KEEM's own chat would send its model
-            answer["prompt"] = session.prompt()
-            answer["memory"] = [{"sentence_id": h.sentence_id, "text": h.text} for h in session.last_hits]
+        if turns[-1][0] == "user":
+            answer.update(due(session))
     return JSONResponse(answer, status_code=201)
+
+
+def due(session: ChatSession) -> dict[str, Any]:
+    """A reply is due: the prompt KEEM's own chat would send its model for it, and the memory retrieved into it."""
+    prompt = session.prompt()
+    return {"prompt": prompt, "memory": [{"sentence_id": h.sentence_id, "text": h.text} for h in session.last_hits]}

@@ -145,6 +145,15 @@ class ApiSessions:
         row = next((r for r in rows if r["id"] == attempt.reply_id), None)
         return row["text"] if row is not None and not row.get("mark") else None
 
+    def awaiting(self, user_id: int, attempt: Attempt) -> ChatSession | None:
+        """The open session, when the attempt's last stored message is still the one a reply is due for (turns
+        stored for another program's own model: chatbot/api/messages.py); else None."""
+        session = self._open.get(user_id)
+        if session is None or session.ended or attempt.turn_id is None:
+            return None
+        due = session.session_id == attempt.session_id and session.replying_to == attempt.turn_id
+        return session if due and session.history and session.history[-1]["role"] == "user" else None
+
     def again(self, user_id: int, attempt: Attempt) -> ChatSession:
         """The open session, ready to answer the attempt's message again (it is stored; its reply is missing or
         cut): the cut reply stays stored marked 'replaced'. An InputError when the conversation has moved on or
