@@ -30,7 +30,8 @@ app processes' together.
 With `--front api` each user is a builder's bot on the HTTP API (docs/api.md) instead: its own bearer token (made in
 the store before the app starts, as `keem token create --user NAME` makes one), each message sent with the
 session's conversation so far as the openai client sends it, streamed (reply latency: send to the last chunk) and
-with an `Idempotency-Key` of its own (a 429 or 503 is sent again after its Retry-After, with the same key); each
+with an `Idempotency-Key` of its own (as the openai client retries, a 429 or 503 is sent again after its
+Retry-After, and a request whose connection failed before any answer after 0.5 s, with the same key); each
 session ends with `POST /v1/sessions/end` and `GET /v1/jobs/{id}` is polled until the update is done (every
 `--poll` s but at least 0.5 s: the API allows 120 requests a minute per token), then `GET /v1/memory` is read. The
 same counts (lost turns in the store, leaks in every answer, job and memory and in the final memories, errors in
@@ -504,21 +505,30 @@ class ApiUser(User):
         super().__init__(index, app, args, start)
         self.http = httpx.Client(base_url=f"{app.url}v1/", headers={"Authorization": f"Bearer {token}"}, timeout=120)
         self.processes = Counter[str]()  # X-Keem-Process of every answer through HAProxy: one process per caller
-        self.retries = 0  # answers 429 or 503, sent again after their Retry-After
+        self.retries: list[str] = []  # requests sent again (429, 503, or no answer at all): what and why
 
     @contextlib.contextmanager
     def answer(self, method: str, path: str, **options: Any) -> Iterator[httpx.Response]:
-        """The response to a request, streamed; after 429 (rate limited) or 503 (models loading) the same request
-        again (the same headers, so the same Idempotency-Key) after its Retry-After, as the openai client retries."""
+        """The response to a request, streamed. As the openai client retries (`max_retries`), the same request is
+        sent again (the same headers, so the same Idempotency-Key) after 429 (rate limited) or 503 (models loading),
+        after its Retry-After, and when the connection failed before any answer came; each retry is noted."""
+        answered = False
         for attempt in range(API_TRIES):
-            with self.http.stream(method, path, **options) as response:
-                self.processes[response.headers.get("X-Keem-Process", "app")] += 1
-                if response.status_code not in (429, 503) or attempt == API_TRIES - 1:
-                    yield response
-                    return
-                response.read()
-                self.retries += 1
-            time.sleep(float(response.headers.get("Retry-After") or 1))
+            try:
+                with self.http.stream(method, path, **options) as response:
+                    self.processes[response.headers.get("X-Keem-Process", "app")] += 1
+                    if response.status_code not in (429, 503) or attempt == API_TRIES - 1:
+                        answered = True
+                        yield response
+                        return
+                    response.read()
+                    wait, why = float(response.headers.get("Retry-After") or 1), str(response.status_code)
+            except httpx.TransportError as exc:
+                if answered or attempt == API_TRIES - 1:  # failed mid-answer: a failure, as for the openai client
+                    raise
+                wait, why = 0.5, f"{type(exc).__name__}: {exc}"
+            self.retries.append(f"{method} {path.split('/')[0]} {why}")
+            time.sleep(wait)
 
     def call(self, method: str, path: str, what: str, expect: int = 200, **options: Any) -> dict[str, Any] | None:
         """A request's JSON answer (its text is scanned for leaks), or None with a failure noted."""
@@ -765,7 +775,8 @@ def run(
         "bench_cpu_s": own_cpu,
         "load_average": os.getloadavg()[0],
         "client_failures": [f"{u.name_}: {f}" for u in users for f in u.failures][:20],
-        "api_retries": sum(u.retries for u in callers),
+        "api_retries": sum(len(u.retries) for u in callers),
+        "api_retried": dict(Counter(r for u in callers for r in u.retries).most_common(10)),
         # the api front through HAProxy: how many callers each process answered, and callers answered by several
         "api_callers_per_process": dict(sorted(Counter(p for u in callers for p in u.processes).items())),
         "api_callers_on_several_processes": sum(len(u.processes) > 1 for u in callers),
@@ -820,7 +831,7 @@ def run_processes(args: argparse.Namespace, sizes: list[int]) -> int:
             spread = ", ".join(f"{p} {k}" for p, k in r["api_callers_per_process"].items())
             print(
                 f"  api callers per process: {spread}; on several processes {r['api_callers_on_several_processes']}; "
-                f"answers sent again after 429/503 {r['api_retries']}"
+                f"requests sent again {r['api_retries']} {r['api_retried'] or ''}"
             )
         for line in r["client_failures"][:5] + r["log_problems"][:5]:
             print(f"  ! {line[:240]}")
@@ -968,7 +979,7 @@ def main() -> int:
             f"load average {r['load_average']:.1f}",
         ]
         if r["front"] == "api":
-            notes.append(f"answers sent again after 429/503 {r['api_retries']}")
+            notes.append(f"requests sent again {r['api_retries']} {r['api_retried'] or ''}")
         print(f"{r['users']} users{front_note(args, r['front'])}, workers {r['workers']}: " + "; ".join(notes))
         for line in r["client_failures"] + r["log_problems"][:5]:
             print(f"  ! {line[:240]}")
