@@ -20,22 +20,36 @@ in a row in under 1 s (its start-up work is over; reported as "settled").
     python benchmarks/load.py --users 5 --sessions 1 --turns 2 --workers 4 --json
     python benchmarks/load.py --users 20,40,80,160 --workers 4   # capacity: a 1-user row, then each size; the knee
     python benchmarks/load.py --processes 1,2 --users 40         # 1, then 2 app processes behind HAProxy
+    python benchmarks/load.py --front api --processes 1,2 --users 40   # the same users through the HTTP API
 
 With `--processes` each row is `keem serve --processes N --workers M` (N app processes without their own worker,
 `--update-processes` M `keem worker`s, HAProxy with cookie stickiness, under supervisord: docs/scaling.md), the same
 users driven through HAProxy (each user's client keeps HAProxy's cookie, as a browser does); app CPU and RSS are the
 app processes' together.
+
+With `--front api` each user is a builder's bot on the HTTP API (docs/api.md) instead: its own bearer token (made in
+the store before the app starts, as `keem token create --user NAME` makes one), each message sent with the
+session's conversation so far as the openai client sends it, streamed (reply latency: send to the last chunk) and
+with an `Idempotency-Key` of its own (as the openai client retries, a 429 or 503 is sent again after its
+Retry-After, and a request whose connection failed before any answer after 0.5 s, with the same key); each
+session ends with `POST /v1/sessions/end` and `GET /v1/jobs/{id}` is polled until the update is done (every
+`--poll` s but at least 0.5 s: the API allows 120 requests a minute per token), then `GET /v1/memory` is read. The
+same counts (lost turns in the store, leaks in every answer, job and memory and in the final memories, errors in
+the logs, CPU); login times are the page's only (the prober still logs in on the page). Through HAProxy its
+requests go to the `api` backend, which hashes the Authorization header: the rows say how many callers each app
+process answered (`X-Keem-Process`) and how many were answered by more than one. `--front page,api` runs a row of
+each.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +57,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +68,7 @@ sys.path.insert(0, str(ROOT))
 
 from models.fake import section, stage_of  # noqa: E402
 from tests.fake_openai import FakeOpenAIServer  # noqa: E402
+from tests.procs import free_block  # noqa: E402
 
 TOPICS = [
     "부산으로 이사한",
@@ -112,18 +128,12 @@ def rows(store: Any, sql: str, params: list[Any] | None = None) -> list[tuple[An
     return [tuple(r.values()) for r in store.rows(sql, params or [])]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # -- the app, in its own process --------------------------------------------------------------------
 class App:
     """`python app.py` on a free port with an openai: model at the loopback server; its log goes to a file."""
 
     def __init__(self, db: Path, log: Path, model_url: str, workers: int, embedder: str):
-        self.port = free_port()
+        self.port = free_block(1)
         self.url = f"http://127.0.0.1:{self.port}/"
         env = {
             **os.environ,
@@ -236,7 +246,9 @@ class Cluster(App):
     supervisord; `url` is HAProxy's."""
 
     def __init__(self, db: Path, log: Path, model_url: str, workers: int, embedder: str, processes: int, updaters: int):
-        self.port, self.processes = free_port(), processes
+        # HAProxy's port and the next `processes` (the apps'), below the ephemeral range: the users' connections
+        # took one of them between a check and keem serve's bind
+        self.port, self.processes = free_block(processes + 1), processes
         self.url = f"http://127.0.0.1:{self.port}/"
         self.run_dir = log.parent / f"run-{log.stem}"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KEEM_", "OPENAI_", "SPACE", "OAUTH_"))}
@@ -383,11 +395,18 @@ class Client:
 
 
 # -- the users --------------------------------------------------------------------------------------
+def user_name(index: int) -> str:
+    return f"user{index:02d}"
+
+
 class User(threading.Thread):
+    """A user on the page: logs in, sends, reads the streamed reply, ends each session and polls as the page's timer
+    does until the update is done (see ApiUser for the same user through the HTTP API)."""
+
     def __init__(self, index: int, app: App, args: argparse.Namespace, start: threading.Barrier):
-        super().__init__(name=f"user{index:02d}", daemon=True)
+        super().__init__(name=user_name(index), daemon=True)
         self.index, self.app, self.args, self.start_line = index, app, args, start
-        self.name_ = f"user{index:02d}"
+        self.name_ = user_name(index)
         self.mark = marker(index)
         self.login_s: float | None = None
         self.reply_s: list[float] = []
@@ -404,6 +423,13 @@ class User(threading.Thread):
             self.failures.append(f"{what}: {result.text[-300:]}")
         return result
 
+    def says(self, session: int, turn: int) -> str:
+        """The user's message in a session's turn: their marker, then a topic of theirs."""
+        return (
+            f"{self.mark} {session + 1}번째 대화 {turn + 1}번째 이야기: 나 요즘 "
+            f"{TOPICS[(self.index + session * 3 + turn) % len(TOPICS)]} 일로 정신이 없어."
+        )
+
     def run(self) -> None:
         client = Client(self.app)
         try:
@@ -418,10 +444,7 @@ class User(threading.Thread):
                 if s:
                     self.look(client.event("new_session", [None]), "new session")
                 for t in range(self.args.turns):
-                    text = (
-                        f"{self.mark} {s + 1}번째 대화 {t + 1}번째 이야기: 나 요즘 "
-                        f"{TOPICS[(self.index + s * 3 + t) % len(TOPICS)]} 일로 정신이 없어."
-                    )
+                    text = self.says(s, t)
                     started = time.perf_counter()
                     sent = self.look(client.event("send", [text, None]), "send")
                     if sent.ok and sent.data and sent.data[0] == "":  # accepted: the box was cleared
@@ -453,6 +476,131 @@ class User(threading.Thread):
             self.failures.append(f"{type(exc).__name__}: {exc}")
         finally:
             client.close()
+
+
+API_POLL_S = 0.5  # the API's shortest job poll: 120 requests a minute per token (chatbot/api/app.py RATE_PER_MIN)
+API_TRIES = 5
+
+
+def api_tokens(db: Path, count: int) -> list[str]:
+    """A bearer token for each of `count` users, made in the store before the app starts, as `keem token create
+    --user NAME` makes one against the same database."""
+    from chatbot.bot import Chatbot
+    from memory.backup import open_store
+
+    store = open_store(str(db))
+    try:
+        return [store.tokens.create(store.users.get_or_create(Chatbot.user_key(user_name(i))))[1] for i in range(count)]
+    finally:
+        store.close()
+
+
+class ApiUser(User):
+    """The same user through the HTTP API, as a builder's bot using the openai client drives it: its own bearer
+    token, each message sent with the session's conversation so far, streamed (SSE; the reply time is send to the
+    last chunk) and with an Idempotency-Key of its own; `POST /v1/sessions/end` after each session, then
+    `GET /v1/jobs/{id}` until the update is done and `GET /v1/memory` (the memory panel's counterpart)."""
+
+    def __init__(self, index: int, app: App, args: argparse.Namespace, start: threading.Barrier, token: str):
+        super().__init__(index, app, args, start)
+        self.http = httpx.Client(base_url=f"{app.url}v1/", headers={"Authorization": f"Bearer {token}"}, timeout=120)
+        self.processes = Counter[str]()  # X-Keem-Process of every answer through HAProxy: one process per caller
+        self.retries: list[str] = []  # requests sent again (429, 503, or no answer at all): what and why
+
+    @contextlib.contextmanager
+    def answer(self, method: str, path: str, **options: Any) -> Iterator[httpx.Response]:
+        """The response to a request, streamed. As the openai client retries (`max_retries`), the same request is
+        sent again (the same headers, so the same Idempotency-Key) after 429 (rate limited) or 503 (models loading),
+        after its Retry-After, and when the connection failed before any answer came; each retry is noted."""
+        answered = False
+        for attempt in range(API_TRIES):
+            try:
+                with self.http.stream(method, path, **options) as response:
+                    self.processes[response.headers.get("X-Keem-Process", "app")] += 1
+                    if response.status_code not in (429, 503) or attempt == API_TRIES - 1:
+                        answered = True
+                        yield response
+                        return
+                    response.read()
+                    wait, why = float(response.headers.get("Retry-After") or 1), str(response.status_code)
+            except httpx.TransportError as exc:
+                if answered or attempt == API_TRIES - 1:  # failed mid-answer: a failure, as for the openai client
+                    raise
+                wait, why = 0.5, f"{type(exc).__name__}: {exc}"
+            self.retries.append(f"{method} {path.split('/')[0]} {why}")
+            time.sleep(wait)
+
+    def call(self, method: str, path: str, what: str, expect: int = 200, **options: Any) -> dict[str, Any] | None:
+        """A request's JSON answer (its text is scanned for leaks), or None with a failure noted."""
+        with self.answer(method, path, **options) as response:
+            response.read()
+        self.seen.append(response.text)
+        if response.status_code != expect:
+            self.failures.append(f"{what}: {response.status_code} {response.text[-300:]}")
+            return None
+        body: dict[str, Any] = response.json()
+        return body
+
+    def chat(self, conversation: list[dict[str, str]]) -> str | None:
+        """The streamed reply to the conversation's last message (None: refused); every event is kept for the leak
+        check."""
+        body = {"model": "keem", "stream": True, "messages": conversation}
+        with self.answer("POST", "chat/completions", json=body, headers={"Idempotency-Key": str(uuid.uuid4())}) as r:
+            if r.status_code != 200:
+                r.read()
+                self.seen.append(r.text)
+                self.failures.append(f"chat: {r.status_code} {r.text[-300:]}")
+                return None
+            events, pieces = [], []
+            for line in r.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                events.append(line[5:].strip())
+                if events[-1] == "[DONE]":
+                    break
+                event = json.loads(events[-1])
+                if "error" in event:
+                    self.failures.append(f"chat stream: {events[-1][-300:]}")
+                pieces += [c["delta"].get("content") or "" for c in event.get("choices", [])]
+                self.frames += 1
+        self.seen.append("\n".join(events))
+        return "".join(pieces)
+
+    def run(self) -> None:
+        try:
+            self.start_line.wait()
+            for s in range(self.args.sessions):
+                conversation: list[dict[str, str]] = []  # as an openai client keeps it: resent whole every time
+                for t in range(self.args.turns):
+                    text = self.says(s, t)
+                    conversation.append({"role": "user", "content": text})
+                    started = time.perf_counter()
+                    said = self.chat(conversation)
+                    self.reply_s.append(time.perf_counter() - started)
+                    if said is not None:  # 200: the message was stored before the reply
+                        self.sent.append(text)
+                        conversation.append({"role": "assistant", "content": said})
+                started = time.perf_counter()
+                ended = self.call("POST", "sessions/end", f"end session {s + 1}", expect=202)
+                self.end_s.append(time.perf_counter() - started)
+                if ended is None:
+                    continue
+                while True:
+                    job = self.call("GET", f"jobs/{ended['job_id']}", "job")
+                    if job is None or job["status"] in ("done", "failed"):
+                        self.update_s.append(time.perf_counter() - started)
+                        if job is not None and job["status"] == "failed":
+                            self.failures.append(f"update {s + 1}: {job['error']}")
+                        self.call("GET", "memory", "memory")
+                        break
+                    if time.perf_counter() - started > 600:
+                        self.failures.append(f"update {s + 1}: not done after 600 s")
+                        break
+                    time.sleep(max(self.args.poll, API_POLL_S))
+        except Exception as exc:
+            self.failures.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            self.http.close()
 
 
 class Prober(threading.Thread):
@@ -535,9 +683,11 @@ def check_database(db: Path, users: list[User]) -> dict[str, int]:
 def run(
     workers: int, args: argparse.Namespace, server: FakeOpenAIServer, tmp: Path, processes: int | None = None
 ) -> dict[str, Any]:
-    """One row: a fresh store and a fresh app (`python app.py`), or with `processes` a fresh `keem serve` cluster."""
-    tag = f"w{workers}" if processes is None else f"p{processes}w{workers}"
+    """One row: a fresh store and a fresh app (`python app.py`), or with `processes` a fresh `keem serve` cluster;
+    the users on the page, or with `args.front` "api" through the HTTP API (their tokens made before the app starts)."""
+    tag = (f"w{workers}" if processes is None else f"p{processes}w{workers}") + ("-api" if args.front == "api" else "")
     db, log = tmp / f"keem-{tag}.db", tmp / f"app-{tag}.log"
+    tokens = api_tokens(db, args.users) if args.front == "api" else []
     app = (
         App(db, log, server.url, workers, args.embedder)
         if processes is None
@@ -549,7 +699,9 @@ def run(
         calls_before = len(server.requests)
         app_cpu, own_cpu = app.cpu_s(), resource.getrusage(resource.RUSAGE_SELF)
         gate = threading.Barrier(args.users)
-        users = [User(i, app, args, gate) for i in range(args.users)]
+        users = [ApiUser(i, app, args, gate, t) for i, t in enumerate(tokens)] or [
+            User(i, app, args, gate) for i in range(args.users)
+        ]
         prober = Prober(app, args.probe_every)
         started = time.perf_counter()
         for user in users:
@@ -584,7 +736,9 @@ def run(
     replies = [x for u in users for x in u.reply_s]
     updates = [x for u in users for x in u.update_s]
     ends = [x for u in users for x in u.end_s]
+    callers = [u for u in users if isinstance(u, ApiUser)]
     return {
+        "front": args.front,
         "processes": processes,
         "workers": workers,
         "users": args.users,
@@ -621,6 +775,11 @@ def run(
         "bench_cpu_s": own_cpu,
         "load_average": os.getloadavg()[0],
         "client_failures": [f"{u.name_}: {f}" for u in users for f in u.failures][:20],
+        "api_retries": sum(len(u.retries) for u in callers),
+        "api_retried": dict(Counter(r for u in callers for r in u.retries).most_common(10)),
+        # the api front through HAProxy: how many callers each process answered, and callers answered by several
+        "api_callers_per_process": dict(sorted(Counter(p for u in callers for p in u.processes).items())),
+        "api_callers_on_several_processes": sum(len(u.processes) > 1 for u in callers),
         "log_problems": problems[:20],
         "log_problem_count": len(problems),
     }
@@ -632,12 +791,16 @@ def run_processes(args: argparse.Namespace, sizes: list[int]) -> int:
     results = []
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer(reply=reply, latency_s=args.latency) as server:
         for n in sizes:
-            for processes in counts:
-                here = Path(tmp) / f"u{n}"
-                here.mkdir(exist_ok=True)
-                row_args = argparse.Namespace(**{**vars(args), "users": n})
-                results.append(run(args.workers[0], row_args, server, here, processes))
-                print(f"{n} users, {processes} app processes: done in {results[-1]['wall_s']:.1f} s", file=sys.stderr)
+            for front in fronts(args):
+                for processes in counts:
+                    here = Path(tmp) / f"u{n}"
+                    here.mkdir(exist_ok=True)
+                    row_args = argparse.Namespace(**{**vars(args), "users": n, "front": front})
+                    results.append(run(args.workers[0], row_args, server, here, processes))
+                    print(
+                        f"{n} users ({front}), {processes} app processes: done in {results[-1]['wall_s']:.1f} s",
+                        file=sys.stderr,
+                    )
     if args.keep_logs:
         Path(args.keep_logs).mkdir(parents=True, exist_ok=True)
         (Path(args.keep_logs) / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
@@ -645,34 +808,72 @@ def run_processes(args: argparse.Namespace, sizes: list[int]) -> int:
         print(json.dumps(results, indent=2, ensure_ascii=False))
         return 0
     print(
-        f"{args.sessions} sessions x {args.turns} turns a user, through HAProxy (keem serve) with "
+        f"{args.sessions} sessions x {args.turns} turns a user ({', '.join(fronts(args))}), through HAProxy "
+        "(keem serve) with "
         f"{args.update_processes} update worker process(es), openai: model at a loopback server "
         f"({args.latency * 1000:.0f} ms a call), embedder {args.embedder}, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.1f}"
     )
     print(
-        f"{'processes':>9} {'users':>5} {'sent':>5} {'stored':>6} {'lost':>4} {'leaks':>5} {'reply_p50_s':>11} "
-        f"{'reply_p95_s':>11} {'update_wait_p95_s':>17} {'wall_s':>7} {'app_cores':>9} {'problems':>8}"
+        f"{front_head(args)}{'processes':>9} {'users':>5} {'sent':>5} {'stored':>6} {'lost':>4} {'leaks':>5} "
+        f"{'reply_p50_s':>11} {'reply_p95_s':>11} {'update_wait_p95_s':>17} {'wall_s':>7} {'app_cores':>9} "
+        f"{'problems':>8}"
     )
     for r in results:
         print(
-            f"{r['processes']:>9} {r['users']:>5} {r['turns_sent']:>5} {r['turns_stored']:>6} {r['lost_turns']:>4} "
+            f"{front_cell(args, r)}{r['processes']:>9} {r['users']:>5} {r['turns_sent']:>5} {r['turns_stored']:>6} "
+            f"{r['lost_turns']:>4} "
             f"{r['leaks']:>5} {r['reply_p50_s']:>11.2f} {r['reply_p95_s']:>11.2f} {r['update_wait_p95_s']:>17.2f} "
             f"{r['wall_s']:>7.1f} {r['app_cpu_s'] / r['wall_s']:>9.2f} "
             f"{len(r['client_failures']) + r['log_problem_count']:>8}"
         )
+        if r["front"] == "api":
+            spread = ", ".join(f"{p} {k}" for p, k in r["api_callers_per_process"].items())
+            print(
+                f"  api callers per process: {spread}; on several processes {r['api_callers_on_several_processes']}; "
+                f"requests sent again {r['api_retries']} {r['api_retried'] or ''}"
+            )
         for line in r["client_failures"][:5] + r["log_problems"][:5]:
             print(f"  ! {line[:240]}")
     for n in sizes:
-        rows_n = [r for r in results if r["users"] == n]
-        one = next((r for r in rows_n if r["processes"] == 1), None)
-        for r in rows_n:
-            if one is not None and r is not one:
+        for front in fronts(args):
+            rows_n = [r for r in results if r["users"] == n and r["front"] == front]
+            one = next((r for r in rows_n if r["processes"] == 1), None)
+            for r in rows_n:
+                if one is not None and r is not one:
+                    print(
+                        f"{n} users{front_note(args, front)}: reply p95 with {r['processes']} processes / 1 process: "
+                        f"{r['reply_p95_s'] / one['reply_p95_s']:.2f}"
+                    )
+        for processes in counts if len(fronts(args)) > 1 else []:
+            page, api = (
+                next((r for r in results if (r["users"], r["front"], r["processes"]) == (n, f, processes)), None)
+                for f in ("page", "api")
+            )
+            if page is not None and api is not None:
                 print(
-                    f"{n} users: reply p95 with {r['processes']} processes / 1 process: "
-                    f"{r['reply_p95_s'] / one['reply_p95_s']:.2f}"
+                    f"{n} users, {processes} processes: reply p95 api / page: "
+                    f"{api['reply_p95_s'] / page['reply_p95_s']:.2f}"
                 )
     return 0
+
+
+def fronts(args: argparse.Namespace) -> list[str]:
+    """`--front page,api`: the front ends to drive, each its own row."""
+    return [f.strip() for f in str(args.front).split(",") if f.strip()]
+
+
+def front_head(args: argparse.Namespace) -> str:
+    """The tables' front column, shown only when a run drives the API (the page-only tables stay as they were)."""
+    return f"{'front':>5} " if fronts(args) != ["page"] else ""
+
+
+def front_cell(args: argparse.Namespace, row: dict[str, Any]) -> str:
+    return f"{row['front']:>5} " if fronts(args) != ["page"] else ""
+
+
+def front_note(args: argparse.Namespace, front: str) -> str:
+    return f" ({front})" if fronts(args) != ["page"] else ""
 
 
 def main() -> int:
@@ -693,12 +894,26 @@ def main() -> int:
         "with --update-processes workers; --workers then sets KEEM_UPDATE_WORKERS (its first value)",
     )
     parser.add_argument("--update-processes", type=int, default=1, help="`keem worker` processes per row (default 1)")
+    parser.add_argument(
+        "--front",
+        default="page",
+        help="how the users talk to the app: page (the page's Gradio protocol, the default), api (the HTTP API under "
+        "/v1/ with a bearer token each, streamed chat, POST /v1/sessions/end, GET /v1/jobs/{id}), or page,api for a "
+        "row of each",
+    )
     parser.add_argument("--embedder", default="ngram", help="embedder spec for the app (default ngram: cheap)")
-    parser.add_argument("--poll", type=float, default=0.25, help="seconds between a user's update polls")
+    parser.add_argument(
+        "--poll",
+        type=float,
+        default=0.25,
+        help=f"seconds between a user's update polls (the api front: at least {API_POLL_S}, the API's rate limit)",
+    )
     parser.add_argument("--probe-every", type=float, default=1.0, help="seconds between probe logins")
     parser.add_argument("--keep-logs", metavar="DIR", help="copy the app's logs, and the results as JSON, into DIR")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     args = parser.parse_args()
+    if not fronts(args) or set(fronts(args)) - {"page", "api"}:
+        parser.error("--front: page, api or page,api")
     sizes = [int(n) for n in str(args.users).split(",") if n.strip()]
     if len(sizes) > 1 and 1 not in sizes:
         sizes.insert(0, 1)  # the single-user figure the knee is measured against
@@ -707,32 +922,38 @@ def main() -> int:
         return run_processes(args, sizes)
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer(reply=reply, latency_s=args.latency) as server:
         for n in sizes:
-            row_args = argparse.Namespace(**{**vars(args), "users": n})
-            for workers in args.workers:
-                here = Path(tmp) / f"u{n}"
-                here.mkdir(exist_ok=True)
-                results.append(run(workers, row_args, server, here))
-                print(f"{n} users, workers {workers}: done in {results[-1]['wall_s']:.1f} s", file=sys.stderr)
+            for front in fronts(args):
+                row_args = argparse.Namespace(**{**vars(args), "users": n, "front": front})
+                for workers in args.workers:
+                    here = Path(tmp) / f"u{n}"
+                    here.mkdir(exist_ok=True)
+                    results.append(run(workers, row_args, server, here))
+                    print(
+                        f"{n} users{front_note(args, front)}, workers {workers}: done in {results[-1]['wall_s']:.1f} s",
+                        file=sys.stderr,
+                    )
     if args.keep_logs:
         (Path(args.keep_logs) / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
     if args.json:
         print(json.dumps(results, indent=2, ensure_ascii=False))
         return 0
     print(
-        f"{args.users} users x {args.sessions} sessions x {args.turns} turns, real app (python app.py) over HTTP, "
+        f"{args.users} users x {args.sessions} sessions x {args.turns} turns, real app (python app.py) over HTTP"
+        f"{front_note(args, args.front)}, "
         f"openai: model at a loopback server ({args.latency * 1000:.0f} ms a call), embedder {args.embedder}, "
         f"load average {os.getloadavg()[0]:.1f}"
     )
     head = (
-        f"{'users':>5} {'workers':>7} {'sent':>5} {'stored':>6} {'lost':>4} {'leaks':>5} {'login p50/p95':>14} "
+        f"{front_head(args)}{'users':>5} {'workers':>7} {'sent':>5} {'stored':>6} {'lost':>4} {'leaks':>5} "
+        f"{'login p50/p95':>14} "
         f"{'probe login p50/p95':>20} {'reply p50/p95':>14} {'update wait p50/p95':>20} {'wall':>7} "
         f"{'app CPU':>11} {'app RSS peak':>12}"
     )
     print(head)
     for r in results:
         print(
-            f"{r['users']:>5} {r['workers']:>7} {r['turns_sent']:>5} {r['turns_stored']:>6} {r['lost_turns']:>4} "
-            f"{r['leaks']:>5} "
+            f"{front_cell(args, r)}{r['users']:>5} {r['workers']:>7} {r['turns_sent']:>5} {r['turns_stored']:>6} "
+            f"{r['lost_turns']:>4} {r['leaks']:>5} "
             f"{r['login_p50_s']:>6.2f}/{r['login_p95_s']:<6.2f}s "
             f"{r['probe_login_p50_s']:>9.2f}/{r['probe_login_p95_s']:<6.2f}s "
             f"{r['reply_p50_s']:>6.2f}/{r['reply_p95_s']:<6.2f}s "
@@ -757,31 +978,36 @@ def main() -> int:
             f"on {os.cpu_count()} cores), "
             f"load average {r['load_average']:.1f}",
         ]
-        print(f"{r['users']} users, workers {r['workers']}: " + "; ".join(notes))
+        if r["front"] == "api":
+            notes.append(f"requests sent again {r['api_retries']} {r['api_retried'] or ''}")
+        print(f"{r['users']} users{front_note(args, r['front'])}, workers {r['workers']}: " + "; ".join(notes))
         for line in r["client_failures"] + r["log_problems"][:5]:
             print(f"  ! {line[:240]}")
-    for workers in args.workers:
-        rows = [r for r in results if r["workers"] == workers]
-        single = next((r for r in rows if r["users"] == 1), None)
-        if single is None or len(rows) < 2:
-            continue
-        knee = next((r for r in rows if r["reply_p95_s"] > 2 * single["reply_p95_s"]), None)
-        print(
-            f"workers {workers}: single-user reply p95 {single['reply_p95_s']:.2f} s; knee "
-            + (
-                f"at {knee['users']} users (reply p95 {knee['reply_p95_s']:.2f} s)"
-                if knee
-                else f"not reached up to {rows[-1]['users']} users"
-            )
-        )
-    if len(args.workers) > 1 and len(sizes) == 1:
-        one = next((r for r in results if r["workers"] == 1), results[0])
-        for r in results:
-            if r is not one:
-                print(
-                    f"update wait p95, {r['workers']} workers / 1 worker: "
-                    f"{r['update_wait_p95_s'] / one['update_wait_p95_s']:.2f}"
+    for front in fronts(args):
+        for workers in args.workers:
+            rows = [r for r in results if r["workers"] == workers and r["front"] == front]
+            single = next((r for r in rows if r["users"] == 1), None)
+            if single is None or len(rows) < 2:
+                continue
+            knee = next((r for r in rows if r["reply_p95_s"] > 2 * single["reply_p95_s"]), None)
+            print(
+                f"workers {workers}{front_note(args, front)}: single-user reply p95 {single['reply_p95_s']:.2f} s; "
+                "knee "
+                + (
+                    f"at {knee['users']} users (reply p95 {knee['reply_p95_s']:.2f} s)"
+                    if knee
+                    else f"not reached up to {rows[-1]['users']} users"
                 )
+            )
+        if len(args.workers) > 1 and len(sizes) == 1:
+            rows = [r for r in results if r["front"] == front]
+            one = next((r for r in rows if r["workers"] == 1), rows[0])
+            for r in rows:
+                if r is not one:
+                    print(
+                        f"update wait p95{front_note(args, front)}, {r['workers']} workers / 1 worker: "
+                        f"{r['update_wait_p95_s'] / one['update_wait_p95_s']:.2f}"
+                    )
     return 0
 
 

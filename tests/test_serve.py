@@ -35,7 +35,7 @@ def test_write_only_writes_a_config_haproxy_accepts_with_cookie_stickiness_and_n
     assert "use_backend api if { path_beg /v1/ }" in haproxy and "balance hash" in api and "cookie" not in api
     for i, port in enumerate((9001, 9002, 9003), 1):
         assert f"server app{i} 127.0.0.1:{port} cookie app{i}" in haproxy
-        assert f"server app{i} 127.0.0.1:{port} check" in api
+        assert f"server app{i} 127.0.0.1:{port} check inter 2s weight 256" in api  # an even hash ring
         assert f"[program:app{i}]" in supervisord and f"--port {port}" in supervisord
     assert "[program:worker2]" in supervisord and "[program:worker3]" not in supervisord
     assert supervisord.count('KEEM_WORKER="off"') == 3 and "[program:haproxy]" in supervisord
