@@ -90,6 +90,10 @@ def test_two_processes_one_memory_a_killed_worker_is_taken_over_and_a_forget_is_
                 assert set(served.values()) == {"app1", "app2"}  # an app's users spread over the processes
                 r = c.post("/chat/completions", json={"messages": [{"role": "user", "content": "안녕"}], "user": "u7"})
                 assert r.status_code == 200 and r.headers["X-Keem-Process"] == served["u7"]
+                for u in USERS:  # turns of a bot's own model: each user's on that user's process, with its conversation
+                    said = {"messages": [{"role": "user", "content": "내 모델과 얘기했어"}], "user": u}
+                    r = c.post("/sessions/messages", json=said)
+                    assert r.status_code == 201 and r.headers["X-Keem-Process"] == served[u], (u, r.text)
 
 
 def api_client(url: str, token: str) -> httpx.Client:
