@@ -1,33 +1,49 @@
-"""benchmarks/load.py's API front end (`--front api`) in a small run: a few API callers, each with its own token,
-stream their messages, end their session and poll its job; every message is in the store once the app has
-stopped, no answer or memory holds another user's marker, and no log has an error."""
+"""benchmarks/load.py's API callers (`--front api`) against the app's API served in this process: each caller, with
+its own token, streams its messages (an Idempotency-Key each), ends its session and polls its job; every message is
+stored, every job done, and no answer holds another caller's marker. (The app's own process and `keem serve` are
+the e2e tests' part.)"""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import argparse
+import importlib.util
+import threading
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
-import pytest
+from tests.api_world import serve_api, token_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow
-def test_load_front_api_small_run_loses_nothing_and_leaks_nothing() -> None:
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "load.py"), "--front", "api", "--users", "3", "--sessions", "1"]
-        + ["--turns", "2", "--workers", "2", "--latency", "0.05", "--json"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    [row] = json.loads(out.stdout)
-    assert row["front"] == "api" and row["client_failures"] == [] and row["log_problems"] == []
-    assert row["turns_sent"] == row["turns_stored"] == row["replies_stored"] == 6
-    assert row["lost_turns"] == 0 and row["leaks"] == 0 and row["frame_leaks"] == 0
-    assert row["jobs_done"] == row["updates_seen"] == 3 and row["jobs_not_done"] == 0
-    assert row["own_sentences_in_memory"] >= 3  # each caller's update wrote what they said into their memory
+def load_bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("load_bench", ROOT / "benchmarks" / "load.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_api_callers_send_stream_end_and_poll_and_lose_nothing(tmp_path: Path) -> None:
+    load = load_bench()
+    args = argparse.Namespace(sessions=1, turns=2, poll=0.05)
+    with serve_api(tmp_path / "data") as (base, _, bot, _):
+        app: Any = argparse.Namespace(url=base.removesuffix("v1"))
+        start = threading.Barrier(3)
+        callers = [load.ApiUser(i, app, args, start, token_for(bot, load.user_name(i))) for i in range(3)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join(60)
+        for caller in callers:
+            assert caller.failures == [] and len(caller.sent) == 2 and len(caller.update_s) == 1, caller.failures
+            others = [load.marker(c.index) for c in callers if c is not caller]
+            assert not any(m in text for text in caller.seen for m in others)  # nothing of another caller
+            user_id = bot.store.users.find(load.user_name(caller.index))
+            said = [
+                r["text"]
+                for r in bot.store.rows("select text from turns where user_id = ? and role = 'user'", [user_id])
+            ]
+            assert said == caller.sent  # each message stored once, in order
+            assert caller.frames > 0 and caller.retries == []

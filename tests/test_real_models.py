@@ -203,6 +203,7 @@ def test_the_guard_holds_with_every_embedder_we_ship(embedder):
             "update": written,
             "verify": "통과",
             "guard": "예",
+            "scope": "번호: 1, 2, 3, 4, 5, 6",  # names everything: no evidence against any one fact
             "emotions": "없음",
         }[stage_of(msgs[-1]["content"])]
     )
