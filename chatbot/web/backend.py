@@ -79,7 +79,10 @@ class Backend:
         if self.error is not None:
             raise ModelUnavailableError(f"the models could not be loaded: {self.error}", code="models_failed")
         if not self.done.is_set() or self.bot is None or self.worker is None:
-            raise ModelUnavailableError(LOADING, code="models_loading")
+            raise ModelUnavailableError(
+                "the models are still loading (a minute or two after the start); try again shortly",
+                code="models_loading",
+            )
         return self.bot, self.worker
 
     def banner(self) -> str:
