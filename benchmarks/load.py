@@ -33,7 +33,7 @@ session's conversation so far as the openai client sends it, streamed (reply lat
 with an `Idempotency-Key` of its own (as the openai client retries, a 429 or 503 is sent again after its
 Retry-After, and a request whose connection failed before any answer after 0.5 s, with the same key); each
 session ends with `POST /v1/sessions/end` and `GET /v1/jobs/{id}` is polled until the update is done (every
-`--poll` s but at least 0.5 s: the API allows 120 requests a minute per token), then `GET /v1/memory` is read. The
+`--poll` s but at least 0.5 s: the API allows 120 requests a minute per user), then `GET /v1/memory` is read. The
 same counts (lost turns in the store, leaks in every answer, job and memory and in the final memories, errors in
 the logs, CPU); login times are the page's only (the prober still logs in on the page). Through HAProxy its
 requests go to the `api` backend, which hashes the Authorization header: the rows say how many callers each app
@@ -478,7 +478,7 @@ class User(threading.Thread):
             client.close()
 
 
-API_POLL_S = 0.5  # the API's shortest job poll: 120 requests a minute per token (chatbot/api/app.py RATE_PER_MIN)
+API_POLL_S = 0.5  # the API's shortest job poll: 120 requests a minute per user (KEEM_API_RATE)
 API_TRIES = 5
 
 

@@ -16,8 +16,10 @@ from models.base import ChatModel, GenerationOptions, Message
 from models.errors import InputError
 
 START = "(대화 시작)"  # the user turn an opening answers in prompts: chat templates that want a user turn first
-SKIPPED_ROLES = ("system", "developer", "tool", "function")  # in a conversation held elsewhere: a prompt's parts,
-# not what the user and the bot said (ChatSession.record_turns takes the rest)
+# In a conversation held elsewhere: the turns ChatSession.record_turns stores, and the roles of a prompt's parts,
+# not what the user and the bot said, which its callers skip
+TURN_ROLES = ("user", "assistant")
+SKIPPED_ROLES = ("system", "developer", "tool", "function")
 BALANCED = "balanced"  # KEEM_STRATEGY for user trials: strategies assigned per user, balanced, kept across sessions
 
 USER_NAME = re.compile(r"^[\w][\w .@-]{0,63}$")
@@ -141,7 +143,7 @@ class ChatSession:
             raise InputError("this session has ended; start a new one")
         checked = []
         for index, (role, text) in enumerate(turns):
-            if role not in ("user", "assistant"):
+            if role not in TURN_ROLES:
                 raise InputError(
                     f"messages[{index}]: role {role!r} is not a turn to store; send 'user' and 'assistant' turns",
                     code="bad_body",

@@ -1,6 +1,6 @@
 """Who a request acts for: its bearer token (memory/store/tokens.py), which names a user, or an app token with the
-user the request names; a rate limit per token; in a user trial only participants the plan lets use the API and who
-agreed to its consent text. A token never appears in a message or a log line."""
+user the request names; a rate limit per user (an app token: per user it names); in a user trial only participants
+the plan lets use the API and who agreed to its consent text. A token never appears in a message or a log line."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from chatbot.bot import Chatbot, load_bot
 from chatbot.opening import open_session
-from chatbot.session import SKIPPED_ROLES, ChatSession, check_user_name, clean_message
+from chatbot.session import SKIPPED_ROLES, TURN_ROLES, ChatSession, check_user_name, clean_message
 from chatbot.settings import Settings
 from memory.backup import snapshot_if_configured
 from memory.store import Version
@@ -48,9 +48,6 @@ def read_script(path: Path, max_chars: int) -> list[str]:
     if not messages:
         raise InputError(f"{path} has no messages; put one user message per line")
     return messages
-
-
-TURN_ROLES = ("user", "assistant")
 
 
 def read_transcript(path: Path, max_chars: int) -> list[tuple[str, str]]:

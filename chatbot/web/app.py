@@ -94,7 +94,7 @@ def build_app(
     (a user trial) strategies are hidden and sessions spaced; `trial` makes the study's part of the page (consent
     first, the questionnaire after each session, the organiser's view: chatbot/trials/web.py `trial_page`).
     `reply_slots`: replies streaming at once, all users together (Settings.reply_slots; default: the bot's, when it
-    is already loaded, else 4). `api_rate`: the HTTP API's requests a minute per token (chatbot/api, served with
+    is already loaded, else 4). `api_rate`: the HTTP API's requests a minute per user (chatbot/api, served with
     the page by launch_options).
     """
     ui = ChatUI(bot, worker, browser_identity=browser_identity, study=study)

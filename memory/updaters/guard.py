@@ -132,9 +132,10 @@ def guard(
     unpaired = [i for i in dropped if i not in {p[0] for p in pairs}]
     if named is not None and unpaired and added:
         picked = set(named())
-        for i in (i for i in unpaired if i in picked):
-            order = cosine([previous[i].text], added)[0] if cosine is not None else [0.0] * len(added)
-            ranked = sorted(range(len(added)), key=lambda j: (-order[j], j))
+        chosen = [i for i in unpaired if i in picked]
+        near = cosine([previous[i].text for i in chosen], added) if cosine is not None and chosen else None
+        for row, i in enumerate(chosen):  # one embedder call for all of them
+            ranked = sorted(range(len(added)), key=lambda j: (-near[row][j] if near is not None else 0.0, j))
             pairs += [(i, added[j], NAMED) for j in ranked[:NAMED_PAIRS]]
     for i, new in contested:
         if i in {p[0] for p in pairs} or (i in decisions and decisions[i].action != "kept"):
