@@ -736,13 +736,14 @@ class Oracle:
         if stage == "verify":
             clash = self.contradiction(section(prompt, "\n새 기억:", "답:"))
             return f"실패: '{clash[0]}'와 '{clash[1]}'는 서로 모순됩니다." if clash else "통과"
-        if stage == "guard":  # "N. A: <old> / B: <new>": does B end A?
+        if stage in ("guard", "guard_both"):  # "N. A: <old> / B: <new>": does B end A? (guard_both: can both hold?)
             answers = []
             for n, line in enumerate(section(prompt, "\n질문:", "답:"), 1):
                 old, _, new = line.partition(". A: ")[2].partition(" / B: ")
                 a, b = self.by_text.get(old), self.by_text.get(new) or self.by_turn.get(new)
                 ends = a is not None and b is not None and a.chain is not None and a.chain == b.chain
-                answers.append(f"{n}: {'예' if ends and b.state > a.state else '아니오'}")  # type: ignore[union-attr]
+                ended = ends and b.state > a.state  # type: ignore[union-attr]
+                answers.append(f"{n}: {'예' if ended != (stage == 'guard_both') else '아니오'}")
             return "\n".join(answers)
         if stage == "scope":  # a large memory: the numbered sentences the summary changes
             memory = [re.sub(r"^\d+\.\s*", "", line) for line in section(prompt, "\n기억:", "이번 요약:")]

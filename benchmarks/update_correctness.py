@@ -16,11 +16,18 @@ a trip taken: kept as past), 42 unrelated facts and 5 new ones. Settings:
 - huge: one update per change, the old fact in the second half of 200 unrelated ones (the 42, then 158 generated
   about the user's relatives: "사용자의 이모는 강릉에서 토끼를 기른다.", no two sharing 60% of their content
   words), with a model of 4,096 tokens of context (EEVE-Korean-Instruct-10.8B's): the whole memory numbered does
-  not fit one scope call, so it is read in windows (memory/updaters/steps.py SCOPE_WINDOW_TOKENS).
+  not fit one scope call, so it is read in windows (memory/updaters/steps.py SCOPE_WINDOW_TOKENS);
+- time: ten plans and events said in relative words ("다음 주 화요일", "이번 주말", "3일 뒤", "다음 달", "작년 여름",
+  a birthday "이번 주 토요일", an appointment moved, a deadline met or missed, a move still to come), each among 6
+  unrelated facts, over two sessions whose dates the scenario sets (the date has passed by the second, except the
+  move's). Scored: the date stored absolute and right after the session that said it (the fixture's hand-written
+  sentence: "사용자는 2026년 9월 15일에 자격증 시험을 본다."), a passed plan still stated as to come at the end (its
+  stored sentence, or the words said, still in memory), and the final sentence as the fixture writes it.
 
 Models (models/fake.py RealisticChatModel around `Ideal`, which knows the scenarios and answers every stage as an
 ideal model would): `ideal` (no habits), `sloppy` (wrappers, a silently dropped line, an outdated line copied
-back, a claim left out, each at 0.3-0.5), `yes` (sloppy, and its judge answers 예 to every question). Verifiers:
+back, a claim left out, the whole claims section left out, each at 0.3-0.5), `yes` (sloppy, and its judge answers
+예 to every question). Verifiers:
 `catches` fails a memory holding two states of one fact, naming both; `silent` passes everything (a real verifier
 misses contradictions too). Every answer is cut at its token budget, as backends cut them.
 
@@ -39,7 +46,7 @@ import json
 import re
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -56,11 +63,11 @@ from models.fake import RealisticChatModel, section, stage_of
 from models.spec import load_chat_model, load_embedder
 
 FIXTURE = Path(__file__).resolve().parents[1] / "evaluation" / "fixtures" / "update_correctness.json"
-SETTINGS = ("small", "large", "sessions", "sessions-large", "huge")
+SETTINGS = ("small", "large", "sessions", "sessions-large", "huge", "time")
 MODELS = ("ideal", "sloppy", "yes")
 VERIFIERS = ("catches", "silent")
 WRAPPING = ("think", "preamble", "fences", "bullets", "english", "repeat", "free_verdict")
-SLOPPY = {**{h: 0.3 for h in WRAPPING}, "drop": 0.5, "stale": 0.3, "unclaimed": 0.3}
+SLOPPY = {**{h: 0.3 for h in WRAPPING}, "drop": 0.5, "stale": 0.3, "unclaimed": 0.3, "noclaims": 0.3}
 CEILING = 512
 START = date(2026, 9, 7)
 HUGE = 200  # unrelated facts around the old one in the `huge` setting
@@ -90,9 +97,11 @@ class World:
     unrelated: list[Fact]
     new_facts: list[Fact]
     generated: list[Fact]  # more unrelated facts, for `huge`
+    time: list[dict[str, Any]] = field(default_factory=list)  # the time scenarios, as the fixture has them
 
     def all_facts(self) -> list[Fact]:  # what Oracle reads
-        return [f for chain in self.changes for f in chain] + self.unrelated + self.new_facts
+        timed = [f for scenario in self.time for session in time_facts(scenario) for f in session]
+        return [f for chain in self.changes for f in chain] + self.unrelated + self.new_facts + timed
 
 
 @dataclass
@@ -101,6 +110,8 @@ class Case:
     name: str
     initial: list[Fact]
     sessions: list[list[Fact]]  # per session: the facts its user states
+    days: list[int] | None = None  # each session's day after START (None: one every 9 days)
+    time: dict[str, Any] | None = None  # a time scenario: what to score
 
 
 def load_world(path: Path = FIXTURE) -> World:
@@ -115,7 +126,16 @@ def load_world(path: Path = FIXTURE) -> World:
     stable = [Fact(u["fact"], None, u["turn"], "그렇군요.", "stable") for u in data["unrelated"]]
     new = [Fact(u["fact"], None, u["turn"], "좋네요!", "stable") for u in data["new_facts"]]
     more = [Fact(t, None, f"(이전) {t}", "", "stable") for t in relatives(HUGE - len(stable))]
-    return World(changes, stable, new, more)
+    return World(changes, stable, new, more, data.get("time", []))
+
+
+def time_facts(scenario: dict[str, Any]) -> list[list[Fact]]:
+    """A time scenario's sessions as facts: a replacing second statement is the next state of the first's chain."""
+    chain = scenario["id"] if scenario.get("replaces") else None
+    return [
+        [Fact(t["fact"], None, t["turn"], "그렇군요.", "time", chain if n == 0 or chain else None, n) for t in facts]
+        for n, facts in enumerate(scenario["sessions"])
+    ]
 
 
 def relatives(n: int) -> list[str]:
@@ -133,7 +153,11 @@ def cases(world: World, settings: tuple[str, ...] = SETTINGS) -> list[Case]:
     out: list[Case] = []
     chains, pool = world.changes, world.unrelated
     for setting in settings:
-        if setting == "huge":
+        if setting == "time":
+            for k, scenario in enumerate(world.time):
+                others = [pool[(k * 5 + j) % len(pool)] for j in range(6)]
+                out.append(Case(setting, scenario["id"], others, time_facts(scenario), scenario["days"], scenario))
+        elif setting == "huge":
             for k, (old, new) in enumerate(chains):
                 others, at = pool + world.generated, HUGE - 1 - (k * 9) % (HUGE // 2)
                 out.append(Case(setting, str(new.chain), [*others[:at], old, *others[at:]], [[new]]))
@@ -169,6 +193,10 @@ class Ideal(Oracle):
     def __init__(self, world: World, catches: bool = True):
         super().__init__(world)  # type: ignore[arg-type]
         self.catches = catches
+        for scenario in world.time:  # the time scenarios' sentences as memory holds them: the same facts
+            sessions = time_facts(scenario)
+            self.by_text.setdefault(scenario["stored"], sessions[0][0])
+            self.by_text.setdefault(scenario["final"], sessions[-1][0] if scenario.get("replaces") else sessions[0][0])
 
     def __call__(self, messages: list[Message]) -> str:
         prompt = messages[-1]["content"]
@@ -238,13 +266,17 @@ def run_case(
     fallbacks = updates = 0
     started = time.perf_counter()
     first = len(model.calls)
+    days = [START + timedelta(days=d) for d in case.days] if case.days else None
     day, previous_day = START, START - timedelta(days=9)
-    for facts in case.sessions:
+    after_first: list[str] = []
+    for n, facts in enumerate(case.sessions):
+        day = days[n] if days else day
         updater = make_updater(strategy, model, embedder, ceiling)
         result = updater.update(UpdateInput(memory, dialogue(facts), day, previous_day), lambda stage: None)
         memory = [replace(s, id=next(ids)) for s in result.sentences]
         fallbacks += result.status == "fallback"
         updates += 1
+        after_first = after_first or [s.text for s in memory]
         previous_day, day = day, day + timedelta(days=9)
     texts = [s.text for s in memory]
     changed = [f for session in case.sessions for f in session if f.kind == "change"]
@@ -254,7 +286,9 @@ def run_case(
     ]
     episodes = [f for f in changed if f.merged]
     calls = model.calls[first:]
+    timed = time_scores(case.time, after_first, texts, day) if case.time else {}
     return {
+        **timed,
         "setting": case.setting,
         "case": case.name,
         "changes": len(changed),
@@ -279,6 +313,21 @@ def run_case(
     }
 
 
+def time_scores(scenario: dict[str, Any], after_first: list[str], final: list[str], day: date) -> dict[str, int]:
+    """A time scenario's scores: the date stored as the fixture writes it after the first session, a plan that passed
+    or was replaced (moved, met, missed) still stated as to come at the end (its stored sentence, or the words said),
+    the final sentence as the fixture has it."""
+    over = scenario.get("replaces") or (date.fromisoformat(scenario["date"]) < day and not scenario.get("recurring"))
+    future = over and scenario["stored"] != scenario["final"] and scenario["stored"] in final
+    return {
+        "dates": 1,
+        "dates_right": int(scenario["stored"] in after_first),
+        "still_future": int(future or any(scenario["said"] in t for t in final)),
+        "final_right": int(scenario["final"] in final),
+    }
+
+
+TIME_TOTALS = ("dates", "dates_right", "still_future", "final_right")
 TOTALS = (
     "changes",
     "outdated_left",
@@ -329,12 +378,29 @@ def run(
                         context = HUGE_CONTEXT if setting == "huge" else FAKE_CONTEXT
                         model = model_for(world, kind, verifier, seed * 1000 + n, real, context)
                         got = run_case(strategy, case, model, embedder)
-                        for k in TOTALS:
-                            row[k] += got[k]
+                        for k in TOTALS + TIME_TOTALS:
+                            row[k] = row.get(k, 0) + got.get(k, 0)
                         row["lost"] += got["lost"]
                         row["outdated"] += got["outdated"]
                     rows.append(row)
     return rows
+
+
+def time_table(rows: list[dict[str, Any]]) -> str:
+    """A markdown table of the time setting's rows, every strategy."""
+    out = [
+        "| strategy | model | verifier | dates stored right | past or replaced plans still to come "
+        "| final sentence right | unrelated lost | fallbacks |",
+        "|" + "---|" * 8,
+    ]
+    for r in rows:
+        if r["setting"] == "time":
+            out.append(
+                f"| {r['strategy']} | {r['model']} | {r['verifier']} | {r['dates_right']}/{r['dates']} | "
+                f"{r['still_future']}/{r['dates']} | {r['final_right']}/{r['dates']} | "
+                f"{r['unrelated_lost']}/{r['unrelated']} | {r['fallbacks']}/{r['updates']} |"
+            )
+    return "\n".join(out)
 
 
 def table(rows: list[dict[str, Any]], strategy: str) -> str:
@@ -386,6 +452,8 @@ def main() -> None:
         f"update correctness, embedder {args.embedder}, ceiling {CEILING}, seed {args.seed}; "
         f"{time.perf_counter() - started:.1f} s"
     )
+    if "time" in args.settings:
+        print(f"\ntime\n{time_table(rows)}")
     for strategy in args.strategies:
         print(f"\n{strategy}\n{table(rows, strategy)}")
         for r in rows:

@@ -214,7 +214,7 @@ class ChatSession:
         else:
             self.notes.pop(len(history) - 1, None)
         turns: list[Message] = [
-            {"role": m["role"], "content": chat_note(self.notes[i], m["content"])} if i in self.notes else m
+            {"role": m["role"], "content": chat_note(self.notes[i], m["content"], self.today)} if i in self.notes else m
             for i, m in enumerate(history)
         ]
         if turns[0]["role"] == "assistant":  # the bot opened (chatbot/opening.py): strict templates want a user first

@@ -36,10 +36,11 @@ from typing import IO, Any
 from evaluation.corpora.episodes import Episode, Session
 from evaluation.files import read_json, read_jsonl
 from memory.prompts import render
-from memory.store import now_iso, storage_error
+from memory.store import Sentence, now_iso, storage_error
 from memory.text import UNKNOWN, format_dialogue, lenient_date, lenient_sentences
 from memory.updaters.base import memory_of
 from memory.updaters.steps import DEFAULT_CEILING, Steps
+from memory.updaters.timeline import put_in_time
 from models.base import ChatModel, Completion, Finish, GenerationOptions, Message
 from models.errors import InputError, KeemError
 
@@ -285,7 +286,11 @@ class EpisodeRunner:
             return
         first = ep.sessions[0]
         summary1, _ = self.summary(first)
-        memory = steps.reflect(first.dialogue(), summary1) if summary1 else []
+        reflected1 = steps.reflect(first.dialogue(), summary1) if summary1 else []
+        # the first memory's times, resolved against its session's date as every later session's are
+        memory = [
+            s.text for s in put_in_time([], [Sentence(t, "added") for t in reflected1], lenient_date(first.date))[0]
+        ]
         failed: str | None = None if memory else "session 1 gave no summary to start the memory from"
         started = time.perf_counter()
         for t in range(2, len(ep.sessions) + 1):
@@ -311,6 +316,8 @@ class EpisodeRunner:
                 attempts=1,
             )
             attempt = details["attempts"][-1]
+            if new is not None:  # times absolute, past plans past: the step every strategy's update ends with
+                new, details["dates"] = put_in_time(memory_of(memory), new, lenient_date(session.date))
             texts = [s.text for s in new] if new is not None else attempt["memory"]
             row = {
                 **self._base(key, t, self.calls),
@@ -322,6 +329,7 @@ class EpisodeRunner:
                 "verdict": "통과" if new is not None else attempt["problem"],
                 "guard": attempt.get("guard", []),
                 "scope": details.get("scope"),
+                **({"dates": details["dates"]} if details.get("dates") else {}),
                 "problems": list(steps.problems),
             }
             row["calls"], row["seconds"] = list(self.calls), round(time.perf_counter() - started, 3)

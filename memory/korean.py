@@ -78,7 +78,18 @@ RELATIVE_TIME = frozenset(
 )
 
 
+# Absolute times as an update writes them (memory/dates.py: "2026년 12월 8일", "2024년 2월 셋째 주", "12월 5일~6일"):
+# when a fact happened, not what it is about.
+WRITTEN_TIME = re.compile(r"\d{4}년|\d{1,2}월|\d{1,2}일|(?:첫째|둘째|셋째|넷째|다섯째)\s*주|~")
+
+
+def timeless(text: str) -> str:
+    """`text` without the absolute times an update writes: what a rewrite that drops or changes a date continues."""
+    return WRITTEN_TIME.sub(" ", text)
+
+
 @functools.lru_cache(maxsize=4096)
 def content_nouns(text: str) -> frozenset[str]:
-    """The nouns, numbers and foreign words of `content_words(text)`, relative times aside: what a fact is about."""
-    return frozenset(morphemes(text, NOUN_TAGS)) - RELATIVE_TIME
+    """The nouns, numbers and foreign words of `content_words(text)`, relative and written times aside: what a fact
+    is about."""
+    return frozenset(morphemes(timeless(text), NOUN_TAGS)) - RELATIVE_TIME

@@ -10,6 +10,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from memory.dates import relative
 from memory.text import elapsed_text
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
@@ -28,21 +29,23 @@ def render(name: str, **variables: Any) -> str:
 
 
 def chat_system_prompt(memory: list[str], today: date, previous_date: date | None) -> str:
-    """The chat model's system prompt with the retrieved memory and the dates (the app and the evaluation share it)."""
+    """The chat model's system prompt with the retrieved memory and the dates (the app and the evaluation share it);
+    each stored time is followed by how far it is from today, a plan whose time has passed is in the past tense
+    (memory/dates.py relative): "2026년 12월 8일(사흘 전)에 시험이 있었다"."""
     return render(
         "chat_system",
         today=today.isoformat(),
-        memory=list(memory),
+        memory=[relative(t, today) for t in memory],
         previous_date=previous_date.isoformat() if previous_date else None,
         elapsed=elapsed_text(previous_date, today),
     )
 
 
-def chat_note(memory: list[str], message: str) -> str:
-    """The user's message with the memory retrieved for it that the system prompt does not hold: the note goes
-    after the history, so the system prompt stays byte-identical within a session (docs/design.md, prompts a server
-    can cache)."""
-    return render("chat_note", memory=list(memory), message=message) if memory else message
+def chat_note(memory: list[str], message: str, today: date) -> str:
+    """The user's message with the memory retrieved for it that the system prompt does not hold, its times relative
+    to `today` as in the system prompt: the note goes after the history, so the system prompt stays byte-identical
+    within a session (docs/design.md, prompts a server can cache)."""
+    return render("chat_note", memory=[relative(t, today) for t in memory], message=message) if memory else message
 
 
 def prompt_hash(*names: str) -> str:

@@ -28,6 +28,7 @@ STAGE_MARKERS = {
     "update": "새 기억으로 통합",
     "verify": "새 기억이 올바른지",
     "guard": "새 기억에서 빠졌습니다",
+    "guard_both": "지금 둘 다 사실일 수 있는지",
     "scope": "바꾸거나 끝냈을 수 있는 기억 문장의 번호",
     "cues": "쓸 만한 낱말을 문장마다 적으세요",
     "emotions": "감정과 그 원인을 기록하세요",
@@ -136,6 +137,7 @@ HABITS = (
     "drop",
     "stale",
     "unclaimed",
+    "noclaims",
     "yes",
     "free_verdict",
     "fail",
@@ -151,7 +153,8 @@ class RealisticChatModel(_BudgetedModel):
     leaves out one line of a memory list that the prompt also holds (a fact the model was asked to copy: the
     paper's failure); `stale` copies back, unchanged, one line of the prompt's previous memory that the ideal
     answer left out (a model keeping an outdated fact beside its replacement); `unclaimed` leaves out one of the
-    "A => B" lines a rewrite says it replaced (memory/updaters/claims.py); `yes` turns every "아니오" of a
+    "A => B" lines a rewrite says it replaced (memory/updaters/claims.py); `noclaims` leaves out the whole
+    "바뀐 문장:" section (small models often skip that part of the prompt); `yes` turns every "아니오" of a
     yes/no answer into "예" (a model that agrees with whatever it is asked); `free_verdict` words a
     "통과"/"실패" verdict in a sentence; `fail` raises a GenerationError like a 429 or a timeout that outlived
     the backend's retries. Every call is recorded in `calls` with its
@@ -182,7 +185,11 @@ class RealisticChatModel(_BudgetedModel):
     @classmethod
     def all_habits(cls, responder: Responder, rate: float = 1.0, **kwargs: object) -> RealisticChatModel:
         """Every wrapping habit at `rate`, plus one drop per memory list; no failures (add `fail` for those)."""
-        habits = {h: rate for h in HABITS if h not in ("fail", "numbering", "bullets", "stale", "unclaimed", "yes")}
+        habits = {
+            h: rate
+            for h in HABITS
+            if h not in ("fail", "numbering", "bullets", "stale", "unclaimed", "noclaims", "yes")
+        }
         habits["numbering" if rate >= 1 else "bullets"] = rate
         return cls(responder, habits, **kwargs)  # type: ignore[arg-type]
 
@@ -207,6 +214,9 @@ class RealisticChatModel(_BudgetedModel):
             ]
             if left_out:
                 lines.insert(0, self.rng.choice(left_out))
+        marker = next((i for i, line in enumerate(lines) if line.strip().startswith("바뀐 문장:")), None)
+        if marker is not None and self._strikes("noclaims"):
+            lines = lines[:marker]
         claims = [i for i, line in enumerate(lines) if " => " in line]
         if claims and self._strikes("unclaimed"):
             del lines[self.rng.choice(claims)]

@@ -17,7 +17,7 @@ SEOUL, CAT, SWIM, JOB = (
 )
 
 
-NEWS = "사용자는 다음 달에 제주도 여행을 간다."
+NEWS = "사용자는 제주도 여행을 계획하고 있다."
 
 
 def _v1(engine: MemoryEngine, uid: int):

@@ -180,7 +180,7 @@ def test_two_updates_of_one_user_racing_make_one_version_each_the_second_on_the_
     _v1(MemoryEngine(setup, NgramEmbedder()), uid)
     jobs = [_ended_session(setup, uid, "제주도 여행 가!"), _ended_session(setup, uid, "피아노 배우기 시작했어.")]
     gate = Gate(parties=2)
-    facts = iter(["사용자는 다음 달에 제주도 여행을 간다.", "사용자는 요즘 피아노를 배운다."])
+    facts = iter(["사용자는 제주도 여행을 계획하고 있다.", "사용자는 요즘 피아노를 배운다."])
     lock = threading.Lock()
 
     def summary(messages: list[dict[str, Any]]) -> str:

@@ -13,6 +13,7 @@ from datetime import date
 
 import pytest
 
+from memory.dates import anchor
 from memory.store import Sentence
 from memory.text import parse_yes_no_list
 from memory.updaters import make_updater
@@ -159,7 +160,8 @@ def test_a_move_said_without_a_shared_word_replaces_the_old_home_in_one_judge_ca
     decision = result.details["attempts"][0]["guard"][0]
     assert decision["action"] == "dropped" and decision["evidence"] == "same residence"
     # 4 calls + 1 judge call, as before, and the emotion records step every strategy runs after its update
-    assert stages(model) == ["summarize", "reflect", "update", "guard", "verify", "emotions"]
+    # (the scope call: the unrelated facts were kept word for word beside the new home; it names none of them)
+    assert stages(model) == ["summarize", "reflect", "update", "scope", "guard", "verify", "emotions"]
 
 
 @pytest.mark.parametrize(
@@ -180,7 +182,7 @@ def test_work_love_habits_school_and_service_change_the_same_way(old, turn, new)
     dialogue = [{"role": "user", "text": turn}, {"role": "assistant", "text": "그렇군요."}]
     model = RealisticChatModel(world([new], {old: None}), WRAPPING, seed=2)
     result = update(model, [old, *UNRELATED], dialogue)
-    texts = [s.text for s in result.sentences]
+    texts, new = [s.text for s in result.sentences], anchor(new, date(2026, 11, 28))[0]  # 11월: 2026년 11월
     assert result.status == "ok" and old not in texts and new in texts and all(f in texts for f in UNRELATED)
 
 
@@ -197,7 +199,8 @@ def test_history_in_the_past_tense_is_kept_and_a_present_tense_contradiction_is_
     assert result.status == "ok" and SEOUL not in texts and BUSAN in texts and all(f in texts for f in UNRELATED)
     retry = result.details["attempts"][1]["guard"][0]
     assert retry["action"] == "dropped" and retry["evidence"] == "named by the verifier"
-    assert stages(stale).count("guard") == 1 and len(stages(stale)) == 8  # the old retry's 6, a judge call, records
+    # the old retry's 6, the first attempt's scope call (it names nothing here), a judge call, records
+    assert stages(stale).count("guard") == 1 and len(stages(stale)) == 9
 
 
 def test_an_unrelated_fact_dropped_silently_comes_back_even_when_the_judge_says_yes_to_everything():

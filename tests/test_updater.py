@@ -6,6 +6,7 @@ from datetime import date
 
 import pytest
 
+from memory.dates import anchor
 from memory.engine import MemoryEngine
 from memory.jobs import JobRunner
 from memory.store import Sentence
@@ -30,7 +31,8 @@ def test_success_runs_the_four_stages_deterministically_with_dates_in_the_prompt
     model = StageModel(**{k: list(v) for k, v in GOOD.answers.items()})
     result, stages = _run(model)
     assert stages == ["summarizing", "reflecting", "updating", "verifying"]
-    assert model.asked == ["summarize", "reflect", "update", "verify", "emotions"]
+    # scope: two lines were kept word for word beside a new one; it names none of them, so no judge is asked
+    assert model.asked == ["summarize", "reflect", "update", "scope", "verify", "emotions"]
     assert result.status == "ok" and result.prompt_hash and result.model_spec == "fake"
     assert result.sentences[0].text == "사용자는 서울에 살다가 2024년 5월에 부산으로 이사했다."
     assert result.sentences[0].provenance == "rewritten" and result.sentences[0].origin_id == 1
@@ -163,7 +165,8 @@ def test_news_the_rewrite_left_out_is_kept():
     )
     result, _ = _run(model)
     texts = [s.text for s in result.sentences]
-    assert texts[:3] == PREVIOUS and "사용자는 지난주에 부산으로 이사했다." in texts
+    # the summary's "지난주" (said on 2024-05-20) is stored as the week it was
+    assert texts[:3] == PREVIOUS and "사용자는 2024년 5월 셋째 주에 부산으로 이사했다." in texts
     assert result.details["attempts"][0]["summary_kept"] == [
         "사용자는 지난주에 부산으로 이사했다.",
         "사용자는 바다가 보여서 새 집에 만족하고 기뻐한다.",
@@ -229,7 +232,9 @@ def test_job_left_running_by_a_crash_is_resumed(store):
 def test_accumulate_strategy_appends_the_summary():
     model = StageModel(summarize=GOOD.answers["summarize"])
     result = make_updater("accumulate", model).update(_input(), lambda s: None)
-    assert [s.text for s in result.sentences] == PREVIOUS + GOOD.answers["summarize"][0].split("\n")
+    summary = [anchor(t, date(2024, 5, 20))[0] for t in GOOD.answers["summarize"][0].split("\n")]
+    assert [s.text for s in result.sentences] == PREVIOUS + summary
+    assert summary[0] == "사용자는 2024년 5월 셋째 주에 부산으로 이사했다."  # times absolute here too
     assert result.status == "ok"
 
 

@@ -17,6 +17,7 @@ class StageModel(ScriptedChatModel):
     def __init__(self, **answers):
         self.answers = {k: list(v) if isinstance(v, list) else [v] for k, v in answers.items()}
         self.answers.setdefault("emotions", ["없음"])  # the records step, unless a test scripts it
+        self.answers.setdefault("scope", ["번호: 없음"])  # the scope call names nothing, unless a test scripts it
         self.asked: list[str] = []
         super().__init__(responder=self._answer)
 

@@ -153,6 +153,7 @@ def update_row(model: Any, row: dict[str, Any], episode: Any, *, ceiling: int, a
     """The app's update of one row with `model`, and what it kept, restored and cost."""
     from memory.updaters.base import accumulate, memory_of
     from memory.updaters.steps import Steps, model_ask
+    from memory.updaters.timeline import put_in_time
     from training.data import row_dates
 
     t = int(row["session_index"])
@@ -171,6 +172,8 @@ def update_row(model: Any, row: dict[str, Any], episode: Any, *, ceiling: int, a
     new, details = steps.update(
         previous, reflected, dialogue, session_date=session_date, previous_date=previous_date, attempts=attempts
     )
+    if new is not None:  # times absolute, past plans past: as the app's and the builder's updates end
+        new = put_in_time(previous, new, session_date)[0]
     seconds = time.perf_counter() - started
     touched = details["scope"]["shown"] if "scope" in details else None  # what the update showed the model
     carried = set() if touched is None else {s.text for i, s in enumerate(previous) if i not in set(touched)}

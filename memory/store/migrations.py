@@ -272,6 +272,13 @@ def m014_version_notes(db: Database) -> None:
         db.execute("update memory_versions set notes = ? where id = ?", [dumps(from_legacy(row["notes"])), row["id"]])
 
 
+@schema
+def m015_sentence_dates(db: Database) -> None:
+    """The times a sentence holds as they were said (memory/dates.py anchor: "다음 주 화요일" said on 2026-12-03
+    is stored as "2026년 12월 8일" in the text, and here as JSON with the words said). Postgres: pg004."""
+    db.table("memory_sentences").add_column("dates", str)
+
+
 # -- Postgres ---------------------------------------------------------------------------------------------------------
 # The same schema on Postgres (memory/store/postgres.py applies it; docs/postgres.md). Numbered apart from the SQLite
 # set, which grew by small steps: pg001 is the SQLite schema as of m012. EVERY future schema change needs a migration
@@ -418,3 +425,5 @@ def pg003_version_notes(conn: Any) -> None:
 
 
 schema.add_postgres("pg003_version_notes", pg003_version_notes)
+
+schema.add_postgres("pg004_sentence_dates", "alter table memory_sentences add column dates text;")

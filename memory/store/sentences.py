@@ -23,6 +23,9 @@ class Sentence:
     cues: str | None = None  # words a later turn may use for it (memory/cues.py), when written
     cue_embedding: np.ndarray | None = field(default=None, compare=False, repr=False)  # same embedder as `embedding`
     sources: dict[str, Any] | None = field(default=None, compare=False, repr=False)  # memory/provenance.py (ids only)
+    # the times it holds as they were said ({"said": "다음 주 화요일", "as": "2026년 12월 8일", "on": "2026-12-03"}):
+    # memory/dates.py anchor; the text holds the absolute time (m015)
+    dates: tuple[dict[str, str], ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,13 @@ class Version:
             "prompt_hash": self.prompt_hash,
             "notes": [n.as_json() for n in self.notes],
             "sentences": [
-                {"id": s.id, "text": s.text, "provenance": s.provenance, **({"cues": s.cues} if s.cues else {})}
+                {
+                    "id": s.id,
+                    "text": s.text,
+                    "provenance": s.provenance,
+                    **({"cues": s.cues} if s.cues else {}),
+                    **({"dates": list(s.dates)} if s.dates else {}),
+                }
                 for s in self.sentences
             ],
         }

@@ -46,6 +46,7 @@ class Versions:
                 embedding=_vector(s["embedding"]),
                 cue_embedding=_vector(s["cue_embedding"]),
                 sources=json.loads(s["sources"]) if s.get("sources") else None,
+                dates=tuple(json.loads(s["dates"])) if s.get("dates") else (),
             )
             for s in self.conn.rows(
                 "select * from memory_sentences where version_id = ? order by position", [row["id"]]
@@ -172,6 +173,7 @@ class Versions:
                         "cues": s.cues,
                         "cue_embedding": _blob(s.cue_embedding),
                         "sources": json.dumps(s.sources, ensure_ascii=False) if s.sources else None,
+                        "dates": json.dumps(list(s.dates), ensure_ascii=False) if s.dates else None,
                     }
                     for i, s in enumerate(sentences)
                 ],

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 
-from memory.korean import content_nouns, content_words
+from memory.korean import content_nouns, content_words, timeless
 from memory.store import Sentence
 from memory.updaters.base import carry_over
 from memory.updaters.relatedness import Cosine, pair_drops
@@ -65,7 +65,7 @@ def _containment(old: frozenset[str], new: frozenset[str]) -> float:
 def continuation(old: str, new_texts: list[str]) -> int | None:
     """The index of the new sentence that continues `old` (identical, or holding every noun of it and
     CONTAINMENT of its content words; the best such), or None."""
-    words, nouns = content_words(old), content_nouns(old)
+    words, nouns = content_words(timeless(old)), content_nouns(old)  # a date the rewrite dropped is no loss
     scores = [
         1.0 if text == old else _containment(words, content_words(text)) if nouns <= content_words(text) else 0.0
         for text in new_texts
@@ -82,6 +82,48 @@ def keep_summary(sentences: list[Sentence], summary: list[str]) -> tuple[list[Se
     return sentences + [Sentence(line, "added") for line in missing], missing
 
 
+Asked = dict[int, tuple[str | None, str | None, tuple[bool | None, str | None]]]
+
+
+def _named(
+    previous: list[Sentence],
+    decisions: dict[int, GuardDecision],
+    added: list[str],
+    session_texts: list[str],
+    unpaired: list[int],
+    judged: set[int],
+    named: Callable[[], Collection[int]] | None,
+    cosine: Cosine | None,
+) -> tuple[list[tuple[int, str, str]], list[int]]:
+    """The scope call's pairs: each drop with no pair yet, and each sentence kept word for word beside this
+    session's news (a stale line the rewrite copied back), that the scope call names, with the news nearest it
+    (the sentences the rewrite added, then this session's summary and the user's words, which the memory keeps
+    whether or not the rewrite did); returns (pairs, the kept ones among them)."""
+    news = list(dict.fromkeys(added + [t for t in session_texts if t not in added]))
+    copied = [i for i, d in decisions.items() if d.action == "kept" and i not in judged] if news else []
+    if named is None or not (unpaired or copied) or not news:
+        return [], []
+    picked = set(named())
+    stale = [i for i in copied if i in picked]
+    chosen = [i for i in unpaired if i in picked] + stale
+    near = cosine([previous[i].text for i in chosen], news) if cosine is not None and chosen else None
+    pairs = []
+    for row, i in enumerate(chosen):  # one embedder call for all of them
+        ranked = sorted(range(len(news)), key=lambda j: (-near[row][j] if near is not None else 0.0, j))
+        pairs += [(i, news[j], NAMED) for j in ranked[:NAMED_PAIRS]]
+    return pairs, stale
+
+
+def _control(previous: list[Sentence], stale: list[int], asked: Asked, control: Judge) -> None:
+    """A kept sentence that goes on the scope call's word alone and a judge's 예 is asked the other way round too
+    (can both be true now?): anything but 아니오 keeps it, so a judge that agrees with everything removes nothing."""
+    doubt = [i for i in stale if i in asked and asked[i][2][0] is True]
+    checks = control([(previous[i].text, str(asked[i][0])) for i in doubt]) if doubt else []
+    for i, (both, words) in zip(doubt, checks):
+        if both is not False:
+            asked[i] = (asked[i][0], NAMED, (None, f"{asked[i][2][1]}; 둘 다 사실일 수 있나: {words}"))
+
+
 def guard(
     previous: list[Sentence],
     new_texts: list[str],
@@ -93,6 +135,7 @@ def guard(
     claimed: Sequence[tuple[int, str]] = (),
     backup: bool = True,
     named: Callable[[], Collection[int]] | None = None,
+    control: Judge | None = None,
 ) -> tuple[list[Sentence], list[GuardDecision]]:
     """Attribute each new sentence to its origin and restore unjustified drops; returns (sentences, decisions).
 
@@ -103,8 +146,11 @@ def guard(
     sentence (memory/updaters/claims.py): the judge is asked about those first, and about a claimed sentence the
     rewrite kept word for word too; `backup`: whether a drop with no claim gets relatedness.py's pairs (False when
     the rewrite kept the claims protocol: then it is a silent drop); `named()`: the indices into `previous` the
-    scope call says this session may change, asked only when a drop has no pair yet (a drop named there is judged
-    against the sentences the rewrite added); `cosine` (the embedder's) only orders candidates.
+    scope call says this session may change, asked when a drop has no pair yet or a sentence was kept word for word
+    beside sentences the rewrite added (either is judged against those added sentences); `control(pairs)` asks the
+    opposite question (can A and B both be true now?) of every pair that stands on the scope call's word alone and
+    got "예": such a sentence goes only when the judge also answers "아니오" there, so a judge that agrees with
+    everything removes nothing on it; `cosine` (the embedder's) only orders candidates.
     """
     origin: dict[int, Sentence] = {}
     decisions: dict[int, GuardDecision] = {}
@@ -130,13 +176,10 @@ def guard(
         for p in pair_drops([previous[i].text for i in unclaimed], added + session_texts, cosine)
     ]
     unpaired = [i for i in dropped if i not in {p[0] for p in pairs}]
-    if named is not None and unpaired and added:
-        picked = set(named())
-        chosen = [i for i in unpaired if i in picked]
-        near = cosine([previous[i].text for i in chosen], added) if cosine is not None and chosen else None
-        for row, i in enumerate(chosen):  # one embedder call for all of them
-            ranked = sorted(range(len(added)), key=lambda j: (-near[row][j] if near is not None else 0.0, j))
-            pairs += [(i, added[j], NAMED) for j in ranked[:NAMED_PAIRS]]
+    judged = {p[0] for p in pairs} | {i for i, _ in contested}
+    named_pairs, stale = _named(previous, decisions, added, session_texts, unpaired, judged, named, cosine)
+    pairs += named_pairs
+    verbatim.update(stale)
     for i, new in contested:
         if i in {p[0] for p in pairs} or (i in decisions and decisions[i].action != "kept"):
             continue
@@ -144,10 +187,12 @@ def guard(
             verbatim.add(i)
         pairs.append((i, new, "named by the verifier"))
     answers = judge([(previous[i].text, new) for i, new, _ in pairs]) if pairs else []
-    asked: dict[int, tuple[str | None, str | None, tuple[bool | None, str | None]]] = {}
+    asked: Asked = {}
     for (i, pair, because), said in zip(pairs, answers):  # a drop judged against several sentences: a 예 decides
         if i not in asked or (said[0] is True and asked[i][2][0] is not True):
             asked[i] = (pair, because, said)
+    if stale and control is not None:
+        _control(previous, stale, asked, control)
     restored: list[Sentence] = []
     gone: set[str] = set()
     for i, old in enumerate(previous):  # pass 2: every drop must be justified

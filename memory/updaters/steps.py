@@ -53,13 +53,14 @@ from memory.updaters.base import UpdateInput, UpdateResult, carry_over
 from memory.updaters.claims import Claim, lists_claims, resolve, split_claims
 from memory.updaters.guard import GuardDecision, decisions_json, guard, keep_summary
 from memory.updaters.relatedness import evidence, named
+from memory.updaters.timeline import put_in_time
 from models.base import ChatModel, Completion, GenerationOptions, Message, estimate_tokens
 from models.embedders import Embedder
 from models.errors import ContextOverflowError, GenerationError
 
 Ask = Callable[[str, str, int], Completion]  # (stage, prompt, max_new_tokens) -> the model's answer
 Parse = Callable[[str, int], list[str]]
-PROMPTS = ("update_system", "summarize", "reflect", "update", "verify", "guard", "scope", "emotions")
+PROMPTS = ("update_system", "summarize", "reflect", "update", "verify", "guard", "guard_both", "scope", "emotions")
 
 SUMMARY_SENTENCES = 10  # the summarize prompt asks for at most this many
 MAX_SUMMARY = 15  # parsed summary / reflected sentences kept
@@ -296,12 +297,14 @@ class Steps:
             return None
         return reason if passed is False else f"the verifier's answer was neither 통과 nor 실패: {reason!r}"
 
-    def judge(self, pairs: list[tuple[str, str]], dialogue_text: str) -> list[tuple[bool | None, str]]:
-        """For each (old A, new B): does B make A no longer true? One call for all pairs; per pair (True/False/None
-        for no usable answer, the answer)."""
+    def judge(
+        self, pairs: list[tuple[str, str]], dialogue_text: str, question: str = "guard"
+    ) -> list[tuple[bool | None, str]]:
+        """For each (old A, new B): does B make A no longer true (`question` guard.txt; guard_both.txt: can both be
+        true now?)? One call for all pairs; per pair (True/False/None for no usable answer, the answer)."""
         answer = self.call(
-            "guard",
-            render("guard", pairs=pairs, dialogue=dialogue_text),
+            question,
+            render(question, pairs=pairs, dialogue=dialogue_text),
             JUDGE_TOKENS + JUDGE_PAIR_TOKENS * len(pairs),
         )
         if answer is None:
@@ -345,8 +348,12 @@ class Steps:
         return records, report
 
     def with_records(self, inp: UpdateInput, result: UpdateResult) -> UpdateResult:
-        """`result` with this session's emotion records (`emotions`), its report in the details under "emotions",
+        """`result` put in time (memory/updaters/timeline.py: times absolute, past plans past; its report under
+        "dates"), with this session's emotion records (`emotions`), their report in the details under "emotions",
         and a failed extraction said in the notes (the previous records kept). Part of the update's last stage."""
+        result.sentences, dated = put_in_time(inp.previous, result.sentences, inp.session_date)
+        if dated:
+            result.details = {**result.details, "dates": dated}
         records, report = self.emotions(inp.records, result.sentences, inp.dialogue, inp.session_date, inp.session_id)
         result.records, result.details = records, {**result.details, "emotions": report}
         if report.get("failed"):
@@ -368,11 +375,12 @@ class Steps:
 
     def update_calls(self, previous: Sequence[str] = ()) -> int:
         """`update`: the rewrite, the guard's judge (one call for all its pairs) and the verification (all three
-        again for each further attempt a failed verification asks for); and, for a memory too large for one
-        rewrite (`previous`, before this session's summary is known), the scope calls that name what to show: one
-        per window of the memory (`scope_windows`, counted without the summary)."""
-        scoped = self.use_guard and self.rewrite_budget(list(previous)) > self.ceiling
-        scope = len(self.scope_windows(list(previous), [])) if scoped else 0  # the fewest: a summary may add one
+        again for each further attempt a failed verification asks for); and the scope calls that name what this
+        session may change (`previous`, before this session's summary is known): one per window of the memory
+        (`scope_windows`, counted without the summary, which may add one). They show a large memory's rewrite what
+        to change, and give the guard what to judge in any memory (a line kept word for word beside the news)."""
+        # (a memory of one sentence may have none kept: the smallest realistic count leaves its scope call out)
+        scope = len(self.scope_windows(list(previous), [])) if self.use_guard and len(previous) > 1 else 0
         return self.calls((3 if self.use_guard else 2) + scope)
 
     # -- the update: scope, rewrite, guard, verify ---------------------------------------------------
@@ -522,6 +530,7 @@ class Steps:
                 generated,
                 session_texts=reflected + user_turns,
                 judge=lambda pairs: self.judge(pairs, session_dialogue),
+                control=lambda pairs: self.judge(pairs, session_dialogue, "guard_both"),
                 cosine=self._cosine if self.embedder is not None else None,
                 contested=contested(previous, last) if last is not None else [],
                 claimed=resolve(said or [], [s.text for s in previous], generated + reflected + user_turns),
