@@ -159,6 +159,34 @@ def test_the_apps_mcp_endpoint_takes_api_tokens_and_keeps_users_apart(tmp_path: 
 
         run(session)
 
+        _, app_token = bot.store.tokens.create(None, app=True, label="agents")
+
+        async def as_app() -> None:  # an app token acts for the user ?user= names
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {app_token}"}, timeout=30)
+            async with Client(streamable_http_client(url + "?user=%EB%AF%BC%EC%88%98", http_client=http)) as client:
+                assert "강아지" in json.dumps((await call(client, "list_memory"))["sentences"], ensure_ascii=False)
+
+        run(as_app)
+        r = httpx.post(url, headers={"Authorization": f"Bearer {app_token}"}, json={}, timeout=10)
+        assert r.status_code == 422 and r.json()["error"]["code"] == "token_needs_user", r.text
+
+        # an MCP session opened with one token answers another token as if it did not exist (the SDK's 404)
+        accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        client_info = {"name": "test", "version": "1"}
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client_info},
+        }
+        opened = httpx.post(url, headers={**accept, "Authorization": f"Bearer {minsu}"}, json=hello, timeout=10)
+        assert opened.status_code == 200, opened.text
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        theirs = {**accept, "Authorization": f"Bearer {jiwoo}", "mcp-session-id": opened.headers["mcp-session-id"]}
+        assert httpx.post(url, headers=theirs, json=listing, timeout=10).status_code == 404
+        mine = {**theirs, "Authorization": f"Bearer {minsu}"}
+        assert httpx.post(url, headers=mine, json=listing, timeout=10).status_code == 200  # its own token is served
+
         for token in (None, "keem_not-a-token"):  # refused before the SDK sees anything: the API's 401
             headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
             if token:
