@@ -16,7 +16,7 @@ import anyio
 import httpx
 import httpx2
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.api_world import serve_api, token_for
@@ -102,7 +102,6 @@ def test_keem_mcp_over_stdio_keeps_one_users_memory_with_the_fake_model(tmp_path
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "GRADIO_ANALYTICS_ENABLED": "False",
-            "KEEM_OPENING": "off",
         }
         db = tmp_path / "keem.db"
         args = ["-m", "chatbot.cli.main", "mcp", "--user", "minsu", "--db", str(db)]
@@ -111,8 +110,6 @@ def test_keem_mcp_over_stdio_keeps_one_users_memory_with_the_fake_model(tmp_path
 
         async def session() -> None:
             with (tmp_path / "stderr.txt").open("w") as log:
-                from mcp.client.stdio import stdio_client
-
                 async with Client(stdio_client(server, errlog=log)) as client:
                     await remember_and_forget(client)
                     await call(client, "add_turns", turns=[{"role": "user", "content": "오늘은 좀 피곤해"}])

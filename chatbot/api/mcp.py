@@ -9,6 +9,7 @@ the caller the HTTP endpoint found for the request's token; every tool and resou
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Annotated, Any, TypeVar
@@ -80,7 +81,11 @@ def refusals(fn: F) -> F:
 def build_mcp(api: Api, fixed: Caller | None = None) -> MCPServer:
     """The MCP server over the API's state (the page's AppContext, its open API conversations): stdio's user is
     `fixed`; over HTTP each request's token says whose memory."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
     server: MCPServer = MCPServer(NAME, instructions=INSTRUCTIONS, middleware=[Acting(fixed)], log_level="WARNING")
+    root.setLevel(level)  # the SDK configures the root logger when a server is made; the app's logging is the app's
+    root.handlers[:] = handlers
 
     @server.tool()
     @refusals
