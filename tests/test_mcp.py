@@ -20,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.api_world import serve_api, token_for
+from tests.erasure_world import leftovers
 from tests.fake_openai import FakeOpenAIServer
 from tests.helpers import answer
 
@@ -62,7 +63,12 @@ async def until_done(client: Client, job_id: int) -> int:
 
 async def remember_and_forget(client: Client) -> None:
     """The life of a memory through MCP alone: turns in, the update, search, why, changes, forget, gone."""
-    assert TOOLS <= {t.name for t in (await client.list_tools()).tools}
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert TOOLS <= set(tools)
+    for tool in tools.values():  # each documented, with its input schema
+        assert tool.description and all(p.get("description") for p in tool.input_schema["properties"].values())
+    assert tools["search_memory"].input_schema["required"] == ["query"]
+    assert tools["add_turns"].input_schema["properties"]["turns"]["items"]
     stored = await call(client, "add_turns", turns=SAID)
     assert len(stored["turn_ids"]) == 4
     ended = await call(client, "end_session")
@@ -152,6 +158,7 @@ def test_the_apps_mcp_endpoint_takes_api_tokens_and_keeps_users_apart(tmp_path: 
                 await call(client, "forget", sentence_id=hit["sentence_id"])
                 left = (await call(client, "search_memory", query="제주도"))["results"]
                 assert left and not any("제주도" in r["text"] for r in left)
+                assert leftovers(tmp_path, "제주도") == []  # no byte of it in the database, its WAL or a cache
                 assert version >= 1
 
         run(session)
