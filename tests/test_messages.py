@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from models.errors import CODES, ContextOverflowError, InputError, KeemError, Mo
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = {cls.kind for _, cls in inspect.getmembers(errors, inspect.isclass) if issubclass(cls, KeemError)}
+HANGUL = re.compile("[\uac00-\ud7a3]")
 ERROR_CLASSES = {name for name, cls in inspect.getmembers(errors, inspect.isclass) if issubclass(cls, KeemError)}
 
 
@@ -58,9 +60,12 @@ def test_every_refusal_the_page_raises_has_a_code() -> None:
     for path in pages:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ERROR_CLASSES:
-                if not any(k.arg == "code" for k in node.keywords):
+                said = " ".join(
+                    str(part.value) for part in ast.walk(node) if isinstance(part, ast.Constant) and part.value
+                )
+                if not any(k.arg == "code" for k in node.keywords) or HANGUL.search(said):
                     bare.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    assert not bare, f"refusals without a code: {bare}"
+    assert not bare, f"refusals without a code, or with a Korean sentence built in: {bare}"
 
 
 def test_korean_messages_of_real_errors():

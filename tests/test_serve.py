@@ -32,7 +32,8 @@ def test_write_only_writes_a_config_haproxy_accepts_with_cookie_stickiness_and_n
     assert "cookie keem_proc insert indirect nocache" in haproxy and "balance source" not in haproxy
     assert "timeout server 1h" in haproxy and "bind 127.0.0.1:9000" in haproxy
     api = haproxy.partition("\nbackend api\n")[2]  # API clients keep no cookie: a hash of whom the request acts for
-    assert "use_backend api if { path_beg /v1/ }" in haproxy and "balance hash" in api and "cookie" not in api
+    assert "use_backend api if { path_beg /v1/ } || { path /mcp }" in haproxy  # the API and its MCP endpoint
+    assert "balance hash" in api and "cookie" not in api
     for i, port in enumerate((9001, 9002, 9003), 1):
         assert f"server app{i} 127.0.0.1:{port} cookie app{i}" in haproxy
         assert f"server app{i} 127.0.0.1:{port} check inter 2s weight 256" in api  # an even hash ring

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 
 from chatbot.api.auth import Caller
 from chatbot.api.context import Who, api_of
+from memory.store import Store
 from models.errors import InputError, described
 
 router = APIRouter(tags=["sessions"])
@@ -43,7 +44,11 @@ def owned(get: Callable[[int], dict[str, Any]], row_id: int, who: Caller, what: 
 
 @router.get("/jobs/{job_id}", summary="A memory update job: status, stage, and the version it made")
 def job(job_id: int, request: Request, who: Who) -> dict[str, Any]:
-    store = api_of(request).ctx.bot.store
+    return job_json(api_of(request).ctx.bot.store, job_id, who)
+
+
+def job_json(store: Store, job_id: int, who: Caller) -> dict[str, Any]:
+    """A memory update job of the caller's: status (pending, running, done, failed), stage, the version it made."""
     row = owned(store.queue.get, job_id, who, "job")
     made = store.one("select number from memory_versions where id = ?", [row["version_id"]])
     kind, code = described(row.get("last_error") or "")

@@ -84,10 +84,34 @@ def search(
     q: Annotated[str, Query(max_length=4000, description="the text to find memory for, e.g. the user's message")],
     k: Annotated[int, Query(ge=1, le=50, description="how many sentences")] = 5,
 ) -> dict[str, Any]:
+    return search_json(api_of(request), who.user_id, q, k)
+
+
+def search_json(api: Api, user_id: int, q: str, k: int) -> dict[str, Any]:
+    """The search a reply makes (MemoryEngine.search), best first: each sentence with its id, score, the emotion
+    records it holds (emotion, cause, status, dates) and when the conversations it comes from began."""
     if not q.strip():
         raise bad_body("q: give the text to search the memory for, e.g. the user's message")
-    hits = api_of(request).ctx.bot.engine.search(who.user_id, q, k=k)
-    return {"results": [{"sentence_id": h.sentence_id, "text": h.text, "score": round(h.score, 4)} for h in hits]}
+    bot = api.ctx.bot
+    hits = bot.engine.search(user_id, q, k=k)
+    latest = bot.engine.current(user_id)
+    ids = [s.id for s in latest.sentences] if latest else []
+    said = explain_all(bot.store, latest) if latest and hits else []
+    when = bot.settings.local_time.iso
+    results = []
+    for h in hits:
+        place = ids.index(h.sentence_id) if h.sentence_id in ids else None
+        records = [r.as_json() for r in latest.records if r.sentence_id == h.sentence_id] if latest else []
+        results.append(
+            {
+                "sentence_id": h.sentence_id,
+                "text": h.text,
+                "score": round(h.score, 4),
+                "emotions": records,
+                "said_in": [when(at) for at in said[place].sessions] if place is not None else [],
+            }
+        )
+    return {"version": latest.number if latest else 0, "results": results}
 
 
 @router.get("/memory/history", summary="Every version, oldest first, without its sentences")
@@ -105,31 +129,43 @@ def history(request: Request, who: Who) -> dict[str, Any]:
 
 @router.get("/memory/versions/{number}", summary="One version of the memory, whole")
 def get_version(number: int, request: Request, who: Who) -> JSONResponse:
-    api = api_of(request)
+    return JSONResponse(numbered_json(api_of(request), who.user_id, number))
+
+
+def numbered_json(api: Api, user_id: int, number: int) -> dict[str, Any]:
+    """One version of the user's memory, whole; not_found for a number they have none of."""
     try:
-        version = api.ctx.bot.store.versions.get(who.user_id, number)
+        version = api.ctx.bot.store.versions.get(user_id, number)
     except InputError:
         raise InputError(f"no memory version {number} of this user", code="not_found") from None
-    return JSONResponse(version_json(version, api.ctx.blind))
+    return version_json(version, api.ctx.blind)
 
 
 @router.get("/memory/changes", summary="What a version changed over the one before it, and why")
 def changes(request: Request, who: Who, version: int | None = None) -> dict[str, Any]:
-    api = api_of(request)
+    return changes_json(api_of(request), who.user_id, version)
+
+
+def changes_json(api: Api, user_id: int, version: int | None) -> dict[str, Any]:
+    """What `version` (default: the latest) changed over the one before it, and why (memory/changelog.py)."""
     store = api.ctx.bot.store
     try:
-        shown = store.versions.get(who.user_id, version) if version else current(api, who.user_id)
+        shown = store.versions.get(user_id, version) if version else current(api, user_id)
     except InputError:
         raise InputError(f"no memory version {version} of this user", code="not_found") from None
-    previous = store.versions.get(who.user_id, shown.number - 1) if shown.number > 1 else None
+    previous = store.versions.get(user_id, shown.number - 1) if shown.number > 1 else None
     log = changelog(store, previous, shown, blind=api.ctx.blind)
     return log.as_json(api.ctx.bot.settings.local_time.iso)
 
 
 @router.get("/memory/sentences/{sentence_id}/why", summary="Where a sentence of the current memory came from")
 def why(sentence_id: int, request: Request, who: Who) -> dict[str, Any]:
-    api = api_of(request)
-    latest = current(api, who.user_id)
+    return why_json(api_of(request), who.user_id, sentence_id)
+
+
+def why_json(api: Api, user_id: int, sentence_id: int) -> dict[str, Any]:
+    """Where a sentence of the current memory came from (memory/provenance.py); sentence_unknown for another id."""
+    latest = current(api, user_id)
     index = edits.index_of(latest, sentence_id)
     shown = explain_all(api.ctx.bot.store, latest)[index]
     return {"version": latest.number, **shown.as_json(api.ctx.bot.settings.local_time.iso)}
@@ -167,11 +203,15 @@ def delete_sentence(sentence_id: int, request: Request, who: Who, if_match: IfMa
 def erase_sentence(sentence_id: int, request: Request, who: Who, if_match: IfMatch = None) -> JSONResponse:
     api = api_of(request)
     latest = fresh(api, who.user_id, if_match, required=False) or current(api, who.user_id)
+    return JSONResponse(erase_json(api, who.user_id, latest, sentence_id))
+
+
+def erase_json(api: Api, user_id: int, latest: Version, sentence_id: int) -> dict[str, Any]:
+    """Erase a sentence of `latest` as the page's 완전히 지우기 does (Chatbot.forget_sentence: every version, the
+    turns that said it, no copy); what was erased and the memory now."""
     index = edits.index_of(latest, sentence_id)
-    erased = api.ctx.bot.forget_sentence(who.user_id, latest.sentences[index].text)
-    return JSONResponse(
-        {"erased": erased.counts, **version_json(api.ctx.bot.engine.current(who.user_id), api.ctx.blind)}
-    )
+    erased = api.ctx.bot.forget_sentence(user_id, latest.sentences[index].text)
+    return {"erased": erased.counts, **version_json(api.ctx.bot.engine.current(user_id), api.ctx.blind)}
 
 
 @router.post("/memory/restore", summary="Bring back a sentence an earlier version held")

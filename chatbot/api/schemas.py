@@ -61,3 +61,10 @@ class RevertBody(BaseModel):
 
 
 JsonObject = dict[str, Any]
+
+
+class Turn(BaseModel):
+    """One turn of a conversation (the MCP tool add_turns): what the user said, or the bot's reply to it."""
+
+    role: Literal["user", "assistant"] = Field(description="'user': the person's message; 'assistant': the bot's reply")
+    content: str = Field(min_length=1, description="the message as it was said")

@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     """Every `keem` command: argparse subcommands, the shared options from chatbot/cli/options.py, a `run` each."""
     from chatbot.cli.chat import add_chat_parser
     from chatbot.cli.jobs import add_jobs_commands
+    from chatbot.cli.mcp import add_mcp_parser
     from chatbot.cli.memory_commands import add_memory_commands
     from chatbot.cli.serve import add_serve_parser
     from chatbot.cli.tokens import add_token_commands
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_token_commands(subs)
     add_worker_parser(subs)
     add_serve_parser(subs)
+    add_mcp_parser(subs)
     p = add_command(
         subs,
         "build-dataset",

@@ -350,7 +350,10 @@ class Organiser:
                 "the organiser view is off: set KEEM_ADMIN_PASSWORD on the server and restart", code="organiser_off"
             )
         if not may_guess(self.limiter, self.store, login_name(request)):
-            raise InputError("비밀번호는 1초에 한 번만 확인합니다. 잠시 뒤 다시 입력해 주세요.", code="organiser_wait")
+            raise InputError(
+                "one organiser password is checked a second per login; wait a moment and enter it again",
+                code="organiser_wait",
+            )
         if not hmac.compare_digest((password or "").encode(), self.password.encode()):
             log.warning("a wrong organiser password was given")
             raise InputError("wrong organiser password", code="organiser_wrong")

@@ -10,6 +10,7 @@ import fastapi
 import gradio as gr
 
 from chatbot.api.app import RATE_PER_MIN, build_api, mount
+from chatbot.api.mcp_http import McpEndpoint, lifespan, mcp_route
 from chatbot.bot import Chatbot
 from chatbot.study import Study
 from chatbot.web import identity as hf_login
@@ -60,14 +61,17 @@ def launch_options(app: gr.Blocks | None = None) -> dict[str, Any]:
     """What every launch of the app passes to `Blocks.launch` besides host, port and logins: no file uploads, no
     direct use of Gradio's API, private files to their login only (chatbot/web/guard.py); the page's CSS
     (chatbot/web/style.py) and the login page's Korean message (chatbot/web/login.py). With the `app` build_app made,
-    its HTTP API (chatbot/api) is served under /v1 on the same server, before Gradio's routes.
+    its HTTP API (chatbot/api) is served under /v1 on the same server, before Gradio's routes, and its MCP server at
+    /mcp (chatbot/api/mcp_http.py), which the server's lifespan starts.
 
     A fresh dict each call (Gradio adds its own entries to `app_kwargs`).
     """
     api = getattr(app, "keem_api", None)
+    mcp = getattr(app, "keem_mcp", None)
+    served: dict[str, Any] = {"routes": [mcp_route(mcp), mount(api)], "lifespan": lifespan(mcp)} if api and mcp else {}
     return {
         "max_file_size": MAX_FILE_SIZE,
-        "app_kwargs": {"dependencies": [fastapi.Depends(refuse_routes)], "routes": [mount(api)] if api else []},
+        "app_kwargs": {"dependencies": [fastapi.Depends(refuse_routes)], "routes": [], **served},
         "css": CSS,
         "head": HEAD,
         "auth_message": login.MESSAGE,
@@ -109,6 +113,7 @@ def build_app(
         app.keem_ui = ui  # type: ignore[attr-defined]
         app.keem_study = part  # type: ignore[attr-defined]
         app.keem_api = build_api(ui.ctx, api_rate)  # type: ignore[attr-defined]
+        app.keem_mcp = McpEndpoint(app.keem_api.state.keem)  # type: ignore[attr-defined]
         components(page, ui, title, browser_identity, part, flow)
         chained = wire(app, page, ui, flow)
         flow.wire(page)

@@ -38,7 +38,7 @@ def enabled(env: Mapping[str, str] | None = None) -> bool:
         return False
     if choice:
         raise InputError(
-            f"KEEM_HF_LOGIN={choice!r}: use 1 (a 'Hugging Face로 로그인' button), 0, or leave it unset",
+            f"KEEM_HF_LOGIN={choice!r}: use 1 (the page's Hugging Face login button), 0, or leave it unset",
             code="setting_invalid",
             name="KEEM_HF_LOGIN",
         )
