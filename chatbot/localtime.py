@@ -32,6 +32,15 @@ class LocalTime:
         """The date of a stored time in this zone (08:00 KST on the 7th is the 7th, though UTC says the 6th)."""
         return self.local(when).date()
 
+    def today(self) -> date:
+        """Today's date in this zone."""
+        return self.day(datetime.now(timezone.utc))
+
+    def end_of(self, day: date) -> str:
+        """The last second of `day` in this zone, as a stored time (UTC ISO): what was made on that day is before it."""
+        end = datetime.combine(day, datetime.max.time(), self.zone).replace(microsecond=0)
+        return end.astimezone(timezone.utc).isoformat(timespec="seconds")
+
     def minute(self, when: str | datetime, round_up: bool = False) -> str:
         """'2026-11-03 20:00' in this zone (`round_up`: a time within a minute counts as the next minute)."""
         at = self.local(when)

@@ -322,7 +322,7 @@ def _starts_word(text: str, start: int) -> bool:
 def find(text: str, today: date) -> list[Span]:
     """Every time this module knows in `text`, resolved against `today` (a sentence's own date), in order; a habit
     ("매주", "마다") is not a time."""
-    past = is_past_tense(text)
+    past: bool | None = None  # the tense (Kiwi) only for a sentence with a time in it: most have none
     taken: list[Span] = []
     for pattern, resolve, absolute in _PATTERNS:
         for m in pattern.finditer(text):
@@ -333,6 +333,8 @@ def find(text: str, today: date) -> list[Span]:
                 continue
             if text[end:].lstrip().startswith("마다"):
                 continue
+            if past is None:
+                past = is_past_tense(text)
             got = resolve(m, today, past)
             if got is not None:
                 taken.append(Span(start, end, got[0], got[1], got[2], absolute))
@@ -374,7 +376,8 @@ def anchor(text: str, today: date) -> tuple[str, list[dict[str, str]]]:
         if span.absolute:
             continue
         new = written(span, keep_year)
-        out += [text[at : span.start], new]
+        particle = "에" if text[span.end : span.end + 1].isspace() and span.grain != "year" else ""  # 내일 면접
+        out += [text[at : span.start], new + particle]
         at = span.end
         if new != words:
             said.append({"said": words, "as": new, "on": today.isoformat()})
@@ -522,6 +525,20 @@ def relative(text: str, today: date) -> str:
         out += [text[at : span.end], f"({relative_words(span, today)})"]
         at = span.end
     return "".join(out) + text[at:]
+
+
+def as_read(text: str, today: date) -> str | None:
+    """`text` as the chat reads it on `today` (`relative`), when that differs from the stored text: what the memory tab,
+    `keem memory show` and the API show beside the sentence."""
+    read = relative(text, today)
+    return read if read != text else None
+
+
+def read_on(shown: dict[str, Any], today: date) -> dict[str, Any]:
+    """A version's JSON (Version.as_json) with the day it is read on ("read_on") and, for each sentence whose times
+    read differently that day, "as_read": what the API and `keem memory show --json` return."""
+    sentences = [{**s, **({"as_read": r} if (r := as_read(s["text"], today)) else {})} for s in shown["sentences"]]
+    return {**shown, "read_on": today.isoformat(), "sentences": sentences}
 
 
 def carry(entries: Iterable[dict[str, str]], text: str) -> list[dict[str, str]]:

@@ -24,7 +24,7 @@ from chatbot.web.backend import AppContext, Backend
 from chatbot.web.memory_tab import panel
 from chatbot.web.past import Past
 from chatbot.worker import Worker
-from memory.store import Store
+from memory.store import Sentence, Store
 from models.errors import AccessError
 from models.fake import ScriptedChatModel
 from tests.api_world import RATE, client, code, end_and_wait, run_example, serve_api, token_for
@@ -214,6 +214,34 @@ def test_memory_changes_name_the_version_read_and_a_stale_one_is_412(served: Any
         erased = c.post(f"/memory/sentences/{latest['sentences'][1]['id']}/erase")
         assert erased.status_code == 200 and second["text"] not in str(c.get("/memory/history").json())
         assert second["text"] not in str(c.get("/memory").json())
+
+
+def test_memory_as_of_a_day_is_the_version_of_then_with_its_times_read_as_then(served: Any) -> None:
+    base, _, bot, _ = served
+    uid = bot.store.users.get_or_create(Chatbot.user_key("그때"))
+    exam = "사용자는 2026년 12월 8일에 시험이 있다."
+    bot.store.versions.commit(uid, [Sentence(exam, "added")], base=None, strategy="keem", status="ok", author="updater")
+    done = "사용자는 2026년 12월 8일에 시험을 봤다."
+    bot.store.versions.commit(uid, [Sentence(done, "added")], base=1, strategy="keem", status="ok", author="updater")
+    bot.store.db.execute(
+        "update memory_versions set created_at = ? where user_id = ? and number = 1", ["2026-11-30T03:00:00+00:00", uid]
+    )
+    with client(base, token_for(bot, "그때")) as c:
+        then = c.get("/memory", params={"as_of": "2026-12-01"})
+        assert then.status_code == 200 and then.headers["ETag"] == '"1"' and then.json()["read_on"] == "2026-12-01"
+        (sentence,) = then.json()["sentences"]
+        assert (
+            sentence["text"] == exam
+            and sentence["as_read"] == "사용자는 2026년 12월 8일(다음 주 화요일)에 시험이 있다."
+        )
+        assert c.get("/memory").json()["sentences"][0]["text"] == done
+        assert c.get("/memory", params={"as_of": "2026-11-01"}).json() == {
+            "version": 0,
+            "sentences": [],
+            "emotions": [],
+        }
+        bad = c.get("/memory", params={"as_of": "12/01"})
+        assert bad.status_code == 422 and "as_of" in bad.text
 
 
 def test_two_users_at_once_never_see_each_others_memory_or_jobs(served: Any) -> None:

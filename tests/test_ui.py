@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -373,7 +374,7 @@ def test_memory_tab_shows_the_cue_words_stored_for_a_sentence(ui: ChatUI) -> Non
         status="ok",
         author="import",
     )
-    shown_memory = "\n\n".join(render_sentences(version))
+    shown_memory = "\n\n".join(render_sentences(version, date.today()))
     assert "검색 단서: KTX, 금요일 밤" in shown_memory and "<b>" not in shown_memory
     assert shown_memory.count("검색 단서") == 1
     assert stage_text({"status": "running", "stage": "cues"}) == ("기억 갱신: 검색 단서 쓰는 중 …", False)

@@ -102,7 +102,7 @@ def build_mcp(api: Api, fixed: Caller | None = None) -> MCPServer:
     def list_memory() -> dict[str, Any]:
         """The user's whole current memory: its version number, every sentence with its id, and the emotion records
         (emotion, cause, status, since when). Version 0 with no sentences: nothing is remembered yet."""
-        return memory.version_json(api.ctx.bot.engine.current(caller().user_id), api.ctx.blind)
+        return memory.version_json(api, api.ctx.bot.engine.current(caller().user_id))
 
     @server.tool()
     @refusals
@@ -162,7 +162,7 @@ def build_mcp(api: Api, fixed: Caller | None = None) -> MCPServer:
     @server.resource("keem://memory", name="memory", mime_type="application/json")
     def current_memory() -> dict[str, Any]:
         """The user's current memory (as list_memory gives it)."""
-        return memory.version_json(api.ctx.bot.engine.current(caller().user_id), api.ctx.blind)
+        return memory.version_json(api, api.ctx.bot.engine.current(caller().user_id))
 
     @server.resource("keem://memory/versions/{number}", name="memory version", mime_type="application/json")
     def memory_version(number: int) -> dict[str, Any]:

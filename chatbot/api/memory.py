@@ -5,6 +5,7 @@ was read from (`If-Match`); a stale one is 412 memory_changed, and nothing is wr
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
@@ -15,6 +16,7 @@ from chatbot.api.context import Api, Who, api_of
 from chatbot.api.errors import bad_body
 from chatbot.api.schemas import RestoreBody, RevertBody, SentenceBody
 from memory.changelog import changelog
+from memory.dates import as_read, read_on
 from memory.provenance import explain_all
 from memory.store import Version
 from memory.undo import dropped_sentence, restore, revert
@@ -24,20 +26,24 @@ router = APIRouter(tags=["memory"])
 IfMatch = Annotated[str | None, Header(description="the memory version the change was read from (its ETag)")]
 
 
-def version_json(version: Version | None, blind: bool) -> dict[str, Any]:
-    """A version as the API shows it: number, when, by whom, sentences with their ids, emotion records."""
+def version_json(api: Api, version: Version | None, today: date | None = None, *, read: bool = True) -> dict[str, Any]:
+    """A version as the API shows it: number, when, by whom, sentences with their ids (and, `read`, where a sentence's
+    times read differently on `today`, default the server's today, how the chat reads it: "as_read"), emotion
+    records."""
     if version is None:
         return {"version": 0, "sentences": [], "emotions": []}
     shown = version.as_json()
-    if blind:  # a trial participant never learns their strategy
+    if read:
+        shown = read_on(shown, today or api.ctx.bot.settings.local_time.today())
+    if api.ctx.blind:  # a trial participant never learns their strategy
         shown.pop("strategy", None)
         shown.pop("model", None)
         shown.pop("prompt_hash", None)
     return {**shown, "emotions": [r.as_json() for r in version.records]}
 
 
-def answer(api: Api, version: Version | None, status: int = 200) -> JSONResponse:
-    body = version_json(version, api.ctx.blind)
+def answer(api: Api, version: Version | None, status: int = 200, today: date | None = None) -> JSONResponse:
+    body = version_json(api, version, today)
     return JSONResponse(body, status_code=status, headers={"ETag": f'"{body["version"]}"'})
 
 
@@ -71,10 +77,22 @@ def current(api: Api, user_id: int) -> Version:
     return latest
 
 
-@router.get("/memory", summary="The current memory: sentences with ids, emotion records; ETag is its version")
-def get_memory(request: Request, who: Who) -> JSONResponse:
+@router.get("/memory", summary="The current memory (or as it stood on as_of): sentences with ids, emotion records")
+def get_memory(
+    request: Request,
+    who: Who,
+    as_of: Annotated[
+        date | None,
+        Query(description="YYYY-MM-DD: the memory as it stood at the end of that day (KEEM_TIMEZONE), read as then"),
+    ] = None,
+) -> JSONResponse:
+    """ETag is the version's number (for If-Match); with `as_of`, the version of that day (version 0 if none yet),
+    each sentence's times read as on that day."""
     api = api_of(request)
-    return answer(api, api.ctx.bot.engine.current(who.user_id))
+    if as_of is None:
+        return answer(api, api.ctx.bot.engine.current(who.user_id))
+    end = api.ctx.bot.settings.local_time.end_of(as_of)
+    return answer(api, api.ctx.bot.store.versions.as_of(who.user_id, end), today=as_of)
 
 
 @router.get("/memory/search", summary="The memory sentences most relevant to a text, best first, as a reply finds them")
@@ -88,7 +106,8 @@ def search(
 
 
 def search_json(api: Api, user_id: int, q: str, k: int) -> dict[str, Any]:
-    """The search a reply makes (MemoryEngine.search), best first: each sentence with its id, score, the emotion
+    """The search a reply makes (MemoryEngine.search), best first: each sentence with its id, how the chat reads its
+    times today ("as_read", where that differs), the words its times were said in ("dates"), score, the emotion
     records it holds (emotion, cause, status, dates) and when the conversations it comes from began."""
     if not q.strip():
         raise bad_body("q: give the text to search the memory for, e.g. the user's message")
@@ -97,7 +116,7 @@ def search_json(api: Api, user_id: int, q: str, k: int) -> dict[str, Any]:
     latest = bot.engine.current(user_id)
     ids = [s.id for s in latest.sentences] if latest else []
     said = explain_all(bot.store, latest) if latest and hits else []
-    when = bot.settings.local_time.iso
+    when, today = bot.settings.local_time.iso, bot.settings.local_time.today()
     results = []
     for h in hits:
         place = ids.index(h.sentence_id) if h.sentence_id in ids else None
@@ -106,6 +125,8 @@ def search_json(api: Api, user_id: int, q: str, k: int) -> dict[str, Any]:
             {
                 "sentence_id": h.sentence_id,
                 "text": h.text,
+                **({"as_read": read} if (read := as_read(h.text, today)) else {}),
+                "dates": list(latest.sentences[place].dates) if latest and place is not None else [],
                 "score": round(h.score, 4),
                 "emotions": records,
                 "said_in": [when(at) for at in said[place].sessions] if place is not None else [],
@@ -120,7 +141,7 @@ def history(request: Request, who: Who) -> dict[str, Any]:
     versions = api.ctx.bot.store.versions.of_user(who.user_id)
     out = []
     for v in versions:
-        shown = version_json(v, api.ctx.blind)
+        shown = version_json(api, v, read=False)
         shown["size"] = len(shown.pop("sentences"))
         shown.pop("emotions")
         out.append(shown)
@@ -138,7 +159,7 @@ def numbered_json(api: Api, user_id: int, number: int) -> dict[str, Any]:
         version = api.ctx.bot.store.versions.get(user_id, number)
     except InputError:
         raise InputError(f"no memory version {number} of this user", code="not_found") from None
-    return version_json(version, api.ctx.blind)
+    return version_json(api, version)
 
 
 @router.get("/memory/changes", summary="What a version changed over the one before it, and why")
@@ -211,7 +232,7 @@ def erase_json(api: Api, user_id: int, latest: Version, sentence_id: int) -> dic
     turns that said it, no copy); what was erased and the memory now."""
     index = edits.index_of(latest, sentence_id)
     erased = api.ctx.bot.forget_sentence(user_id, latest.sentences[index].text)
-    return {"erased": erased.counts, **version_json(api.ctx.bot.engine.current(user_id), api.ctx.blind)}
+    return {"erased": erased.counts, **version_json(api, api.ctx.bot.engine.current(user_id))}
 
 
 @router.post("/memory/restore", summary="Bring back a sentence an earlier version held")

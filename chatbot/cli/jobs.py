@@ -141,6 +141,6 @@ def cmd_jobs_retry(settings: Settings, args: argparse.Namespace) -> int:
             print(f"job {job_id}: another process is running it, or it had nothing to update")
             continue
         print(f"job {job_id}: memory v{version.number} ({version.strategy}, {version.status})")
-        print_sentences(version)
+        print_sentences(version, settings.local_time.today())
     snapshot_if_configured(settings.backup_dir, bot.store)
     return 1 if failed else 0

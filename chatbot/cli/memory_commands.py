@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from chatbot.cli.options import EMBEDDER, JSON, STORE, USER, add_command, add_group, open_engine, open_store, print_json
 from chatbot.cli.why import add_why_commands
 from chatbot.settings import Settings
+from memory.dates import read_on
 from memory.words import plural
 from models.errors import InputError
 
@@ -28,12 +30,18 @@ def add_memory_commands(subs: Any) -> None:
     p = add_command(
         msubs,
         "show",
-        "print a user's memory (latest version, or --version N)",
+        "print a user's memory (latest version, --version N, or --as-of DATE)",
         "keem memory show --user minsu --json",
         parents=[USER, STORE, JSON],
         run=cmd_show,
     )
     p.add_argument("--version", type=int, help="version number (default: latest)")
+    p.add_argument(
+        "--as-of",
+        type=as_of_date,
+        metavar="YYYY-MM-DD",
+        help="the memory as it stood at the end of that day (KEEM_TIMEZONE), its times read as on that day",
+    )
     add_command(
         msubs,
         "history",
@@ -99,18 +107,34 @@ def add_memory_commands(subs: Any) -> None:
     add_why_commands(msubs)  # why, changes, restore, revert (chatbot/cli/why.py)
 
 
+def as_of_date(text: str) -> date:
+    """--as-of's day: an ISO date, or an error that says what to give."""
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date; give one as YYYY-MM-DD, e.g. 2026-12-01") from None
+
+
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     store = open_store(settings)
     user_id = store.users.require(args.user)
-    version = store.versions.get(user_id, args.version) if args.version else store.versions.latest(user_id)
+    local = settings.local_time
+    if args.version and args.as_of:
+        raise InputError("give --version or --as-of, not both")
+    if args.as_of:
+        version = store.versions.as_of(user_id, local.end_of(args.as_of))
+        if version is None:
+            raise InputError(f"user '{args.user}' had no memory yet on {args.as_of}; see: keem memory history")
+    else:
+        version = store.versions.get(user_id, args.version) if args.version else store.versions.latest(user_id)
     if version is None:
         raise InputError(f"user '{args.user}' has no memory yet; end a session or run: keem memory import")
-    local = settings.local_time
+    today = args.as_of or local.today()
     if args.json:
         from memory.changelog import version_log
         from memory.provenance import explain_all
 
-        shown = version.as_json()
+        shown = read_on(version.as_json(), today)
         for sentence, why in zip(shown["sentences"], explain_all(store, version), strict=True):
             sentence["why"] = why.as_json(local.iso)
         print_json(
@@ -124,10 +148,11 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
         print(
             f"# {args.user}: memory v{version.number} "
             f"({version.strategy}, {version.status}, {local.stamp(version.created_at)})"
+            + (f", as it stood on {args.as_of}" if args.as_of else "")
         )
         from chatbot.cli.session import print_sentences
 
-        print_sentences(version)
+        print_sentences(version, today, str(args.as_of) if args.as_of else "오늘")
     return 0
 
 

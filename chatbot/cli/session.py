@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from chatbot.opening import open_session
 from chatbot.session import SKIPPED_ROLES, TURN_ROLES, ChatSession, check_user_name, clean_message
 from chatbot.settings import Settings
 from memory.backup import snapshot_if_configured
+from memory.dates import as_read
 from memory.store import Version
 from memory.words import elapsed, plural
 from models.errors import ContextOverflowError, InputError, KeemError
@@ -183,11 +185,14 @@ def run_session(settings: Settings, args: argparse.Namespace) -> int:
         snapshot_if_configured(settings.backup_dir, bot.store)  # the session's turns are kept even when it failed
     if version is not None:
         print(f"\n# {name}: memory v{version.number} ({version.strategy}, {version.status})")
-        print_sentences(version)
+        print_sentences(version, settings.local_time.today())
     return 0
 
 
-def print_sentences(version: Version) -> None:
-    """One '- text' line per memory sentence, with its cue words when it has any."""
+def print_sentences(version: Version, today: date, label: str = "오늘") -> None:
+    """One '- text' line per memory sentence, with its cue words when it has any, and under a sentence whose times
+    read differently on `today` how the chat reads it then ("  오늘 기준: ...(사흘 전)...", memory/dates.py)."""
     for s in version.sentences:
         print(f"- {s.text}" + (f"  [cues: {s.cues}]" if s.cues else ""))
+        if read := as_read(s.text, today):
+            print(f"  {label} 기준: {read}")

@@ -43,6 +43,6 @@ def memory_list(version: Version | None, whys: Sequence[Why], local: LocalTime) 
     why = {w.number: render_why(w, local) for w in whys}
     rows = tuple(
         Row(s.text, shown, why.get(i, ""))
-        for i, (s, shown) in enumerate(zip(version.sentences, render_sentences(version), strict=True), 1)
+        for i, (s, shown) in enumerate(zip(version.sentences, render_sentences(version, local.today()), strict=True), 1)
     )
     return MemoryList(version.number, memory_header(version, local), rows)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Mapping
+from datetime import date
 from typing import Any
 
 from chatbot.bot import Chatbot
 from chatbot.localtime import LocalTime
 from chatbot.web.history import version_label
 from chatbot.web.messages import DEMO_INFO, MODEL_INFO, korean_stored_error
+from memory.dates import as_read
 from memory.emotion_words import is_emotion
 from memory.emotions import is_plan
 from memory.engine import Hit
@@ -68,15 +70,17 @@ def memory_header(version: Version | None, local: LocalTime) -> str:
     )
 
 
-def render_sentences(version: Version) -> list[str]:
-    """Each sentence of `version` as its row shows it: numbered, an emotion-and-cause sentence marked, its search
+def render_sentences(version: Version, today: date) -> list[str]:
+    """Each sentence of `version` as its row shows it: numbered, an emotion-and-cause sentence marked, how the chat
+    reads its times `today` where that differs ("오늘 기준: 2026년 12월 8일(사흘 전)에 시험이 있었다"), its search
     cues under it."""
     recorded = {r.sentence for r in version.records if not is_plan(r)}  # the records' feelings, then the heuristic
     lines = []
     for i, s in enumerate(version.sentences, 1):
         mark = " **〔감정·원인〕**" if s.text in recorded or is_emotion(s.text) else ""
+        read = f"  \n*오늘 기준: {md(r)}*" if (r := as_read(s.text, today)) else ""
         cues = f"  \n*검색 단서: {md(s.cues)}*" if s.cues else ""
-        lines.append(f"{i}\\. {md(s.text)}{mark}{cues}")
+        lines.append(f"{i}\\. {md(s.text)}{mark}{read}{cues}")
     return lines
 
 

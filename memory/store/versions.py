@@ -87,6 +87,15 @@ class Versions:
             raise InputError(f"this user has no memory version {number}; see: keem memory history")
         return found
 
+    def as_of(self, user_id: int, before: str) -> Version | None:
+        """The version that was the user's memory at the stored (UTC ISO) time `before`: the last one made by then."""
+        return self._version(
+            self.conn.one(
+                "select * from memory_versions where user_id = ? and created_at <= ? order by number desc limit 1",
+                [user_id, before],
+            )
+        )
+
     def of_user(self, user_id: int) -> list[Version]:
         rows = self.conn.rows("select * from memory_versions where user_id = ? order by number", [user_id])
         return [v for v in (self._version(r) for r in rows) if v is not None]
