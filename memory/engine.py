@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from memory.fusion import CONTEXT_TURNS, CONTEXT_WEIGHT, check_method, fuse
+from memory.fusion import CONTEXT_TURNS, CONTEXT_WEIGHT, DEFAULT_METHOD, check_method, fuse
 from memory.index import Entry, IndexCache
 from memory.lexical import MAX_CHARS, tokens
 from memory.provenance import by_person
@@ -33,7 +33,7 @@ class MemoryEngine:
         store: Store,
         embedder: Embedder,
         count_tokens: Callable[[str], int] = estimate_tokens,
-        method: str = "dense",
+        method: str = DEFAULT_METHOD,
     ):
         self.store = store
         self.embedder = embedder

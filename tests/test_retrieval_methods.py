@@ -140,8 +140,8 @@ def test_any_text_is_a_query_and_an_empty_memory_answers_nothing(store, method):
 
 
 def test_the_method_is_a_setting_checked_where_it_enters():
-    assert Settings.load(env={}).retrieval == "dense"
-    assert Settings.load(env={"KEEM_RETRIEVAL": "hybrid"}).retrieval == "hybrid"
+    assert Settings.load(env={}).retrieval == "hybrid"
+    assert Settings.load(env={"KEEM_RETRIEVAL": "dense"}).retrieval == "dense"
     with pytest.raises(InputError, match="KEEM_RETRIEVAL"):
         Settings.load(env={"KEEM_RETRIEVAL": "bm25"})
     with pytest.raises(InputError, match="retrieval method"):

@@ -34,8 +34,8 @@ SETTING_OF: dict[str, str] = {
 }
 
 RETRIEVAL_HELP = (
-    "how memory is searched: dense (the embedder), lexical (BM25 on Kiwi morphemes) or hybrid (dense with a "
-    "lexical boost) (KEEM_RETRIEVAL; docs/benchmarks.md#korean-retrieval)"
+    "how memory is searched: hybrid (default: the embedder, with a boost for shared words), dense (the embedder "
+    "alone) or lexical (BM25 on Kiwi morphemes) (KEEM_RETRIEVAL; docs/benchmarks.md#retrieval-methods)"
 )
 EMBEDDER_HELP = (
     "auto (default: e5-small, else use-multilingual), e5, use-multilingual, minilm, ngram, st:<id|path> (KEEM_EMBEDDER)"

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from evaluation.corpora.locomo import CATEGORY_NAMES, DEFAULT_CATEGORIES, Result, evaluate, load_locomo
-from memory.fusion import METHODS
+from memory.fusion import DEFAULT_METHOD, METHODS
 from memory.words import plural
 
 DESCRIPTION = """\
@@ -132,7 +132,7 @@ def run_retrieval(args: argparse.Namespace, load_model: Any = None) -> int:
         load_embedder(args.embedder),
         k=args.k,
         categories=_categories(args.categories),
-        method=args.retrieval or "dense",
+        method=args.retrieval or DEFAULT_METHOD,
     )
     if args.json:
         print(

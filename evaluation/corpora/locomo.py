@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.corpora.episodes import Episode, Observation, dia_ids, read_episodes
+from memory.fusion import DEFAULT_METHOD
 from models.embedders import Embedder
 from models.errors import InputError
 
@@ -79,7 +80,7 @@ class Result:
     embedder: str
     k: int
     categories: tuple[int, ...]
-    method: str = "dense"
+    method: str = DEFAULT_METHOD
     overall: _Tally = field(default_factory=_Tally)
     per_category: dict[int, _Tally] = field(default_factory=dict)
     per_conversation: list[dict[str, Any]] = field(default_factory=list)
@@ -120,7 +121,7 @@ def evaluate(
     k: int = 5,
     categories: Iterable[int] = DEFAULT_CATEGORIES,
     db_dir: str | Path | None = None,
-    method: str = "dense",
+    method: str = DEFAULT_METHOD,
 ) -> Result:
     """hit@k of every question (of the chosen categories, with evidence) of every conversation.
 
