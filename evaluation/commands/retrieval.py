@@ -29,6 +29,7 @@ command and for the tests."""
 EPILOG = """examples:
   keem eval retrieval --locomo locomo10.json                       # hit@5 with the configured embedder
   keem eval retrieval --locomo locomo10.json --k 10 --embedder minilm --json
+  keem eval retrieval --locomo locomo10.json --retrieval dense              # the embedder alone, no BM25
   keem eval retrieval --locomo evaluation/fixtures/locomo_mini.json --embedder ngram --misses"""
 
 
