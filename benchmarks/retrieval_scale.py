@@ -182,7 +182,8 @@ class LookupEmbedder(Embedder):
 
 
 def run_engine(n: int, per_user: int, queries: int, seed: int = 1) -> dict:
-    """The whole MemoryEngine.search (latest-version id from SQLite + IndexCache.search), embedding excluded."""
+    """The whole dense MemoryEngine.search (latest-version id from SQLite + IndexCache.search), embedding excluded
+    (the default, hybrid, adds BM25 and the fusion: benchmarks/retrieval.py times it)."""
     import tempfile
 
     import faiss
@@ -195,7 +196,7 @@ def run_engine(n: int, per_user: int, queries: int, seed: int = 1) -> dict:
     emb = LookupEmbedder()
     with tempfile.TemporaryDirectory(prefix="keem-scale-") as tmp:
         store = Store(Path(tmp) / "scale.db")
-        engine = MemoryEngine(store, emb)
+        engine = MemoryEngine(store, emb, method="dense")  # the FAISS path; benchmarks/retrieval.py times hybrid
         started = time.perf_counter()
         ids = []
         for u in range(users):

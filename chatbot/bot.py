@@ -38,7 +38,9 @@ class Chatbot:
         self.store = store or open_store(settings.db_path, settings.backup_dir)
         self.chat_model = chat_model
         self.update_model = update_model or chat_model
-        self.engine = MemoryEngine(self.store, embedder, count_tokens=chat_model.count_tokens)
+        self.engine = MemoryEngine(
+            self.store, embedder, count_tokens=chat_model.count_tokens, method=settings.retrieval
+        )
         self.runner = JobRunner(
             self.engine,
             lambda strategy: make_updater(

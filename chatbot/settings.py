@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from chatbot.localtime import KOREA, LocalTime, local_time
+from memory.fusion import DEFAULT_METHOD, METHODS
 from models.errors import InputError
 
+RETRIEVALS = METHODS  # KEEM_RETRIEVAL
 OPENINGS = ("off", "follow-up")  # KEEM_OPENING (chatbot/opening.py)
 WORKER = ("on", "off")  # KEEM_WORKER (chatbot/worker.py)
 
@@ -28,6 +30,7 @@ class Settings:
     update_model: str = ""  # KEEM_UPDATE_MODEL; empty means the chat model
     embedder: str = "auto"  # KEEM_EMBEDDER: auto (e5-small, else use-multilingual), e5, use-multilingual, ...
     strategy: str = "keem"  # KEEM_STRATEGY
+    retrieval: str = DEFAULT_METHOD  # KEEM_RETRIEVAL: dense, lexical or hybrid (memory/fusion.py)
     k: int = 5  # KEEM_K: memory sentences retrieved per turn
     token_budget: int = 600  # KEEM_TOKEN_BUDGET: whole memory goes in when it fits this
     max_message_chars: int = 4000  # KEEM_MAX_MESSAGE_CHARS
@@ -86,6 +89,10 @@ class Settings:
                 continue
             values[f.name] = _convert(f.name, raw, type(getattr(cls(), f.name)))
         values.update({k: v for k, v in flags.items() if v is not None})
+        if values.get("retrieval", DEFAULT_METHOD) not in RETRIEVALS:
+            raise InputError(
+                f"KEEM_RETRIEVAL={values['retrieval']!r}: choose one of {', '.join(RETRIEVALS)} (docs/settings.md)"
+            )
         if values.get("opening", "follow-up") not in OPENINGS:
             raise InputError(f"KEEM_OPENING={values['opening']!r}: choose one of {', '.join(OPENINGS)}")
         if values.get("worker", "on") not in WORKER:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memory.index import IndexCache
+import numpy as np
+
+from memory.fusion import CONTEXT_TURNS, CONTEXT_WEIGHT, DEFAULT_METHOD, check_method, fuse
+from memory.index import Entry, IndexCache
+from memory.lexical import MAX_CHARS, tokens
 from memory.provenance import by_person
 from memory.redact import forget_sentence
 from memory.store import Erased, Sentence, Store, Version
@@ -24,10 +28,17 @@ class Hit:
 class MemoryEngine:
     """SQLite for truth, FAISS for speed: every commit refreshes the user's index."""
 
-    def __init__(self, store: Store, embedder: Embedder, count_tokens: Callable[[str], int] = estimate_tokens):
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        count_tokens: Callable[[str], int] = estimate_tokens,
+        method: str = DEFAULT_METHOD,
+    ):
         self.store = store
         self.embedder = embedder
         self.count_tokens = count_tokens
+        self.method = check_method(method)  # dense, lexical or hybrid (memory/fusion.py)
         self.index = IndexCache(embedder)
         self._generation: int | None = None  # the store's forget count when the cache last checked its users
 
@@ -83,11 +94,52 @@ class MemoryEngine:
             for s in sentences
         ]
         version = self.store.versions.commit(user_id, ready, base=base, **meta)
-        self.index.build(version)
+        self._ready(self.index.build(version))
         return version
 
-    def search(self, user_id: int, query: str, k: int = 5, token_budget: int | None = None) -> list[Hit]:
-        """Top-k sentences of the latest version by score (SQLite is asked only for the latest version id).
+    def _ready(self, entry: Entry) -> Entry:
+        """The entry with what this engine's method searches built (BM25 for lexical and hybrid), so a turn never
+        waits for it."""
+        if self.method != "dense":
+            self.index.lexical(entry)
+        return entry
+
+    def rank(self, entry: Entry, query: str, limit: int, context: Sequence[str] = ()) -> list[tuple[int, float]]:
+        """(sentence id, score) of the `limit` best sentences for `query`, best first, by this engine's method.
+        `context`: the user's turns just before it, oldest first; the last CONTEXT_TURNS join the query with
+        weight CONTEXT_WEIGHT. Any text is a query: no word, only emoji, a long paste (its first MAX_CHARS
+        characters), mixed scripts."""
+        query = query[:MAX_CHARS]
+        earlier = " ".join(t[:MAX_CHARS] for t in list(context)[-CONTEXT_TURNS:] if t.strip())[-MAX_CHARS:]
+        ids = list(entry.texts)
+        dense = np.zeros(len(ids), dtype=np.float32)
+        if self.method != "lexical":
+            vector = self.embedder.embed_query(query)
+            if earlier:
+                mixed = vector + CONTEXT_WEIGHT * self.embedder.embed_query(earlier)
+                vector = (mixed / max(float(np.linalg.norm(mixed)), 1e-12)).astype(np.float32)
+            if self.method == "dense":
+                return self.index.search(entry, vector, limit)
+            dense_of = dict(self.index.search(entry, vector, len(ids)))
+            dense = np.array([dense_of.get(i, -1.0) for i in ids], dtype=np.float32)
+        lexical = self.index.lexical(entry)
+        words = lexical.scores(tokens(query))
+        if earlier:
+            words = words + CONTEXT_WEIGHT * lexical.scores(tokens(earlier))
+        scores = fuse(self.method, dense, words)
+        order = np.argsort(-scores, kind="stable")[:limit]
+        return [(ids[i], float(scores[i])) for i in order]
+
+    def search(
+        self,
+        user_id: int,
+        query: str,
+        k: int = 5,
+        token_budget: int | None = None,
+        context: Sequence[str] = (),
+    ) -> list[Hit]:
+        """Top-k sentences of the latest version by score (SQLite is asked only for the latest version id), for
+        `query` and, more weakly, `context` (the user's turns before it, oldest first: `rank`).
 
         When the whole memory fits `token_budget`, every sentence comes back, most relevant first.
         """
@@ -95,15 +147,14 @@ class MemoryEngine:
         version_id = self.store.versions.latest_id(user_id)
         if version_id is None:
             return []
-        entry = self.index.entry(user_id, version_id, lambda: self.store.versions.latest(user_id))  # type: ignore[arg-type,return-value]
+        entry = self._ready(self.index.entry(user_id, version_id, lambda: self.store.versions.latest(user_id)))  # type: ignore[arg-type,return-value]
         limit = k
         if token_budget is not None:
             if entry.tokens is None:  # once per version, not on every turn
                 entry.tokens = sum(self.count_tokens(t) for t in entry.texts.values())
             if entry.tokens <= token_budget:
                 limit = len(entry.texts)
-        hits = self.index.search(entry, self.embedder.embed_query(query), limit)
-        return [Hit(entry.texts[i], score, i) for i, score in hits]
+        return [Hit(entry.texts[i], score, i) for i, score in self.rank(entry, query, limit, context)]
 
     def pinned(self, user_id: int, query: str, token_budget: int) -> tuple[int | None, list[Hit]]:
         """The memory a session's system prompt holds, in the version's own order (so it is byte-stable), with
@@ -113,13 +164,13 @@ class MemoryEngine:
         version_id = self.store.versions.latest_id(user_id)
         if version_id is None:
             return None, []
-        entry = self.index.entry(user_id, version_id, lambda: self.store.versions.latest(user_id))  # type: ignore[arg-type,return-value]
+        entry = self._ready(self.index.entry(user_id, version_id, lambda: self.store.versions.latest(user_id)))  # type: ignore[arg-type,return-value]
         if entry.tokens is None:
             entry.tokens = sum(self.count_tokens(t) for t in entry.texts.values())
         chosen: set[int] = set(entry.texts)
         if entry.tokens > token_budget:
             chosen, room = set(), token_budget
-            for i, _ in self.index.search(entry, self.embedder.embed_query(query), len(entry.texts)):
+            for i, _ in self.rank(entry, query, len(entry.texts)):
                 need = self.count_tokens(entry.texts[i]) + 4
                 if need <= room:
                     chosen.add(i)
@@ -131,7 +182,7 @@ class MemoryEngine:
         self.sweep()
         version = self.current(user_id)
         if version is not None:
-            self.index.entry(user_id, version.id, lambda: version)
+            self._ready(self.index.entry(user_id, version.id, lambda: version))
 
     def forget(self, user_id: int) -> Erased:
         """Delete everything about the user, with no copy left in the database file (memory/store/erasure.py)."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from memory.lexical import LexicalIndex
 from memory.store import Sentence, Version
 from memory.vector_index import load_faiss
 from models.embedders import Embedder
@@ -24,6 +25,8 @@ class Entry:
     texts: dict[int, str]  # sentence id -> text
     cue_index: Any | None = None  # the same ids over their cue words (memory/cues.py), when any have them
     tokens: int | None = None  # the whole memory's token count, filled in by the first search that needs it
+    cues: dict[int, str] = field(default_factory=dict)  # sentence id -> its cue words, for those that have them
+    lexical: LexicalIndex | None = None  # BM25 over texts and cue words (ids in `texts` order), built on first use
 
 
 class IndexCache:
@@ -72,7 +75,13 @@ class IndexCache:
             if cued
             else None
         )
-        entry = Entry(version.id, index, {i: s.text for i, s in stored_rows}, cue_index=cue_index)
+        entry = Entry(
+            version.id,
+            index,
+            {i: s.text for i, s in stored_rows},
+            cue_index=cue_index,
+            cues={i: cues for i, cues, _ in cued},
+        )
         with self._lock:
             self._entries[version.user_id] = entry
             self._entries.move_to_end(version.user_id)
@@ -107,6 +116,16 @@ class IndexCache:
             for user_id in gone:
                 self._entries.pop(user_id, None)
         return gone
+
+    def lexical(self, entry: Entry) -> LexicalIndex:
+        """The entry's BM25 index over each sentence with its cue words, built the first time a search needs it
+        (a dense-only deployment never pays for it); it goes wherever the entry goes (a new version, a forget)."""
+        if entry.lexical is None:
+            built = LexicalIndex([f"{text} {entry.cues.get(i, '')}" for i, text in entry.texts.items()])
+            with self._lock:
+                if entry.lexical is None:
+                    entry.lexical = built
+        return entry.lexical
 
     def search(self, entry: Entry, query_vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(sentence id, score) best first; a sentence with cue words scores by the better of its two views."""

@@ -198,3 +198,23 @@ def test_a_message_over_half_the_context_is_refused_with_one_code_on_the_page_an
     assert refused.value.code == "message_too_many_tokens" and refused.value.params["limit"] == 32
     assert "토큰" in korean_error(refused.value) and "32" in korean_error(refused.value)
     assert check_message("  안녕  ", 4000, model) == "안녕"
+
+
+def test_a_vague_message_retrieves_by_the_turns_before_it(store):
+    bot = Chatbot(
+        Settings(db=store.path, k=1, token_budget=1, retrieval="hybrid"),
+        chat_model=ScriptedChatModel(responder=lambda msgs: "그랬구나!"),
+        embedder=NgramEmbedder(),
+        store=store,
+    )
+    cat, dog = "사용자의 고양이 이름은 나비다", "사용자의 강아지 이름은 초코다"
+    firsts = []
+    for name, opening in (("minsu", "우리 강아지가 계속 짖어"), ("jisu", "우리 고양이가 밥을 안 먹어")):
+        session = bot.start(name)
+        bot.engine.commit(
+            session.user_id, [Sentence(cat), Sentence(dog)], base=None, strategy="import", status="ok", author="import"
+        )
+        "".join(session.send(opening))
+        "".join(session.send("걔 이름 뭐였더라?"))
+        firsts.append(session.last_hits[0].text)
+    assert firsts == [dog, cat]

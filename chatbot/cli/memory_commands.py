@@ -10,7 +10,18 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from chatbot.cli.options import EMBEDDER, JSON, STORE, USER, add_command, add_group, open_engine, open_store, print_json
+from chatbot.cli.options import (
+    EMBEDDER,
+    JSON,
+    RETRIEVAL,
+    STORE,
+    USER,
+    add_command,
+    add_group,
+    open_engine,
+    open_store,
+    print_json,
+)
 from chatbot.cli.why import add_why_commands
 from chatbot.settings import Settings
 from memory.dates import read_on
@@ -63,7 +74,7 @@ def add_memory_commands(subs: Any) -> None:
         "search",
         "find the memory sentences most relevant to a query",
         'keem memory search --user u1 --k 3 --json "손목 보호대는 이제 안 차도 돼?"',
-        parents=[USER, STORE, EMBEDDER, JSON],
+        parents=[USER, STORE, EMBEDDER, RETRIEVAL, JSON],
         run=cmd_search,
     )
     p.add_argument("--k", type=int, default=5, help="how many sentences (default 5)")

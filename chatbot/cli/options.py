@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from chatbot.settings import Settings
+from chatbot.settings import RETRIEVALS, Settings
 
 Run = Callable[[Settings, argparse.Namespace], int]
 
@@ -23,6 +23,7 @@ SETTING_OF: dict[str, str] = {
     "model": "model",
     "update_model": "update_model",
     "embedder": "embedder",
+    "retrieval": "retrieval",
     "strategy": "strategy",
     "memory_cues": "memory_cues",
     "host": "host",
@@ -32,6 +33,10 @@ SETTING_OF: dict[str, str] = {
     "worker": "worker",
 }
 
+RETRIEVAL_HELP = (
+    "how memory is searched: hybrid (default: the embedder, with a boost for shared words), dense (the embedder "
+    "alone) or lexical (BM25 on Kiwi morphemes) (KEEM_RETRIEVAL; docs/benchmarks.md#retrieval-methods)"
+)
 EMBEDDER_HELP = (
     "auto (default: e5-small, else use-multilingual), e5, use-multilingual, minilm, ngram, st:<id|path> (KEEM_EMBEDDER)"
 )
@@ -60,6 +65,9 @@ _g.add_argument("--user", help="only this user's jobs")
 
 EMBEDDER, _g = _group("embedder")
 _g.add_argument("--embedder", help=EMBEDDER_HELP)
+
+RETRIEVAL, _g = _group("retrieval")
+_g.add_argument("--retrieval", choices=RETRIEVALS, help=RETRIEVAL_HELP)
 
 MODELS, _g = _group("models")
 _g.add_argument("--model", help="chat model spec: hf:<id|path>, openai:<model>, demo, auto (KEEM_MODEL)")
@@ -149,7 +157,7 @@ def open_engine(settings: Settings) -> Any:
     from memory.engine import MemoryEngine
     from models.spec import load_embedder
 
-    return MemoryEngine(open_store(settings), load_embedder(settings.embedder))
+    return MemoryEngine(open_store(settings), load_embedder(settings.embedder), method=settings.retrieval)
 
 
 def print_json(data: Any) -> None:

@@ -78,7 +78,7 @@ def _engine(settings: Settings) -> Any:
     from memory.engine import MemoryEngine
     from models.spec import load_embedder
 
-    return MemoryEngine(_store(settings), load_embedder(settings.embedder))
+    return MemoryEngine(_store(settings), load_embedder(settings.embedder), method=settings.retrieval)
 
 
 def _snapshot(settings: Settings, store: Store) -> None:

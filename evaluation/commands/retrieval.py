@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from evaluation.corpora.locomo import CATEGORY_NAMES, DEFAULT_CATEGORIES, Result, evaluate, load_locomo
+from memory.fusion import DEFAULT_METHOD, METHODS
 from memory.words import plural
 
 DESCRIPTION = """\
@@ -28,6 +29,7 @@ command and for the tests."""
 EPILOG = """examples:
   keem eval retrieval --locomo locomo10.json                       # hit@5 with the configured embedder
   keem eval retrieval --locomo locomo10.json --k 10 --embedder minilm --json
+  keem eval retrieval --locomo locomo10.json --retrieval dense              # the embedder alone, no BM25
   keem eval retrieval --locomo evaluation/fixtures/locomo_mini.json --embedder ngram --misses"""
 
 
@@ -40,6 +42,11 @@ def add_retrieval_arguments(p: argparse.ArgumentParser) -> None:
         help="question categories to score, comma-separated (default 1,2,3,4)",
     )
     p.add_argument("--misses", action="store_true", help="also list every missed question with what came back")
+    p.add_argument(
+        "--retrieval",
+        choices=METHODS,
+        help="dense, lexical or hybrid, as the app would search (KEEM_RETRIEVAL; default: the app's)",
+    )
 
 
 HELP = "hit@k of memory search on a LoCoMo-format file (LoCoMo itself not bundled)"
@@ -70,7 +77,7 @@ def render(result: Result, path: str, with_misses: bool = False) -> str:
     k = result.k
     lines = [
         f"LoCoMo retrieval: {path}",
-        f"embedder {result.embedder}, k={k}: hit@{k} = {fmt(data['hit_at_k'])} "
+        f"embedder {result.embedder}, {result.method} retrieval, k={k}: hit@{k} = {fmt(data['hit_at_k'])} "
         f"({data['hits']}/{plural(data['queries'], 'question')}; "
         f"{plural(len(result.per_conversation), 'conversation')}, "
         f"{plural(data['observations'], 'observation')}, {data['seconds']:.1f} s)",
@@ -121,7 +128,13 @@ def run_retrieval(args: argparse.Namespace, load_model: Any = None) -> int:
     if args.k < 1:
         raise InputError("--k must be at least 1")
     conversations = load_locomo(args.locomo)
-    result = evaluate(conversations, load_embedder(args.embedder), k=args.k, categories=_categories(args.categories))
+    result = evaluate(
+        conversations,
+        load_embedder(args.embedder),
+        k=args.k,
+        categories=_categories(args.categories),
+        method=args.retrieval or DEFAULT_METHOD,
+    )
     if args.json:
         print(
             json.dumps(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.corpora.episodes import Episode, Observation, dia_ids, read_episodes
+from memory.fusion import DEFAULT_METHOD
 from models.embedders import Embedder
 from models.errors import InputError
 
@@ -79,6 +80,7 @@ class Result:
     embedder: str
     k: int
     categories: tuple[int, ...]
+    method: str = DEFAULT_METHOD
     overall: _Tally = field(default_factory=_Tally)
     per_category: dict[int, _Tally] = field(default_factory=dict)
     per_conversation: list[dict[str, Any]] = field(default_factory=list)
@@ -94,6 +96,7 @@ class Result:
     def as_json(self, with_misses: bool = False) -> dict[str, Any]:
         out = {
             "embedder": self.embedder,
+            "retrieval": self.method,
             "k": self.k,
             "categories": list(self.categories),
             **self.overall.as_json(),
@@ -118,11 +121,13 @@ def evaluate(
     k: int = 5,
     categories: Iterable[int] = DEFAULT_CATEGORIES,
     db_dir: str | Path | None = None,
+    method: str = DEFAULT_METHOD,
 ) -> Result:
     """hit@k of every question (of the chosen categories, with evidence) of every conversation.
 
     Each conversation (a LoCoMo sample) becomes one user of a fresh SQLite store whose memory is one imported
-    version holding its observations; each question goes through MemoryEngine.search, exactly as a chat turn.
+    version holding its observations; each question goes through MemoryEngine.search, exactly as a chat turn,
+    with `method` (dense, lexical or hybrid: memory/fusion.py).
     """
     from memory.engine import MemoryEngine
     from memory.store import Sentence, Store, note
@@ -130,12 +135,12 @@ def evaluate(
     if k < 1:
         raise InputError("--k must be at least 1")
     chosen = tuple(sorted(set(int(c) for c in categories)))
-    result = Result(embedder=getattr(embedder, "name", "?"), k=k, categories=chosen)
+    result = Result(embedder=getattr(embedder, "name", "?"), k=k, categories=chosen, method=method)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="keem-locomo-", dir=db_dir) as tmp:
         store = Store(Path(tmp) / "locomo.db")
         try:
-            engine = MemoryEngine(store, embedder)
+            engine = MemoryEngine(store, embedder, method=method)
             for number, conv in enumerate(conversations, 1):
                 observed = observations(conv)
                 row = {"sample_id": conv.id, "observations": len(observed)}
