@@ -213,6 +213,16 @@ def test_the_benchmark_meets_its_acceptance_figures():
     assert small_yes["outdated_left"] == 0 and small_yes["scope_calls"] > 0, small_yes
 
 
+def test_a_sloppy_model_with_a_silent_verifier_leaves_no_outdated_fact_in_any_setting():
+    """Stale lines copied back with no claim, drops with no claims section: the scope call and the two-way judge
+    catch them without the verifier's help, and lose nothing unrelated."""
+    sloppy = run(("keem",), models=("sloppy",), verifiers=("silent",), embedder=NgramEmbedder())
+    assert all(r["outdated_left"] == 0 and r["fallbacks"] == 0 for r in sloppy), [r["outdated"] for r in sloppy]
+    assert all(r["unrelated_lost"] == 0 for r in sloppy), [r["lost"] for r in sloppy]
+    timed = next(r for r in sloppy if r["setting"] == "time")
+    assert timed["dates_right"] == timed["dates"] and timed["still_future"] == 0
+
+
 def test_peers_gives_one_row_per_system_from_one_run(monkeypatch, tmp_path):
     """benchmarks/peers.py with mem0 (the `peers` extra; skipped without it) and keem on the same sessions."""
     import importlib.util
