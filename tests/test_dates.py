@@ -115,6 +115,21 @@ def test_the_update_step_resolves_what_the_session_wrote_and_settles_what_it_car
     assert put_in_time(previous, new, None) == (new, {})  # no session date: nothing resolved, nothing lost
 
 
+def test_a_sentence_whose_times_cannot_be_read_is_kept_as_written_and_the_update_lands(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import memory.updaters.timeline as timeline
+
+    def broken(text: str, today: date) -> str:
+        raise ValueError("a rule that does not hold")
+
+    monkeypatch.setattr(timeline, "settle", broken)
+    new = [Sentence("사용자는 내일 면접이 있다.", "added"), Sentence("사용자는 고양이를 키운다.", "added")]
+    out, report = put_in_time([], new, date(2026, 12, 10))
+    assert out == new and report == {}
+    assert "면접" not in caplog.text and "left as written" in caplog.text  # no memory text in the log
+
+
 def _two_versions(path: Path) -> None:
     """민수's memory: v1 written on 2026-11-30 (KST), v2 now."""
     store = Store(path)

@@ -15,6 +15,7 @@ A sentence with no time it knows is left exactly as it was: nothing is dropped, 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from datetime import date
 from typing import Any
@@ -23,6 +24,7 @@ from memory.dates import anchor, carry, settle
 from memory.store import Sentence
 
 CARRIED = ("kept", "restored")
+logger = logging.getLogger(__name__)
 
 
 def put_in_time(
@@ -37,11 +39,17 @@ def put_in_time(
     out = []
     for s in sentences:
         carried = s.provenance in CARRIED
-        text, new = (s.text, []) if carried else anchor(s.text, session_date)
+        try:
+            text, new = (s.text, []) if carried else anchor(s.text, session_date)
+            past = settle(text, session_date)
+        except Exception as exc:  # a time the rules cannot read stays as said; the update still lands
+            # (never the sentence in the log: an erasure must leave no copy of it anywhere)
+            logger.warning("the times of a memory sentence were left as written (%s: a bug to report)", type(exc))
+            out.append(s)
+            continue
         resolved += new
         entries = list(s.dates) if carried else []
         entries += [e for e in carry(said, text) if e not in entries] + new
-        past = settle(text, session_date)
         if past != text:
             settled.append({"from": text, "to": past})
         if past != s.text:  # a carried sentence changed: now a rewrite of what it was
