@@ -82,12 +82,17 @@ def test_why_names_the_feeling_a_rewritten_sentence_holds_now(new_page: Any, tmp
     anxious = "사용자는 시험 때문에 불안하다."
     record = EmotionRecord(key="exam", emotion="불안", cause="시험", sentence=anxious)
     meta = {"strategy": "import", "status": "ok", "author": "import"}
-    bot.engine.commit(uid, [Sentence(anxious), Sentence("사용자는 서울에 산다.")], base=None, records=[record], **meta)
+    entrance = "사용자는 2020년 3월 2일에 입학식이 있다."  # and a date long past: the list reads it as of today
+    sentences = [Sentence(anxious), Sentence("사용자는 서울에 산다."), Sentence(entrance)]
+    bot.engine.commit(uid, sentences, base=None, records=[record], **meta)
     url, app, worker = serve_bot(bot)
     try:
         page = new_page(viewport={"width": 390, "height": 844})
         enter(page, url, "민수")
         open_tab(page, "기억")
+        listed = shown_memory(page, "현재 기억 v1")
+        assert entrance in listed and "오늘 기준: 사용자는 2020년 3월 2일(" in listed, listed
+        assert "년 전)에 입학식이 있었다." in listed and listed.count("오늘 기준") == 1, listed
         assert "감정: 불안" in open_why(page, anxious)
         relieved = "사용자는 시험을 잘 봐서 안도했다."
         edit_sentence(page, anxious, relieved)
