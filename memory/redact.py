@@ -3,7 +3,8 @@ it, erased or redacted with it.
 
 The rule: a turn (the user's, or the reply that echoed it) is a source of a sentence when its Kiwi content words
 (memory/korean.py) hold at least half of the sentence's content nouns, rounded up, and at least one; or when it
-contains the sentence verbatim. Digit runs count as nouns (Kiwi tags "010-2741-9386" as a serial), and a noun
+contains the sentence verbatim. Digit runs count as nouns (Kiwi tags "010-2741-9386" as a serial), but not the
+dates an update writes ("다음 달" said, "2027년 1월" stored: memory/dates.py), and a noun
 inside a compound counts ("번호" covers "전화번호"). Memory sentences restate what the user said in other words
 ("사용자는 지난달 코로나에 걸렸다" from "나 지난달에 코로나 걸렸었어"), so full word overlap would miss most
 sources, while the nouns are what a fact is about (places, names, numbers). The rule errs towards redacting: a turn
@@ -17,7 +18,7 @@ import math
 import re
 from collections.abc import Iterable
 
-from memory.korean import content_nouns, content_words
+from memory.korean import content_nouns, content_words, timeless
 from memory.store import Erased, Store
 from memory.store.notes import json_strings, strings
 from models.errors import InputError
@@ -39,7 +40,7 @@ def said(text: str, sentences: Iterable[str]) -> bool:
     for sentence in sentences:
         if sentence.strip() and sentence.strip() in text:
             return True
-        nouns = content_nouns(sentence) | numbers(sentence)
+        nouns = content_nouns(sentence) | numbers(timeless(sentence))  # a date written as stored: when, not what
         if nouns and sum(_covered(n, words) for n in nouns) >= max(1, math.ceil(len(nouns) / 2)):
             return True
     return False

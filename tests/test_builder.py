@@ -210,7 +210,7 @@ def test_a_dry_run_makes_the_calls_a_build_makes_stage_by_stage(tmp_path: Path, 
         assert stages(model)["guard"] == 2 and stages(model)["summarize"] == 1
         assert rows(tmp_path)[-1]["memory"][:2] == [
             "사용자는 2024년 1월 넷째 주에 부산으로 이사했다며 마음이 놓였다.",  # 지난주, said on 2024-02-01
-            "사용자는 2024년 2월 회사를 그만두었다며 마음이 놓였다.",  # 지난달, said on 2024-03-01
+            "사용자는 2024년 2월에 회사를 그만두었다며 마음이 놓였다.",  # 지난달, said on 2024-03-01
         ]
 
 

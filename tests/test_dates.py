@@ -179,3 +179,28 @@ def test_the_memory_tab_shows_each_sentence_stored_and_read_today(tmp_path: Path
     )  # ... and read today
     assert "오늘 기준" not in second and shown.rows[0].text == sentences[0].text
     store.close()
+
+
+def test_erasing_a_sentence_whose_time_was_resolved_redacts_the_turn_that_said_it_in_relative_words(
+    tmp_path: Path,
+) -> None:
+    """ "다음 달에 제주도로 이사 가" is stored with "2027년 1월" or so: the stored date is when, not what, so the turn
+    that said it is still found as its source and leaves no copy."""
+    import sqlite3
+
+    from tests.helpers import make_bot
+
+    bot = make_bot(tmp_path / "keem.db")
+    session = bot.start("민수")
+    said = ["나 다음 달에 제주도로 이사 가", "설레겠네요!", "그리고 강아지를 키우기 시작했어", "이름이 뭐예요?"]
+    session.record_turns(list(zip(("user", "assistant") * 2, said, strict=True)))
+    version = bot.run_update(session.end())
+    assert version is not None
+    (moving,) = [s.text for s in version.sentences if "제주도" in s.text]
+    assert "다음 달" not in moving and "월" in moving  # stored absolute
+    bot.forget_sentence(session.user_id, moving)
+    bot.store.close()
+    with sqlite3.connect(tmp_path / "keem.db") as db:
+        tables = [r[0] for r in db.execute("select name from sqlite_master where type = 'table'")]
+        left = [(t, row) for t in tables for row in db.execute(f"select * from {t}") if "제주도" in str(row)]
+    assert left == []

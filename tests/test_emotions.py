@@ -469,7 +469,7 @@ def test_why_and_the_memory_tab_take_the_emotion_and_cause_from_the_record(oracl
     (r,) = version.records
     (why,) = [w for w in explain_all(store, version) if w.text == r.sentence]
     assert why.emotion is not None and (why.emotion.emotion, why.emotion.cause) == (["떨림"], "면접")
-    line = next(line for line in render_sentences(version) if "면접" in line)
+    line = next(line for line in render_sentences(version, date.today()) if "면접" in line)
     assert "감정·원인" in line
 
 
@@ -502,7 +502,7 @@ def test_a_dated_plan_without_a_feeling_is_followed_up_after_its_date_and_not_ma
         (Sentence(sentence),),
         records=(plan,),
     )
-    assert "감정·원인" not in "".join(render_sentences(version))
+    assert "감정·원인" not in "".join(render_sentences(version, date.today()))
 
     class Opening:  # what chatbot/opening.py reads of a session
         today = date(2026, 12, 21)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -96,7 +97,21 @@ async def remember_and_forget(client: Client) -> None:
 
 
 def run(test: Callable[[], Awaitable[None]]) -> None:
-    anyio.run(test)
+    """Run an async test in a thread of its own: a worker that ran a browser test before keeps Playwright's event
+    loop running in its main thread, where anyio.run would refuse to start another."""
+    failed: list[BaseException] = []
+
+    def main() -> None:
+        try:
+            anyio.run(test)
+        except BaseException as exc:  # re-raised in the test's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=main)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 def test_keem_mcp_over_stdio_keeps_one_users_memory_with_the_fake_model(tmp_path: Path) -> None:

@@ -107,14 +107,15 @@ def test_chat_end_session_restart_and_isolation(new_page: Any, tmp_path: Path) -
         open_tab(page, "기억")
         memory = shown_memory(page, "현재 기억 v2")
         assert "부산" in memory and "산책" in memory
-        walk = [line for line in memory.splitlines() if "산책" in line]
+        # the sentence's lines ("오늘은" said today is stored as the day, and read as of today on a line of its own)
+        walk = [line for line in memory.splitlines() if "산책" in line and not line.startswith("오늘 기준")]
         # edit a sentence in the page: a new version written by the user, in place of the old sentence
         edit_sentence(page, "산책", "사용자는 매일 저녁 바다 산책을 한다.")
         edited = shown_memory(page, "현재 기억 v3")
         assert "직접 고쳤습니다" in edited  # the header names who made it
         assert "매일 저녁" in edited and "부산" in edited
-        assert [line for line in edited.splitlines() if "산책" in line] != walk  # replaced, not added beside
-        assert len([line for line in edited.splitlines() if "산책" in line]) == len(walk)
+        now = [line for line in edited.splitlines() if "산책" in line and not line.startswith("오늘 기준")]
+        assert now != walk and len(now) == len(walk)  # replaced, not added beside
     finally:
         app.close()
         worker.stop()

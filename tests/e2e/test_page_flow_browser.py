@@ -108,7 +108,8 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
 
             open_tab(page, "기억")
             page.locator("#memory").get_by_text("현재 기억 v1").wait_for(timeout=10_000)
-            first = page.locator("#sentence-0-text").inner_text().split(". ", 1)[-1]
+            # (the row's first line: a date in it is read as of today on a line under it)
+            first = page.locator("#sentence-0-text").inner_text().splitlines()[0].split(". ", 1)[-1]
             page.locator("#sentence-0-edit").click()
             edit_box = page.locator("#sentence-0-box textarea")
             edit_box.wait_for(state="visible", timeout=10_000)
