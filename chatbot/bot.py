@@ -11,6 +11,7 @@ from typing import Any
 from chatbot.exports import Exports
 from chatbot.session import BALANCED, ChatSession, check_user_name
 from chatbot.settings import Settings
+from chatbot.study_records import schema as trial_schema
 from memory.backup import open_store
 from memory.cues import CueWriter
 from memory.engine import MemoryEngine
@@ -150,6 +151,7 @@ def load_bot(settings: Settings, store: Store | None = None) -> Chatbot:
     from models.spec import load_chat_model, load_embedder, resolve
 
     store = store or open_store(settings.db_path, settings.backup_dir)
+    store.refuse_newer(trial_schema)  # the trial records migrate later, at a trial's first rule: refuse a newer one now
 
     ports = search_ports()  # KEEM_LOCAL_PORTS: where `auto` looks for a Korean model server
     chat_spec = resolve(settings.model, ports)

@@ -3,15 +3,21 @@ which commits exactly one version; SIGTERM stops a worker cleanly. Real processe
 
 from __future__ import annotations
 
+import hashlib
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from chatbot.study_records import records
 from memory.backup import open_store
+from memory.store import Store
 from tests.fake_openai import FakeOpenAIServer
-from tests.procs import ended_session, model_reply, start_worker, stop, wait_for
+from tests.procs import ROOT, ended_session, env_for, model_reply, start_worker, stop, wait_for
 
 pytestmark = pytest.mark.slow  # real processes (a few seconds each to start)
 
@@ -85,3 +91,50 @@ def test_a_hung_worker_keeps_its_job_until_the_lease_runs_out_and_its_late_commi
         finally:
             stop(hung)
             stop(other)
+
+
+def everything_in(db: str) -> Any:
+    """What a test can see of a store's contents: the SQLite file's bytes (and the files beside it), or every row of
+    every table of the Postgres schema."""
+    if "://" not in db:
+        folder = Path(db).parent
+        return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(folder.iterdir())}
+    import psycopg  # directly: a store refuses to open this database
+
+    with psycopg.connect(db) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "select table_name from information_schema.tables where table_schema = current_schema() order by 1"
+            )
+        ]
+        return {t: sorted(map(repr, conn.execute(f"select * from {t}").fetchall())) for t in tables}
+
+
+@pytest.mark.parametrize("migration_set", ["keem", "keem_trials"])
+def test_a_worker_refuses_a_store_a_newer_keem_migrated_and_writes_nothing(store_url: str, migration_set: str) -> None:
+    store = Store(store_url)
+    records(store)  # the trial records' set too, as a store that ran a trial has it
+    ended_session(store, "minsu", SAID)  # a pending job the worker must not touch
+    future = ("m" if store.dialect == "sqlite" else "pg") + ("999_future" if migration_set == "keem" else "t999_future")
+    with store.write():
+        if store.dialect == "sqlite":
+            store.insert("_sqlite_migrations", {"migration_set": migration_set, "name": future, "applied_at": "x"})
+        else:
+            store.execute("insert into keem_migrations values (?, ?, 'x')", [migration_set, future])
+    store.close()
+    before = everything_in(store_url)
+    started = subprocess.run(
+        [sys.executable, "-m", "chatbot.cli.main", "worker", "--db", store_url, "--model", "openai:fake"],
+        cwd=ROOT,
+        env=env_for("http://127.0.0.1:9/v1"),  # never reached: it stops before loading a model
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode == 2, started.stderr
+    error = started.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: database ") and "written by a newer keem" in error and future in error
+    assert "upgrade keem-chat on this machine" in error and "Nothing was written" in error
+    assert "Traceback" not in started.stderr and "running memory updates" not in started.stderr
+    assert everything_in(store_url) == before  # no migration, no claimed job, not a byte
