@@ -1,5 +1,7 @@
-"""`keem worker` processes on one store: a worker killed (`kill -9`) or hung mid-update leaves its job to another,
-which commits exactly one version; SIGTERM stops a worker cleanly. Real processes, a loopback model."""
+"""`keem worker` processes on one store: a worker killed (`kill -9`) inside its model call or hung mid-update leaves
+its job to another, which commits exactly one version and records the takeover (`keem jobs list` shows it); SIGTERM
+stops a worker cleanly; a store a newer keem migrated is refused with nothing written. Real processes, a loopback
+model."""
 
 from __future__ import annotations
 
