@@ -11,7 +11,7 @@ from typing import Any
 from chatbot.exports import Exports
 from chatbot.session import BALANCED, ChatSession, check_user_name
 from chatbot.settings import Settings
-from memory.backup import open_store
+from chatbot.stores import open_checked
 from memory.cues import CueWriter
 from memory.engine import MemoryEngine
 from memory.jobs import JobRunner
@@ -35,7 +35,7 @@ class Chatbot:
         store: Store | None = None,
     ):
         self.settings = settings
-        self.store = store or open_store(settings.db_path, settings.backup_dir)
+        self.store = store or open_checked(settings.db_path, settings.backup_dir)
         self.chat_model = chat_model
         self.update_model = update_model or chat_model
         self.engine = MemoryEngine(
@@ -144,12 +144,11 @@ class Chatbot:
 def load_bot(settings: Settings, store: Store | None = None) -> Chatbot:
     """The models and the store; the store is opened first, so a database that cannot be used is one error line
     (the CLI's handler) before minutes of model loading."""
-    from memory.backup import open_store
     from models.demo import DEMO_NOTICE
     from models.local import search_ports
     from models.spec import load_chat_model, load_embedder, resolve
 
-    store = store or open_store(settings.db_path, settings.backup_dir)
+    store = store or open_checked(settings.db_path, settings.backup_dir)
 
     ports = search_ports()  # KEEM_LOCAL_PORTS: where `auto` looks for a Korean model server
     chat_spec = resolve(settings.model, ports)

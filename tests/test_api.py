@@ -516,6 +516,17 @@ def test_a_retry_with_its_idempotency_key_stores_nothing_twice(tmp_path: Path) -
                 headers={"Idempotency-Key": "k-2"},
             )
             assert other.status_code == 422 and other.json()["error"]["code"] == "idempotency_key_reused"
+            for changed in (  # the same last message in another body: not a retry of it
+                {"messages": [{"role": "user", "content": "안녕"}, {"role": "user", "content": "길게 말해줘"}]},
+                {"model": "gpt-4o", "messages": [{"role": "user", "content": "길게 말해줘"}]},
+                {"temperature": 0.2, "messages": [{"role": "user", "content": "길게 말해줘"}]},
+            ):
+                refused = c.post("/chat/completions", json=changed, headers={"Idempotency-Key": "k-2"})
+                assert refused.status_code == 422 and refused.json()["error"]["code"] == "idempotency_key_reused"
+                assert "nothing was stored" in refused.json()["error"]["message"]
+            assert turns()[2:] == [("user", None), ("assistant", "replaced"), ("assistant", None)] and (
+                model.asked == asked
+            )
             leave_half_way(c, "또 길게", "k-3")
             chat(c, "그건 됐고")
             stale = c.post(

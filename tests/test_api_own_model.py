@@ -103,6 +103,24 @@ def test_a_batch_retried_with_its_idempotency_key_is_stored_once(served: Any) ->
         assert again.json()["replayed"] is True and again.json()["turn_ids"] == first.json()["turn_ids"]
         other = c.post("/sessions/messages", json=turns(("user", "다른 말")), headers={"Idempotency-Key": "k-1"})
         assert other.status_code == 422 and code(other) == "idempotency_key_reused"
+        named = {"messages": [{**m, "name": "지우"} for m in batch["messages"]]}  # the same words, another body
+        assert code(c.post("/sessions/messages", json=named, headers={"Idempotency-Key": "k-1"})) == (
+            "idempotency_key_reused"
+        )
+        as_chat = {"messages": [{"role": "user", "content": "내일 면접이야"}]}  # one key on another endpoint
+        assert code(c.post("/chat/completions", json=as_chat, headers={"Idempotency-Key": "k-1"})) == (
+            "idempotency_key_reused"
+        )
+        respaced = (
+            '{ "messages" : [ {"content": "내일 면접이야", "role": "user"}, '
+            '{"content": "떨리겠어요", "role": "assistant"} ] }'
+        )
+        again = c.post(
+            "/sessions/messages",
+            content=respaced.encode(),
+            headers={"Idempotency-Key": "k-1", "Content-Type": "application/json"},
+        )
+        assert again.status_code == 200 and again.json()["replayed"] is True  # key order and spacing are no change
         asked = turns(("user", "면접 잘 볼 수 있을까?"))  # the answer with the prompt was lost: the retry has it too
         first = c.post("/sessions/messages", json=asked, headers={"Idempotency-Key": "k-2"}).json()
         again = c.post("/sessions/messages", json=asked, headers={"Idempotency-Key": "k-2"}).json()

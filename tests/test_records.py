@@ -96,7 +96,8 @@ def test_a_database_made_by_the_old_code_path_opens_unchanged_with_its_records(t
     # t002: the same tables, indexes and columns, with AUTOINCREMENT and their sequences), memory m007's counter,
     # m008's reply_to column on turns, m009's audit table, m010's sources column on memory sentences, m011's
     # emotion records and openings, m012's reply marks on turns, m013's API tokens, m014's notes (renamed),
-    # m015's dates column on memory sentences and trial t003's organiser guess limits
+    # m015's dates column on memory sentences, m016's takeovers on update jobs and trial t003's organiser guess
+    # limits
     emotions = {"emotion_records", "emotion_records_version", "emotion_records_user", "session_openings"}
     emotions.add("session_openings_user")
     tokens = {"api_tokens", "api_tokens_user", "sqlite_autoindex_api_tokens_1"}
@@ -105,6 +106,9 @@ def test_a_database_made_by_the_old_code_path_opens_unchanged_with_its_records(t
     after["turns"] = after["turns"].replace(', "reply_to" INTEGER', "").replace(', "mark" TEXT', "")
     after["memory_sentences"] = after["memory_sentences"].replace(', "sources" TEXT', "").replace(', "dates" TEXT', "")
     after["memory_versions"] = after["memory_versions"].replace('"notes" TEXT', '"note" TEXT')
+    after["update_jobs"] = after["update_jobs"].replace(
+        ', "takeovers" INTEGER NOT NULL DEFAULT 0, "taken_from" TEXT', ""
+    )
     assert {k: _unquoted(v) for k, v in before.items()} == {k: _unquoted(after[k]) for k in before}
     assert trial_schema.applied(store.db) == trial_schema.names
     store.close()

@@ -3,6 +3,7 @@ secrets reach the processes through the environment, never the files."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from chatbot.cli.main import main
 from chatbot.cli.serve import setting_env
 from chatbot.settings import Settings
+from memory.store import Store
 
 needs_haproxy = pytest.mark.skipif(not shutil.which("haproxy"), reason="apt-get install haproxy")
 
@@ -57,3 +59,22 @@ def test_flags_reach_the_processes_as_keem_variables() -> None:
 def test_no_worker_is_one_line_with_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--workers", "0", "--run-dir", str(tmp_path / "run"), "--write-only"]) == 2
     assert "--workers need 1 or more" in capsys.readouterr().err
+
+
+@needs_haproxy
+def test_a_store_a_newer_keem_migrated_stops_serve_before_any_program_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "keem.db"
+    store = Store(db)
+    with store.write():
+        store.insert("_sqlite_migrations", {"migration_set": "keem", "name": "m999_future", "applied_at": "x"})
+    store.close()
+
+    def never(*args: object) -> None:  # a safety net: were the store not refused, this test must not become supervisord
+        raise AssertionError("keem serve went on to start supervisord")
+
+    monkeypatch.setattr(os, "execv", never)
+    assert main(["serve", "--db", str(db), "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "written by a newer keem" in err and "upgrade keem-chat on this machine" in err

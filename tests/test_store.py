@@ -83,8 +83,13 @@ def test_job_queue_claims_fails_retries_and_requeues_after_a_crash(store):
         and store.queue.get(job)["status"] == "pending"
         and store.queue.get(job)["attempts"] == 0
     )
-    store.queue.claim(owner=dead_owner())  # a process that then died
+    assert store.queue.get(job)["takeovers"] == 0  # failures and retries are no takeover
+    dead = dead_owner()
+    store.queue.claim(owner=dead)  # a process that then died
     assert store.queue.requeue_running() == 1 and store.queue.get(job)["status"] == "pending"
+    assert store.queue.get(job)["takeovers"] == 1 and store.queue.get(job)["taken_from"] == (
+        f"{dead} (its process was gone)"
+    )
 
 
 def test_retry_also_runs_a_job_waiting_in_its_backoff_but_a_restart_keeps_the_backoff(store):

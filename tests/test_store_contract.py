@@ -195,6 +195,7 @@ def test_one_job_goes_to_one_claimer_and_an_expired_lease_is_taken_over(store_ur
         first.execute("update update_jobs set lease_until = ? where id = ?", [time.time() - 1, job])  # it hung
     taken = first.queue.claim(owner=process_owner())
     assert taken["id"] == job and taken["owner"] == process_owner() and taken["attempts"] == 2
+    assert taken["takeovers"] == 1 and taken["taken_from"] == f"other-host:{won[0]} (its lease ran out)"
     committed = first.versions.commit(
         uid, [Sentence("학생")], base=None, strategy="keem", status="ok", author="updater", job_id=job
     )

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from chatbot.api.context import Credentials, IdempotencyKey, api_of, presented
 from chatbot.api.errors import bad_body, error_body
 from chatbot.api.schemas import ChatRequest
-from chatbot.api.sessions import Attempt, digest
+from chatbot.api.sessions import Attempt, body_digest
 from chatbot.session import ChatSession
 from models.errors import KeemError
 
@@ -51,7 +51,8 @@ def completions(
     ident, created, model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.model or "keem"
     lock = api.sessions.acquire(who.user_id)
     try:
-        earlier = api.sessions.attempt(who.user_id, idempotency_key, text) if idempotency_key is not None else None
+        sent = body_digest("chat", body, ignore=("stream",))  # what a retry under the key must send again
+        earlier = api.sessions.attempt(who.user_id, idempotency_key, sent) if idempotency_key is not None else None
         if earlier is not None and (stored := api.sessions.stored_reply(earlier)) is not None:
             keem = {"session_id": earlier.session_id, "memory": [], "replayed": True}
             lock.release()  # answered before: no model call, nothing stored
@@ -62,7 +63,7 @@ def completions(
         else:
             session = api.sessions.record(who.user_id, who.name, text)  # stored before the reply; study rules hold
             if idempotency_key:
-                made = Attempt(digest(text), session.session_id, session.replying_to)
+                made = Attempt(sent, session.session_id, session.replying_to)
                 attempt = api.sessions.remember(who.user_id, idempotency_key, made)
         api.ctx.worker.touch(session)
         pieces = session.reply()

@@ -7,7 +7,6 @@ alone."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -17,7 +16,7 @@ from chatbot.api.auth import Caller
 from chatbot.api.context import Api, Credentials, IdempotencyKey, api_of, presented
 from chatbot.api.errors import bad_body
 from chatbot.api.schemas import TurnsRequest
-from chatbot.api.sessions import Attempt, digest
+from chatbot.api.sessions import Attempt, body_digest
 from chatbot.session import SKIPPED_ROLES, ChatSession
 from models.errors import AccessError
 
@@ -36,7 +35,7 @@ def store_turns(
     who = api.auth.caller(presented(credentials), body.user, create=True)
     turns = said_turns(api, [(m.role, m.text()) for m in body.messages])
     skipped = len(body.messages) - len(turns)
-    sent = "turns:" + json.dumps(turns, ensure_ascii=False)  # what an Idempotency-Key's retry must send again
+    sent = body_digest("turns", body)  # what a retry under the Idempotency-Key must send again
     with api.sessions.turn(who.user_id):
         earlier = api.sessions.attempt(who.user_id, idempotency_key, sent) if idempotency_key else None
         if earlier is not None:  # stored before: nothing stored again; the prompt again while its reply is due
@@ -45,9 +44,7 @@ def store_turns(
             return JSONResponse({**replayed, **(due(waiting) if waiting else {}), "replayed": True}, status_code=200)
         session, ids = record_turns(api, who, turns)
         if idempotency_key:
-            made = Attempt(
-                digest(sent), session.session_id, ids[-1] if turns[-1][0] == "user" else None, turn_ids=tuple(ids)
-            )
+            made = Attempt(sent, session.session_id, ids[-1] if turns[-1][0] == "user" else None, turn_ids=tuple(ids))
             api.sessions.remember(who.user_id, idempotency_key, made)
         answer: dict[str, Any] = {"session_id": session.session_id, "turn_ids": ids, "skipped": skipped}
         if turns[-1][0] == "user":

@@ -4,18 +4,21 @@ the study allows a session now, with the study's strategy and its rules on the f
 worker ends it when idle, and POST /v1/sessions/end ends it at once.
 
 A chat request sent with an `Idempotency-Key` header is remembered (per user, the last KEYS_PER_USER keys; ids and a
-digest of the message, never its text): the same request sent again, by a client that lost the answer and retried,
-stores nothing twice (Attempt)."""
+digest of the request's body, never its text): the same request sent again, by a client that lost the answer and
+retried, stores nothing twice (Attempt); the same key with another body is refused (idempotency_key_reused)."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+
+from pydantic import BaseModel
 
 from chatbot.session import ChatSession
 from chatbot.study import assign_strategy
@@ -32,10 +35,19 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def body_digest(endpoint: str, body: BaseModel, ignore: tuple[str, ...] = ()) -> str:
+    """What a retry under the same Idempotency-Key must send again: the request's body as parsed (every field, those
+    the API ignores included; key order and spacing aside), less `ignore` (how the answer travels: `stream`, which a
+    client that lost a stream half-way may ask again without), and the endpoint (one key on two endpoints is two
+    requests)."""
+    fields = body.model_dump(mode="json", exclude=set(ignore))
+    return digest(endpoint + " " + json.dumps(fields, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
+
+
 @dataclass
 class Attempt:
-    """A chat request sent with an Idempotency-Key: its message's digest, the user turn it stored, and the reply
-    stored for it (None: none yet, or the reply failed before anything streamed)."""
+    """A request sent with an Idempotency-Key: its body's digest (body_digest), the user turn it stored, and the
+    reply stored for it (None: none yet, or the reply failed before anything streamed)."""
 
     digest: str
     session_id: int
@@ -111,9 +123,10 @@ class ApiSessions:
             session = self.current(user_id, name)
             return session, store(session)
 
-    def attempt(self, user_id: int, key: str, text: str) -> Attempt | None:
+    def attempt(self, user_id: int, key: str, sent: str) -> Attempt | None:
         """The earlier request of this user sent with `key` (call it holding the user's turn); None: a new key. The
-        same key with another message is an InputError: a client bug that must not store or answer anything."""
+        same key with another body (`sent`: its body_digest) is an InputError: a client bug that must not store or
+        answer anything."""
         if not key or len(key) > KEY_MAX_CHARS or not key.isprintable():
             raise InputError(
                 f"Idempotency-Key must be 1 to {KEY_MAX_CHARS} printable characters, e.g. a UUID made per message",
@@ -121,9 +134,11 @@ class ApiSessions:
                 detail="Idempotency-Key",
             )
         earlier = self._attempts.get(user_id, OrderedDict()).get(key)
-        if earlier is not None and earlier.digest != digest(text):
+        if earlier is not None and earlier.digest != sent:
             raise InputError(
-                "this Idempotency-Key was sent with another message; make a new key for each new message",
+                "this Idempotency-Key was sent before with another request body (another message, conversation, "
+                "model or option); nothing was stored: a retry must send the same body again, and each new message "
+                "needs a new key",
                 code="idempotency_key_reused",
             )
         return earlier

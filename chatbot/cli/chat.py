@@ -134,18 +134,18 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     auth = logins(args)
     from chatbot.bot import load_bot
+    from chatbot.stores import open_checked
     from chatbot.study import study_from_settings
     from chatbot.trials.web import admin_password, trial_page
     from chatbot.web.app import build_app, launch_options, queue_options
     from chatbot.web.backend import Backend
     from chatbot.worker import Worker
-    from memory.backup import open_store
 
     # before anything is opened or loaded: a study plan's mistake is one line naming the field (exit 2)
     study = study_from_settings(settings)
     password = admin_password()
     # here, not with the models: a database that cannot be used ends `keem chat` with one line (exit 2)
-    store = open_store(settings.db_path, settings.backup_dir)
+    store = open_checked(settings.db_path, settings.backup_dir)
 
     def load() -> tuple[Any, Worker]:
         bot = load_bot(settings, store)

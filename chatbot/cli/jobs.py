@@ -75,6 +75,8 @@ JOB_FIELDS = (
     "attempts",
     "last_error",
     "version_id",
+    "takeovers",
+    "taken_from",
     "updated_at",
 )
 
@@ -100,11 +102,20 @@ def cmd_jobs_list(settings: Settings, args: argparse.Namespace) -> int:
         error = f"  last error: {r['last_error']}" if r["last_error"] and r["status"] != "done" else ""
         print(
             f"job {r['id']}  {r['user']}  session {r['session_id']}  {r['strategy']}  {r['status']} ({r['stage']}), "
-            f"{plural(r['attempts'], 'attempt')}{error}"
+            f"{plural(r['attempts'], 'attempt')}{taken_over(r)}{error}"
         )
     if not rows:
         print("no update jobs")
     return 0
+
+
+def taken_over(job: dict[str, Any]) -> str:
+    """', taken over once from HOST:PID (its process was gone)': a job another worker took from one that was gone."""
+    count = int(job.get("takeovers") or 0)
+    if not count:
+        return ""
+    times = "once" if count == 1 else f"{count} times"
+    return f", taken over {times} (last from {job['taken_from']})"
 
 
 def _print_stage(job_id: int, stage: str) -> None:

@@ -146,10 +146,11 @@ def apply_settings(args: argparse.Namespace, settings: Settings) -> argparse.Nam
 
 
 def open_store(settings: Settings) -> Any:
-    """The store of `settings` (its database, snapshots configured): what the memory, jobs and trial commands read."""
-    from memory.backup import open_store as open_backed_up
+    """The store of `settings` (its database, snapshots configured): what the memory, jobs and trial commands read;
+    one a newer keem migrated is refused (chatbot/stores.py)."""
+    from chatbot.stores import open_checked
 
-    return open_backed_up(settings.db_path, settings.backup_dir)
+    return open_checked(settings.db_path, settings.backup_dir)
 
 
 def open_engine(settings: Settings) -> Any:

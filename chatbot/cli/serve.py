@@ -159,6 +159,11 @@ def run_serve(settings: Settings, args: argparse.Namespace) -> int:
     print(f"wrote {run / 'haproxy.cfg'} and {run / 'supervisord.conf'}", file=sys.stderr)
     if args.write_only:
         return 0
+    from chatbot.stores import open_checked
+
+    # the store once here, migrated: one that cannot be used, or that a newer keem migrated, is one line (exit 2)
+    # before any program starts, not every app process and worker failing under supervisord
+    open_checked(settings.db_path, settings.backup_dir).close()
     supervisord = find(SUPERVISORD, "apt-get install supervisor, or pip install 'keem-chat[serve]'")
     _check_free(host, [port, *app_ports])
     os.environ.update(setting_env(dataclasses.replace(settings, worker="off")))

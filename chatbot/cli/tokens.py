@@ -49,9 +49,9 @@ def add_token_commands(subs: Any) -> None:
 
 
 def _store(settings: Settings) -> Any:
-    from memory.backup import open_store
+    from chatbot.stores import open_checked
 
-    return open_store(settings.db_path, settings.backup_dir)
+    return open_checked(settings.db_path, settings.backup_dir)
 
 
 def cmd_create(settings: Settings, args: argparse.Namespace) -> int:

@@ -69,9 +69,9 @@ def add_why_commands(msubs: Any) -> None:
 
 
 def _store(settings: Settings) -> Store:
-    from memory.backup import open_store
+    from chatbot.stores import open_checked
 
-    return open_store(settings.db_path, settings.backup_dir)
+    return open_checked(settings.db_path, settings.backup_dir)
 
 
 def _engine(settings: Settings) -> Any:

@@ -48,11 +48,12 @@ def run_worker(settings: Settings, args: argparse.Namespace) -> int:
     """Load the update model and embedder, run jobs until SIGTERM/SIGINT, let running jobs finish, exit 0."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from chatbot.bot import load_bot
+    from chatbot.stores import open_checked
     from chatbot.worker import Worker
-    from memory.backup import open_store
     from memory.store.queue import process_owner
 
-    store = open_store(settings.db_path, settings.backup_dir)  # a store that cannot be used: one line, exit 2
+    # a store that cannot be used, or one a newer keem migrated: one line, exit 2, nothing written
+    store = open_checked(settings.db_path, settings.backup_dir)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:

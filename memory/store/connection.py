@@ -233,6 +233,19 @@ class Connection:
         except (sqlite3.Error, OSError) as exc:
             raise storage_error(self.path, exc) from None
 
+    def refuse_newer(self, schema: Schema) -> None:
+        """Raise MigrationError (migration_newer) when a newer keem ran migrations of `schema` that this code lacks,
+        without applying anything: a process that migrates a set only later (the trial records, at a trial's first
+        rule) checks it at start, before it writes."""
+        if self.pg is not None:
+            self.pg.refuse_newer(schema)
+            return
+        try:
+            with self.lock:
+                schema.refuse_newer(self.db, self.path)
+        except (sqlite3.Error, OSError) as exc:
+            raise storage_error(self.path, exc) from None
+
     def applied(self, schema: Schema) -> list[str]:
         """The names of `schema`'s migrations this database ran (of its engine's set)."""
         if self.pg is not None:

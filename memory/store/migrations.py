@@ -279,6 +279,14 @@ def m015_sentence_dates(db: Database) -> None:
     db.table("memory_sentences").add_column("dates", str)
 
 
+@schema
+def m016_job_takeovers(db: Database) -> None:
+    """How often a running update job was taken from a worker that was gone (killed, crashed, hung past its lease),
+    and from whom: `keem jobs list` shows it. Postgres: pg005."""
+    db.table("update_jobs").add_column("takeovers", int, not_null_default=0)
+    db.table("update_jobs").add_column("taken_from", str)
+
+
 # -- Postgres ---------------------------------------------------------------------------------------------------------
 # The same schema on Postgres (memory/store/postgres.py applies it; docs/postgres.md). Numbered apart from the SQLite
 # set, which grew by small steps: pg001 is the SQLite schema as of m012. EVERY future schema change needs a migration
@@ -427,3 +435,9 @@ def pg003_version_notes(conn: Any) -> None:
 schema.add_postgres("pg003_version_notes", pg003_version_notes)
 
 schema.add_postgres("pg004_sentence_dates", "alter table memory_sentences add column dates text;")
+
+schema.add_postgres(
+    "pg005_job_takeovers",
+    "alter table update_jobs add column takeovers integer not null default 0; "
+    "alter table update_jobs add column taken_from text;",
+)

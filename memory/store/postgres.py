@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from memory.store.schema import newer_error
 from models.errors import MigrationError, StorageError
 
 if TYPE_CHECKING:
@@ -308,6 +309,12 @@ class Postgres:
         found = self.rows(sql, params)
         return next(iter(found[0].values())) if found else None
 
+    def refuse_newer(self, schema: Schema) -> None:
+        """Raise MigrationError (migration_newer) if a newer keem migrated `schema`'s set here; reads only."""
+        newer = schema.newer(self.applied(schema.name), postgres=True)
+        if newer:
+            raise newer_error(self.label, schema.name, newer)
+
     def migrate(self, schema: Schema) -> None:
         """Run `schema`'s pending Postgres migrations in one transaction, one process at a time (an advisory
         lock); refuses a database a newer keem migrated. `keem_migrations` records each applied name."""
@@ -324,14 +331,9 @@ class Postgres:
                         "select name from keem_migrations where migration_set = %s", [schema.name]
                     ).fetchall()
                 ]
-                newer = set(applied) - {n for n, _ in schema.postgres} - set(schema.retired)
+                newer = schema.newer(applied, postgres=True)
                 if newer:
-                    raise MigrationError(
-                        f"database {self.label} was written by a newer keem (migrations {sorted(newer)}); "
-                        "upgrade keem-chat or point --db at another database",
-                        code="migration_newer",
-                        path=self.label,
-                    )
+                    raise newer_error(self.label, schema.name, newer)
                 for name, step in schema.postgres:
                     if name in applied:
                         continue

@@ -34,6 +34,11 @@ def owner_is_dead(owner: str | None) -> bool:
     return False
 
 
+def taken_from(owner: str | None, why: str) -> str:
+    """What a job records of the worker it was taken from: 'host:pid (why)'."""
+    return f"{owner or 'an unknown worker'} ({why})"
+
+
 class Queue:
     """Update jobs, one per ended session; a job is leased to the process that runs it (memory/jobs.py)."""
 
@@ -91,6 +96,11 @@ class Queue:
                 )
             if row is None:
                 return None
+            if row["status"] == "running":  # its worker's lease ran out: a takeover
+                self.conn.execute(
+                    "update update_jobs set takeovers = takeovers + 1, taken_from = ? where id = ?",
+                    [taken_from(row["owner"], "its lease ran out"), row["id"]],
+                )
             self.conn.execute(
                 "update update_jobs set status = 'running', attempts = attempts + 1, owner = ?, "
                 "lease_until = ?, updated_at = ? where id = ?",
@@ -163,19 +173,21 @@ class Queue:
         )
 
     def requeue_running(self) -> int:
-        """Running jobs whose process is gone (a dead pid on this host, or a lease that ran out) go back to pending;
-        a job another live process runs is left alone. Returns how many went back."""
+        """Running jobs whose process is gone (a dead pid on this host, or a lease that ran out) go back to pending,
+        each counting a takeover and whom it was taken from; a job another live process runs is left alone. Returns
+        how many went back."""
         now = time.time()
         with self.conn.write():
-            stale = [
-                r["id"]
-                for r in self.conn.rows("select id, owner, lease_until from update_jobs where status = 'running'")
-                if owner_is_dead(r["owner"]) or (r["lease_until"] or 0) < now
-            ]
-            if stale:
+            stale = []
+            for r in self.conn.rows("select id, owner, lease_until from update_jobs where status = 'running'"):
+                if owner_is_dead(r["owner"]):
+                    stale.append((r["id"], taken_from(r["owner"], "its process was gone")))
+                elif (r["lease_until"] or 0) < now:
+                    stale.append((r["id"], taken_from(r["owner"], "its lease ran out")))
+            for job_id, source in stale:
                 self.conn.execute(
-                    f"update update_jobs set status = 'pending', stage = 'queued', owner = null, "
-                    f"lease_until = null, updated_at = ? where id in ({placeholders(stale)})",
-                    [now_iso(), *stale],
+                    "update update_jobs set status = 'pending', stage = 'queued', owner = null, lease_until = null, "
+                    "takeovers = takeovers + 1, taken_from = ?, updated_at = ? where id = ?",
+                    [source, now_iso(), job_id],
                 )
             return len(stale)

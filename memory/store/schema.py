@@ -3,6 +3,7 @@ those); memory/store/migrations.py is the store's set, chatbot/study_records.py 
 
 from __future__ import annotations
 
+import importlib.metadata
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -14,6 +15,28 @@ from sqlite_utils.migrations import Migrations
 from models.errors import MigrationError
 
 PostgresStep = Callable[[Any], None] | str  # a migration: SQL (several statements allowed) or fn(connection)
+
+
+def installed_version() -> str:
+    """This installation's keem-chat release, for the error that asks to upgrade it."""
+    try:
+        return importlib.metadata.version("keem-chat")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def newer_error(path: str, set_name: str, newer: set[str]) -> MigrationError:
+    """The refusal of a database a newer keem migrated: what it ran that this code lacks, and what to do. Raised
+    before anything is written, so the database stays as the newer keem left it."""
+    label = "" if set_name == "keem" else f" of {set_name}"
+    return MigrationError(
+        f"database {path} was written by a newer keem (migrations{label} {sorted(newer)} are unknown to this "
+        f"installation, keem-chat {installed_version()}); upgrade keem-chat on this machine to the release that "
+        "migrated it (pip install -U keem-chat, or git pull and make install) and start again, or point --db "
+        "(KEEM_DB) at another database. Nothing was written to it",
+        code="migration_newer",
+        path=path,
+    )
 
 
 class Schema:
@@ -51,16 +74,20 @@ class Schema:
         """The names of this set's migrations the database has run, in the order it ran them."""
         return [m.name for m in self.migrations.applied(db)]
 
+    def newer(self, applied: Sequence[str], postgres: bool = False) -> set[str]:
+        """The names in `applied` (a database's record of this set) that this code does not know: a newer keem's."""
+        known = {n for n, _ in self.postgres} if postgres else set(self.names)
+        return set(applied) - known - set(self.retired)
+
+    def refuse_newer(self, db: Database, path: str) -> None:
+        """Raise MigrationError (migration_newer) if a newer keem migrated this set of the database; reads only."""
+        newer = self.newer(self.applied(db))
+        if newer:
+            raise newer_error(path, self.name, newer)
+
     def apply(self, db: Database, path: str) -> None:
         """Run the pending migrations; refuses a database a newer keem wrote (it ran migrations this one lacks)."""
-        newer = set(self.applied(db)) - set(self.names) - set(self.retired)
-        if newer:
-            raise MigrationError(
-                f"database {path} was written by a newer keem (migrations {sorted(newer)}); "
-                "upgrade keem-chat or point --db at another file",
-                code="migration_newer",
-                path=path,
-            )
+        self.refuse_newer(db, path)
         seen = set(self.applied(db))
         for attempt in range(10):
             try:
