@@ -90,13 +90,12 @@ def test_why_names_the_feeling_a_rewritten_sentence_holds_now(new_page: Any, tmp
         page = new_page(viewport={"width": 390, "height": 844})
         enter(page, url, "민수")
         open_tab(page, "기억")
-        listed = shown_memory(page, "현재 기억 v1")
-        assert entrance in listed and "오늘 기준: 사용자는 2020년 3월 2일(" in listed, listed
-        assert "년 전)에 입학식이 있었다." in listed and listed.count("오늘 기준") == 1, listed
         assert "감정: 불안" in open_why(page, anxious)
         relieved = "사용자는 시험을 잘 봐서 안도했다."
         edit_sentence(page, anxious, relieved)
-        shown_memory(page, "현재 기억 v2")
+        listed = shown_memory(page, "현재 기억 v2")
+        assert entrance in listed and "오늘 기준: 사용자는 2020년 3월 2일(" in listed, listed
+        assert "년 전)에 입학식이 있었다." in listed and listed.count("오늘 기준") == 1, listed
         why = open_why(page, relieved)
         assert "감정: 안도했다" in why and "감정: 불안" not in why, why  # (the old sentence is quoted as continued)
     finally:
