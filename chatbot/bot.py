@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 from chatbot.exports import Exports
@@ -77,30 +76,50 @@ class Chatbot:
     def begin(self, user_id: int, user_name: str, strategy: str | None = None) -> ChatSession:
         """A new session of a user who exists, with `strategy` or the settings' (the page's login through `start`,
         the HTTP API's first message after a token named the user)."""
+        return self.open_session(user_id, user_name, self.strategy_for(user_id, strategy))
+
+    def strategy_for(self, user_id: int, strategy: str | None = None) -> str:
+        """The strategy of a user's next session: `strategy` or the settings'; 'balanced' (a user trial) is the one
+        assigned to the user at their first session."""
         strategy = self.check_strategy(strategy)
         if strategy == BALANCED:
             strategy = self.store.users.assign_strategy(user_id, STRATEGIES)
-        return self.open_session(user_id, user_name, strategy)
+        return strategy
 
     def open_session(self, user_id: int, user_name: str, strategy: str) -> ChatSession:
         """A new session of a user who exists (the next session of a tab keeps its user and strategy)."""
         session_id = self.store.sessions.start(user_id, strategy, self.chat_model.spec)
+        return self.session_of(user_id, user_name, session_id)
+
+    def session_of(self, user_id: int, user_name: str, session_id: int) -> ChatSession:
+        """A stored session as a ChatSession: its strategy and date, and the conversation its stored turns hold
+        (replaced replies left out), ready for the next turn (the HTTP API's open conversation, which any process
+        may go on with: chatbot/api/sessions.py)."""
+        row = self.store.sessions.get(session_id)
         before = self.store.sessions.previous(user_id, session_id)
         local = self.settings.local_time
         previous_date = local.day(before["started_at"]) if before else None
         self.engine.warm(user_id)
-        today = local.day(datetime.now(timezone.utc))  # the user's date, in the prompts and the opening
-        return ChatSession(
+        session = ChatSession(
             self.settings,
             self.chat_model,
             self.engine,
             user_id,
             user_name,
             session_id,
-            strategy,
+            row["strategy"],
             previous_date,
-            today=today,
+            today=local.day(row["started_at"]),  # the user's date when it began, in the prompts and the opening
         )
+        for turn in self.store.turns.of_session(session_id):
+            if turn["role"] == "user":
+                session.history.append({"role": "user", "content": turn["text"]})
+                session.replying_to = turn["id"]
+            else:
+                session.history.append({"role": "assistant", "content": turn["text"]})
+                session.last_reply = turn["id"]
+        session.ended = row["status"] != "open"
+        return session
 
     def forget(self, user_id: int) -> Erased:
         """Delete everything about a user ("나를 잊기", `keem memory forget`): no copy stays in the database file

@@ -98,23 +98,30 @@ class Worker:
         self.end_abandoned("restart")
         return len(self.store.queue.jobs(statuses=("pending",)))
 
-    def end_abandoned(self, reason: str = "idle") -> list[int]:
+    def end_abandoned(self, reason: str = "idle", *, only_api: bool = False) -> list[int]:
         """End the open sessions no one here watches, and queue their updates: every one (alone on the store, at a
         start: what a crash left), or (`shared`) the ones silent past the idle timeout, whose process would have
-        ended them had it been alive. Returns their session ids."""
+        ended them had it been alive. An API conversation belongs to the store, not to a process (any process
+        goes on with it, a restart keeps it): it ends only when silent past the idle timeout. `only_api`: only
+        those. Returns their session ids."""
         now, ended = time.time(), []
+        api = self.store.api.sessions()
         for row in self.store.sessions.all_open():
             with self._lock:
                 if row["id"] in self._live:
                     continue
+            if only_api and row["id"] not in api:
+                continue
             turns = self.store.turns.of_session(row["id"])
-            if self.shared:
+            if self.shared or row["id"] in api:
                 last = max([row["started_at"], *(t["created_at"] for t in turns)])
                 if now - datetime.fromisoformat(last).timestamp() < self.idle_timeout_s:
                     continue
-            self.store.sessions.end(row["id"], reason)
-            if any(t["role"] == "user" for t in turns):
-                self.store.queue.enqueue(row["user_id"], row["id"], row["strategy"])
+            with self.store.write():  # ended and queued once, though every process's worker sweeps
+                if not self.store.sessions.end(row["id"], reason):
+                    continue
+                if any(t["role"] == "user" for t in turns):
+                    self.store.queue.enqueue(row["user_id"], row["id"], row["strategy"])
             ended.append(row["id"])
         return ended
 
@@ -124,8 +131,9 @@ class Worker:
         self._stop.set()  # first, so the jobs the shutdown enqueues wait for the next start
         job_ids = []
         if end_open:
+            api = self._api_sessions()  # an API conversation outlives the process: another one goes on with it
             with self._lock:
-                live = [s for s, _ in self._live.values()]
+                live = [s for s, _ in self._live.values() if s.session_id not in api]
                 self._live.clear()
             for session in live:
                 job_id = self._end(session, "shutdown")
@@ -206,16 +214,30 @@ class Worker:
         return job_id
 
     def end_idle(self) -> list[int]:
-        """End sessions idle longer than the timeout; returns their session ids."""
+        """End sessions idle longer than the timeout; returns their session ids. An API conversation another
+        process went on with since (or ended) is only let go here: it is that process's to watch now."""
         self.drop_forgotten()
         now = self.clock()
         with self._lock:
             idle = [s for s, seen in self._live.values() if now - seen >= self.idle_timeout_s]
             for s in idle:
                 self._live.pop(s.session_id, None)
+        api = self._api_sessions() if idle else set()
+        ended = []
         for s in idle:
+            known = max(i for i in (s.replying_to, s.last_reply, s.stored_reply, 0) if i is not None)
+            if s.session_id in api and self.store.api.went_on(s.session_id, known):
+                continue
             self._end(s, "idle")
-        return [s.session_id for s in idle]
+            ended.append(s.session_id)
+        return ended
+
+    def _api_sessions(self) -> set[int]:
+        try:
+            return self.store.api.sessions()
+        except Exception:  # the database went away under us: treat every session as this process's
+            log.exception("reading the open API conversations failed")
+            return set()
 
     # -- jobs -------------------------------------------------------------------------------------
     def notify(self) -> None:
@@ -348,9 +370,9 @@ class Worker:
                 self.evict_forgotten()
                 if self.run_jobs:
                     self.dispatch()
-                    if self.shared and (self._swept_at is None or self.clock() - self._swept_at >= 60.0):
+                    if self._swept_at is None or self.clock() - self._swept_at >= 60.0:
                         self._swept_at = self.clock()
-                        self.end_abandoned()
+                        self.end_abandoned(only_api=not self.shared)  # API conversations silent past the timeout
                 self.end_idle()
                 self.backup()
             except Exception:  # never let the worker die; the next tick tries again

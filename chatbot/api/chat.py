@@ -58,8 +58,8 @@ def completions(
             lock.release()  # answered before: no model call, nothing stored
             return answer(body.stream, ident, created, model, stored, None, keem)
         attempt: Attempt | None = earlier
-        if earlier is not None:
-            session = api.sessions.again(who.user_id, earlier)  # stored, its answer missing or cut: answer it again
+        if earlier is not None:  # stored, its answer missing or cut: answer it again
+            session = api.sessions.again(who.user_id, who.name, earlier)
         else:
             session = api.sessions.record(who.user_id, who.name, text)  # stored before the reply; study rules hold
             if idempotency_key:
@@ -73,10 +73,12 @@ def completions(
         raise
 
     def finish() -> None:
-        if attempt is not None:
-            attempt.reply_id = session.stored_reply
-        api.ctx.worker.touch(session)
-        lock.release()
+        try:
+            if attempt is not None and idempotency_key:
+                api.sessions.replied(who.user_id, idempotency_key, attempt, session.stored_reply)
+            api.ctx.worker.touch(session)
+        finally:
+            lock.release()
 
     if not body.stream:
         try:

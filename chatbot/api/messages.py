@@ -40,7 +40,7 @@ def store_turns(
         earlier = api.sessions.attempt(who.user_id, idempotency_key, sent) if idempotency_key else None
         if earlier is not None:  # stored before: nothing stored again; the prompt again while its reply is due
             replayed: dict[str, Any] = {"session_id": earlier.session_id, "turn_ids": list(earlier.turn_ids)}
-            waiting = api.sessions.awaiting(who.user_id, earlier)
+            waiting = api.sessions.awaiting(who.user_id, who.name, earlier)
             return JSONResponse({**replayed, **(due(waiting) if waiting else {}), "replayed": True}, status_code=200)
         session, ids = record_turns(api, who, turns)
         if idempotency_key:

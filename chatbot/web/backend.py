@@ -184,12 +184,17 @@ class AppContext:
     def track(self, session: ChatSession) -> ChatSession:
         """A session this page opened: the worker ends it when idle; in a study its first message must pass the
         study's rules in the transaction that stores it (chatbot/study.py Study.admit)."""
+        self.worker.track(self.ruled(session))
+        return session
+
+    def ruled(self, session: ChatSession) -> ChatSession:
+        """In a study, the session's first message must pass the study's rules in the transaction that stores it
+        (chatbot/study.py Study.admit), and it opens by the study's rule."""
         study = self.study
         if study is not None:
             local = self.bot.settings.local_time  # KEEM_TIMEZONE: a refusal's date
             session.gate = lambda s: study.admit(s.store, s.user_id, s.session_id, local)
             session.opening = study.opening  # the study's own opening rule, if it sets one
-        self.worker.track(session)
         return session
 
 

@@ -5,7 +5,8 @@ StorageErrors with the fix; migrations.py is the memory engine's schema; users.p
 versions.py memory versions and their sentences (a commit states its base version; rebase.py replays a change onto
 a newer latest version or refuses it), notes.py why a version is as it is (codes with parameters); queue.py the
 durable queue of update jobs; erasure.py forgetting a user or a sentence with no copy left in the file, and its
-audit rows; tokens.py the HTTP API's bearer tokens (hashes only). A
+audit rows; tokens.py the HTTP API's bearer tokens (hashes only); api_state.py the API's open conversations and
+Idempotency-Keys (ids and digests only). A
 caller writes `store.users.get_or_create(name)`, `store.versions.commit(...)`, `store.queue.claim()`. The user-trial
 tables are not here: chatbot/study_records.py keeps them, with a migration set of its own.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 
+from memory.store.api_state import ApiState
 from memory.store.connection import Connection, now_iso, storage_error
 from memory.store.emotions import EmotionRecord
 from memory.store.erasure import MARKER, Erased, Erasure
@@ -42,7 +44,7 @@ __all__ = [
 
 class Store(Connection):
     """One SQLite file with the memory engine's schema: `users`, `sessions`, `turns`, `versions`, `queue`,
-    `erasure`, `tokens`.
+    `erasure`, `tokens`, `api`.
 
     Safe to share between threads (one connection, one lock); `write()` is one transaction across the parts.
     """
@@ -56,3 +58,4 @@ class Store(Connection):
         self.queue = Queue(self)
         self.erasure = Erasure(self, self.users)
         self.tokens = Tokens(self)
+        self.api = ApiState(self)

@@ -287,6 +287,35 @@ def m016_job_takeovers(db: Database) -> None:
     db.table("update_jobs").add_column("taken_from", str)
 
 
+@schema
+def m017_api_state(db: Database) -> None:
+    """The HTTP API's state in the store, not in a process (memory/store/api_state.py): each user's open API
+    conversation (`api_conversations`, one row per user naming its session) and the Idempotency-Keys of their recent
+    requests (`api_requests`: the key's SHA-256, the body's digest, the ids of the turns stored and the reply; never
+    text). Postgres: pg006."""
+    db.execute(
+        """create table api_conversations (
+        user_id integer primary key references users(id) on delete cascade,
+        session_id integer not null references sessions(id) on delete cascade,
+        opened_at text not null
+        )"""
+    )
+    db.execute(
+        """create table api_requests (
+        id integer primary key autoincrement,
+        user_id integer not null references users(id) on delete cascade,
+        key_hash text not null,
+        digest text not null,
+        session_id integer not null references sessions(id) on delete cascade,
+        turn_id integer,
+        reply_id integer,
+        turn_ids text not null default '[]',
+        created_at text not null
+        )"""
+    )
+    db.execute("create unique index api_requests_key on api_requests (user_id, key_hash)")
+
+
 # -- Postgres ---------------------------------------------------------------------------------------------------------
 # The same schema on Postgres (memory/store/postgres.py applies it; docs/postgres.md). Numbered apart from the SQLite
 # set, which grew by small steps: pg001 is the SQLite schema as of m012. EVERY future schema change needs a migration
@@ -440,4 +469,25 @@ schema.add_postgres(
     "pg005_job_takeovers",
     "alter table update_jobs add column takeovers integer not null default 0; "
     "alter table update_jobs add column taken_from text;",
+)
+
+schema.add_postgres(
+    "pg006_api_state",
+    """
+    create table api_conversations (
+        user_id bigint primary key references users (id) on delete cascade,
+        session_id bigint not null references sessions (id) on delete cascade,
+        opened_at text not null);
+    create table api_requests (
+        id bigint generated always as identity primary key,
+        user_id bigint not null references users (id) on delete cascade,
+        key_hash text not null,
+        digest text not null,
+        session_id bigint not null references sessions (id) on delete cascade,
+        turn_id bigint,
+        reply_id bigint,
+        turn_ids text not null default '[]',
+        created_at text not null);
+    create unique index api_requests_key on api_requests (user_id, key_hash);
+    """,
 )

@@ -89,7 +89,8 @@ class Users:
         tables that reference the user or their sessions with ON DELETE CASCADE (a user trial's consents and
         answers, chatbot/study_records.py) go with them."""
         with self.conn.write():
-            for table in ("memory_sentences", "memory_versions", "update_jobs", "turns", "sessions", "api_tokens"):
+            tables = ("api_requests", "api_conversations", "memory_sentences", "memory_versions", "update_jobs")
+            for table in (*tables, "turns", "sessions", "api_tokens"):
                 self.conn.execute(f"delete from {table} where user_id = ?", [user_id])
             self.conn.execute("delete from users where id = ?", [user_id])
             self.conn.execute("update data_generation set forgets = forgets + 1")
@@ -129,11 +130,16 @@ class Sessions:
                 },
             )
 
-    def end(self, session_id: int, reason: str = "user") -> None:
+    def end(self, session_id: int, reason: str = "user") -> bool:
+        """End the session if it is open; whether this call ended it (another process may have, just now)."""
         with self.conn.write():
-            self.conn.execute(
-                "update sessions set status = 'ended', ended_at = ?, end_reason = ? where id = ? and status = 'open'",
-                [now_iso(), reason, session_id],
+            return (
+                self.conn.execute(
+                    "update sessions set status = 'ended', ended_at = ?, end_reason = ? "
+                    "where id = ? and status = 'open'",
+                    [now_iso(), reason, session_id],
+                )
+                > 0
             )
 
     def check(self, session_id: int, user_id: int) -> None:
