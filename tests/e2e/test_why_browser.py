@@ -82,9 +82,7 @@ def test_why_names_the_feeling_a_rewritten_sentence_holds_now(new_page: Any, tmp
     anxious = "사용자는 시험 때문에 불안하다."
     record = EmotionRecord(key="exam", emotion="불안", cause="시험", sentence=anxious)
     meta = {"strategy": "import", "status": "ok", "author": "import"}
-    entrance = "사용자는 2020년 3월 2일에 입학식이 있다."  # and a date long past: the list reads it as of today
-    sentences = [Sentence(anxious), Sentence("사용자는 서울에 산다."), Sentence(entrance)]
-    bot.engine.commit(uid, sentences, base=None, records=[record], **meta)
+    bot.engine.commit(uid, [Sentence(anxious), Sentence("사용자는 서울에 산다.")], base=None, records=[record], **meta)
     url, app, worker = serve_bot(bot)
     try:
         page = new_page(viewport={"width": 390, "height": 844})
@@ -93,11 +91,34 @@ def test_why_names_the_feeling_a_rewritten_sentence_holds_now(new_page: Any, tmp
         assert "감정: 불안" in open_why(page, anxious)
         relieved = "사용자는 시험을 잘 봐서 안도했다."
         edit_sentence(page, anxious, relieved)
-        listed = shown_memory(page, "현재 기억 v2")
-        assert entrance in listed and "오늘 기준: 사용자는 2020년 3월 2일(" in listed, listed
-        assert "년 전)에 입학식이 있었다." in listed and listed.count("오늘 기준") == 1, listed
+        shown_memory(page, "현재 기억 v2")
         why = open_why(page, relieved)
         assert "감정: 안도했다" in why and "감정: 불안" not in why, why  # (the old sentence is quoted as continued)
+    finally:
+        app.close()
+        worker.stop()
+        bot.store.close()
+
+
+def test_the_memory_tab_shows_a_date_as_stored_and_as_read_today(new_page: Any, tmp_path: Path) -> None:
+    """A sentence with a date long past, in the page on a phone: the row holds it as stored, and under it how the
+    chat reads it today ("오늘 기준: ...(N년 전)에 입학식이 있었다"); a sentence with no date has no such line."""
+    from memory.store import Sentence
+
+    model = ScriptedChatModel(responder=world)
+    bot = Chatbot(Settings(db=str(tmp_path / "keem.db")), chat_model=model, embedder=NgramEmbedder())
+    uid = bot.store.users.get_or_create("민수")
+    entrance = "사용자는 2020년 3월 2일에 입학식이 있다."
+    meta = {"strategy": "import", "status": "ok", "author": "import"}
+    bot.engine.commit(uid, [Sentence(entrance), Sentence("사용자는 서울에 산다.")], base=None, **meta)
+    url, app, worker = serve_bot(bot)
+    try:
+        page = new_page(viewport={"width": 390, "height": 844})
+        enter(page, url, "민수")
+        open_tab(page, "기억")
+        listed = shown_memory(page, "현재 기억 v1")
+        assert entrance in listed and "오늘 기준: 사용자는 2020년 3월 2일(" in listed, listed
+        assert "년 전)에 입학식이 있었다." in listed and listed.count("오늘 기준") == 1, listed
     finally:
         app.close()
         worker.stop()
