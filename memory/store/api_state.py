@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.store.connection import Connection, now_iso
+from memory.store.users import Sessions
 
 KEYS_PER_USER = 64  # Idempotency-Keys kept per user (a retry comes seconds later, not 64 messages later)
 
@@ -64,16 +65,7 @@ class ApiState:
             found = self.open_session(user_id)
             if found is not None:
                 return found, False
-            session_id = self.conn.insert(
-                "sessions",
-                {
-                    "user_id": user_id,
-                    "started_at": now_iso(),
-                    "strategy": strategy,
-                    "chat_model": chat_model,
-                    "status": "open",
-                },
-            )
+            session_id = Sessions(self.conn).start(user_id, strategy, chat_model)  # joins this transaction
             self.conn.execute(
                 "insert into api_conversations (user_id, session_id, opened_at) values (?, ?, ?) "
                 "on conflict (user_id) do update set session_id = excluded.session_id, opened_at = excluded.opened_at",
