@@ -38,7 +38,11 @@ class Chatbot:
         self.chat_model = chat_model
         self.update_model = update_model or chat_model
         self.engine = MemoryEngine(
-            self.store, embedder, count_tokens=chat_model.count_tokens, method=settings.retrieval
+            self.store,
+            embedder,
+            count_tokens=chat_model.count_tokens,
+            method=settings.retrieval,
+            day=settings.local_time.day,  # "어제" in a query is the user's yesterday (memory/when.py)
         )
         self.runner = JobRunner(
             self.engine,

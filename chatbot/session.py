@@ -201,7 +201,9 @@ class ChatSession:
         held = {h.text for h in pinned}
         held.update(line for i, lines in self.notes.items() if i < len(history) - 1 for line in lines)
         earlier = [m["content"] for m in history[:-1] if m["role"] == "user"]  # the query's context (fusion.py)
-        hits = engine.search(self.user_id, text, k=settings.k, token_budget=settings.token_budget, context=earlier)
+        hits = engine.search(
+            self.user_id, text, k=settings.k, token_budget=settings.token_budget, context=earlier, today=self.today
+        )
         self.last_hits, note = [], []
         for hit in hits[: settings.k]:  # the most relevant; those neither pinned nor noted earlier go in the note
             if hit.text not in held:

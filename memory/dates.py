@@ -319,10 +319,11 @@ def _starts_word(text: str, start: int) -> bool:
     return start == 0 or not ("가" <= text[start - 1] <= "힣") or text[start - 1] in "는은이가에도"
 
 
-def find(text: str, today: date) -> list[Span]:
+def find(text: str, today: date, tense: bool = True) -> list[Span]:
     """Every time this module knows in `text`, resolved against `today` (a sentence's own date), in order; a habit
-    ("매주", "마다") is not a time."""
-    past: bool | None = None  # the tense (Kiwi) only for a sentence with a time in it: most have none
+    ("매주", "마다") is not a time. `tense=False` reads the sentence as present without asking Kiwi: right for a time
+    written with its year, whose days no tense changes (memory/when.py reads a whole memory's so)."""
+    past: bool | None = None if tense else False  # the tense (Kiwi) only for a sentence with a time: most have none
     taken: list[Span] = []
     for pattern, resolve, absolute in _PATTERNS:
         for m in pattern.finditer(text):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import date, datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,8 @@ from memory.lexical import MAX_CHARS, tokens
 from memory.provenance import by_person
 from memory.redact import forget_sentence
 from memory.store import Erased, Sentence, Store, Version
+from memory.when import asked, held, said_on
+from memory.when import boost as time_boost
 from models.base import estimate_tokens
 from models.embedders import Embedder
 
@@ -34,8 +37,11 @@ class MemoryEngine:
         embedder: Embedder,
         count_tokens: Callable[[str], int] = estimate_tokens,
         method: str = DEFAULT_METHOD,
+        day: Callable[[str], date] | None = None,
     ):
         self.store = store
+        # a stored time's date where the user lives (LocalTime.day: KEEM_TIMEZONE); UTC's when not told
+        self.day = day or (lambda when: datetime.fromisoformat(when).date())
         self.embedder = embedder
         self.count_tokens = count_tokens
         self.method = check_method(method)  # dense, lexical or hybrid (memory/fusion.py)
@@ -104,10 +110,13 @@ class MemoryEngine:
             self.index.lexical(entry)
         return entry
 
-    def rank(self, entry: Entry, query: str, limit: int, context: Sequence[str] = ()) -> list[tuple[int, float]]:
+    def rank(
+        self, entry: Entry, query: str, limit: int, context: Sequence[str] = (), today: date | None = None
+    ) -> list[tuple[int, float]]:
         """(sentence id, score) of the `limit` best sentences for `query`, best first, by this engine's method.
         `context`: the user's turns just before it, oldest first; the last CONTEXT_TURNS join the query with
-        weight CONTEXT_WEIGHT. Any text is a query: no word, only emoji, a long paste (its first MAX_CHARS
+        weight CONTEXT_WEIGHT. Hybrid also weighs a time the query names (resolved against `today`, the user's
+        date): memory/when.py. Any text is a query: no word, only emoji, a long paste (its first MAX_CHARS
         characters), mixed scripts."""
         query = query[:MAX_CHARS]
         earlier = " ".join(t[:MAX_CHARS] for t in list(context)[-CONTEXT_TURNS:] if t.strip())[-MAX_CHARS:]
@@ -127,8 +136,22 @@ class MemoryEngine:
         if earlier:
             words = words + CONTEXT_WEIGHT * lexical.scores(tokens(earlier))
         scores = fuse(self.method, dense, words)
+        if self.method == "hybrid" and (wanted := asked(query, today or self.today())):
+            scores = scores + time_boost(wanted, *self._days(entry))
         order = np.argsort(-scores, kind="stable")[:limit]
         return [(ids[i], float(scores[i])) for i in order]
+
+    def today(self) -> date:
+        return self.day(datetime.now(timezone.utc).isoformat())
+
+    def _days(self, entry: Entry) -> tuple[list[list[tuple[date, date]]], list[date | None]]:
+        """The days each sentence of `entry` names and the day it was said, worked out once per version."""
+        if entry.days is None:
+            sessions = sorted({int(s["session"]) for s in entry.said if s.get("session") is not None})
+            started = self.store.sessions.started(entry.user_id, sessions) if entry.user_id is not None else {}
+            session_days = {i: self.day(at) for i, at in started.items()}
+            entry.days = ([held(t) for t in entry.texts.values()], [said_on(s, session_days) for s in entry.said])
+        return entry.days
 
     def search(
         self,
@@ -137,9 +160,11 @@ class MemoryEngine:
         k: int = 5,
         token_budget: int | None = None,
         context: Sequence[str] = (),
+        today: date | None = None,
     ) -> list[Hit]:
         """Top-k sentences of the latest version by score (SQLite is asked only for the latest version id), for
-        `query` and, more weakly, `context` (the user's turns before it, oldest first: `rank`).
+        `query` and, more weakly, `context` (the user's turns before it, oldest first: `rank`); `today`: the user's
+        date, for a query that names a time (default: today where the engine's `day` puts it).
 
         When the whole memory fits `token_budget`, every sentence comes back, most relevant first.
         """
@@ -154,7 +179,7 @@ class MemoryEngine:
                 entry.tokens = sum(self.count_tokens(t) for t in entry.texts.values())
             if entry.tokens <= token_budget:
                 limit = len(entry.texts)
-        return [Hit(entry.texts[i], score, i) for i, score in self.rank(entry, query, limit, context)]
+        return [Hit(entry.texts[i], score, i) for i, score in self.rank(entry, query, limit, context, today)]
 
     def pinned(self, user_id: int, query: str, token_budget: int) -> tuple[int | None, list[Hit]]:
         """The memory a session's system prompt holds, in the version's own order (so it is byte-stable), with

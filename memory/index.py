@@ -13,6 +13,7 @@ import numpy as np
 from memory.lexical import LexicalIndex
 from memory.store import Sentence, Version
 from memory.vector_index import load_faiss
+from memory.when import WHEN_KEYS
 from models.embedders import Embedder
 
 MAX_USERS = 2048  # indexes kept in memory; the least recently searched user's is rebuilt on demand (~3 ms)
@@ -27,6 +28,11 @@ class Entry:
     tokens: int | None = None  # the whole memory's token count, filled in by the first search that needs it
     cues: dict[int, str] = field(default_factory=dict)  # sentence id -> its cue words, for those that have them
     lexical: LexicalIndex | None = None  # BM25 over texts and cue words (ids in `texts` order), built on first use
+    # where each sentence came from, as memory/when.py reads it (WHEN_KEYS of its sources; in `texts` order)
+    said: list[dict[str, Any]] = field(default_factory=list)
+    # the days each sentence names and the day it was said (memory/when.py), filled in by the first query naming a time
+    days: tuple[list[list[tuple[Any, Any]]], list[Any]] | None = None
+    user_id: int | None = None
 
 
 class IndexCache:
@@ -81,6 +87,8 @@ class IndexCache:
             {i: s.text for i, s in stored_rows},
             cue_index=cue_index,
             cues={i: cues for i, cues, _ in cued},
+            said=[{k: v for k, v in (s.sources or {}).items() if k in WHEN_KEYS} for _, s in stored_rows],
+            user_id=version.user_id,
         )
         with self._lock:
             self._entries[version.user_id] = entry

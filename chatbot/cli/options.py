@@ -158,7 +158,9 @@ def open_engine(settings: Settings) -> Any:
     from memory.engine import MemoryEngine
     from models.spec import load_embedder
 
-    return MemoryEngine(open_store(settings), load_embedder(settings.embedder), method=settings.retrieval)
+    return MemoryEngine(
+        open_store(settings), load_embedder(settings.embedder), method=settings.retrieval, day=settings.local_time.day
+    )
 
 
 def print_json(data: Any) -> None:

@@ -78,7 +78,9 @@ def _engine(settings: Settings) -> Any:
     from memory.engine import MemoryEngine
     from models.spec import load_embedder
 
-    return MemoryEngine(_store(settings), load_embedder(settings.embedder), method=settings.retrieval)
+    return MemoryEngine(
+        _store(settings), load_embedder(settings.embedder), method=settings.retrieval, day=settings.local_time.day
+    )
 
 
 def _snapshot(settings: Settings, store: Store) -> None:

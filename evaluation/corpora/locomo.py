@@ -126,8 +126,9 @@ def evaluate(
     """hit@k of every question (of the chosen categories, with evidence) of every conversation.
 
     Each conversation (a LoCoMo sample) becomes one user of a fresh SQLite store whose memory is one imported
-    version holding its observations; each question goes through MemoryEngine.search, exactly as a chat turn,
-    with `method` (dense, lexical or hybrid: memory/fusion.py).
+    version holding its observations, each said on its session's date; each question goes through
+    MemoryEngine.search, exactly as a chat turn, with `method` (dense, lexical or hybrid: memory/fusion.py; hybrid
+    weighs a date the question names, memory/when.py).
     """
     from memory.engine import MemoryEngine
     from memory.store import Sentence, Store, note
@@ -159,7 +160,12 @@ def evaluate(
                 user_id = store.users.get_or_create(f"locomo-{number}")
                 version = engine.commit(
                     user_id,
-                    [Sentence(o.text, "imported") for o in observed],
+                    # each observation said on its session's date, as a chat's sentences are (memory/when.py)
+                    [
+                        Sentence(o.text, "imported", sources={"step": "import", "said": s.date} if s.date else None)
+                        for s in conv.sessions
+                        for o in s.observations
+                    ],
                     base=None,  # a new user per conversation
                     strategy="import",
                     status="ok",

@@ -153,6 +153,16 @@ class Sessions:
             return set()
         return {r["id"] for r in self.conn.rows(f"select id from sessions where id in ({placeholders(ids)})", ids)}
 
+    def started(self, user_id: int, session_ids: Sequence[int]) -> dict[int, str]:
+        """When each of the user's sessions among `session_ids` started (stored UTC ISO text); others are left out."""
+        if not session_ids:
+            return {}
+        rows = self.conn.rows(
+            f"select id, started_at from sessions where user_id = ? and id in ({placeholders(session_ids)})",
+            [user_id, *session_ids],
+        )
+        return {int(r["id"]): str(r["started_at"]) for r in rows}
+
     def get(self, session_id: int) -> dict[str, Any]:
         row = self.conn.one("select * from sessions where id = ?", [session_id])
         if row is None:
