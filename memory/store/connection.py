@@ -412,6 +412,17 @@ class Connection:
         with self.lock:
             return int(self.db.execute(sql, params).rowcount)
 
+    def atomic(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+        """One statement that writes and is atomic by itself (an upsert that reads nothing else), with the rows it
+        returns (`returning ...`): on SQLite in a write transaction of its own (or the caller's), on Postgres on its
+        own (autocommit: the statement locks the rows it changes) without the store's write lock, which serialises
+        read-then-write transactions and costs four more round trips. Counters every request bumps
+        (memory/store/tokens.py, the API's rate) write this way."""
+        if self.pg is not None:
+            return self.pg.rows(sql, params)
+        with self.write():
+            return self.rows(sql, params)
+
     def insert(self, table: str, row: dict[str, Any]) -> int:
         """Insert one row (inside `write()`); its new integer id."""
         if self.pg is not None:
