@@ -412,16 +412,27 @@ class Connection:
         with self.lock:
             return int(self.db.execute(sql, params).rowcount)
 
-    def atomic(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
-        """One statement that writes and is atomic by itself (an upsert that reads nothing else), with the rows it
-        returns (`returning ...`): on SQLite in a write transaction of its own (or the caller's), on Postgres on its
-        own (autocommit: the statement locks the rows it changes) without the store's write lock, which serialises
-        read-then-write transactions and costs four more round trips. Counters every request bumps
-        (memory/store/tokens.py, the API's rate) write this way."""
+    def atomic_counter(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+        """One statement that bumps a counter, atomic by itself (an upsert that reads nothing else), with the rows it
+        returns (`returning ...`), for counters that may lose their last changes to a power cut or an OS crash,
+        never to a crash of a process (the API's rate counts, memory/store/tokens.py: a lost count lets a caller in
+        a little early). On SQLite in a write transaction of its own that does not wait for the disk
+        (synchronous=NORMAL: the WAL is synced at the next ordinary commit or checkpoint); on Postgres on its own
+        (autocommit: the statement locks the rows it changes; the table is UNLOGGED, so no WAL flush either),
+        without the store's write lock, which serialises read-then-write transactions and costs four more round
+        trips. Inside a write() it joins it."""
         if self.pg is not None:
             return self.pg.rows(sql, params)
-        with self.write():
-            return self.rows(sql, params)
+        with self.lock:
+            if self.db.conn.in_transaction:
+                return self.rows(sql, params)
+            synchronous = self.db.conn.execute("PRAGMA synchronous").fetchone()[0]
+            self.db.conn.execute("PRAGMA synchronous = NORMAL")
+            try:
+                with self.write():
+                    return self.rows(sql, params)
+            finally:
+                self.db.conn.execute(f"PRAGMA synchronous = {int(synchronous)}")
 
     def insert(self, table: str, row: dict[str, Any]) -> int:
         """Insert one row (inside `write()`); its new integer id."""

@@ -511,8 +511,10 @@ schema.add_postgres(
 
 schema.add_postgres(
     "pg007_api_rates",
+    # unlogged: a count needs no WAL flush (Connection.atomic_counter); a Postgres crash empties the table, which
+    # lets every caller start with a full bucket, and a standby does not have it
     """
-    create table api_rates (
+    create unlogged table api_rates (
         token_id bigint not null references api_tokens (id) on delete cascade,
         caller text not null,
         tat double precision not null,

@@ -124,7 +124,7 @@ class Tokens:
         interval = 60.0 / max(1, per_min)
         burst = 60.0 - interval
         params = [token_id, caller_key(user), now + interval, now, burst, now, burst, now, now + interval, interval]
-        row = self.conn.atomic(TAKE, params)[0]
+        row = self.conn.atomic_counter(TAKE, params)[0]
         return max(0.0, float(row["tat"]) - now - burst) if row["refused"] else 0.0
 
     def prune_rates(self, now: float) -> int:
