@@ -337,7 +337,8 @@ class Connection:
 
     def _begin_immediate(self) -> None:
         """BEGIN IMMEDIATE, waiting for SQLite's write lock with short random sleeps of our own instead of SQLite's
-        busy handler, up to BUSY_TIMEOUT seconds; then the "database is locked" error, saying what holds the lock.
+        busy handler, up to BUSY_TIMEOUT seconds; then a StorageError (storage_busy) saying what holds the lock, so
+        a caller gets "try again" in its own language, never SQLite's bare "database is locked".
 
         Why: the busy handler sleeps 1, 2, 5, 10, ... then 100 ms a try, so while other processes write back to
         back a waiting writer sleeps through many of their writes and can wait seconds (3-5 s for one write among
@@ -362,10 +363,12 @@ class Connection:
 
         with self._not_waiting() as conn:
             if not self._polling(begin, BUSY_TIMEOUT):
-                raise sqlite3.OperationalError(
-                    f"{busy[-1]}: waited {BUSY_TIMEOUT:g} s for the write lock of {self.path}; another process keeps "
-                    "a write transaction open (a stuck keem process, or a tool such as the sqlite3 shell inside "
-                    "BEGIN); end it and try again"
+                raise StorageError(
+                    f"waited {BUSY_TIMEOUT:g} s for the write lock of {self.path}; another process"
+                    " keeps a write transaction open (a stuck keem process, or a tool such as the sqlite3 "
+                    "shell inside BEGIN); end it and try again (this write stored nothing)",
+                    code="storage_busy",
+                    path=self.path,
                 ) from busy[-1]
 
     @contextlib.contextmanager
