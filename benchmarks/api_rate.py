@@ -29,7 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.store_writes import PostgresSchema  # noqa: E402
+from benchmarks.store_writes import PostgresSchema, table  # noqa: E402
 
 PER_MIN = 10**9  # nobody is refused: every request is counted the whole way
 
@@ -94,15 +94,15 @@ def run(target: str, kind: str, procs: int, seconds: float) -> dict[str, Any]:
     }
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    head = f"{'store':<9}| {'count':<11}| {'procs':>5} | {'per s':>9} | {'p50 us':>7} | {'p95 us':>7} | {'max ms':>7}"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(
-            f"{r['store']:<9}| {r['kind']:<11}| {r['procs']:>5} | {r['per_s']:>9,.0f} | {r['p50_us']:>7,.0f} | "
-            f"{r['p95_us']:>7,.0f} | {r['max_ms']:>7.1f}"
-        )
-    return "\n".join(lines)
+COLUMNS = [
+    ("store", "store", ""),
+    ("count", "kind", ""),
+    ("procs", "procs", ""),
+    ("per s", "per_s", ",.0f"),
+    ("p50 us", "p50_us", ",.0f"),
+    ("p95 us", "p95_us", ",.0f"),
+    ("max ms", "max_ms", ".1f"),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 finally:
                     schema.close()
     print(f"the API's rate count per request ({args.seconds:g} s a row, as fast as each process can)")
-    print(table(rows))
+    print(table(rows, COLUMNS))
     return 0
 
 

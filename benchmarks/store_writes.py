@@ -182,18 +182,27 @@ def checkpoint_lines(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    head = (
-        f"{'store':<9}| {'writers':>7} | {'writes/s':>8} | {'p50 ms':>6} | {'p95 ms':>6} | {'max ms':>7} | "
-        f"{'errors':>6}"
-    )
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(
-            f"{r['store']:<9}| {r['writers']:>7} | {r['writes_per_s']:>8,.0f} | {r['p50_ms']:>6.2f} | "
-            f"{r['p95_ms']:>6.2f} | {r['max_ms']:>7.1f} | {r['errors']:>6}"
-        )
-    return "\n".join(lines)
+# a table's columns: (title, the row's key, its format); the first column is aligned left, the others right
+COLUMNS = [
+    ("store", "store", ""),
+    ("writers", "writers", ""),
+    ("writes/s", "writes_per_s", ",.0f"),
+    ("p50 ms", "p50_ms", ".2f"),
+    ("p95 ms", "p95_ms", ".2f"),
+    ("max ms", "max_ms", ".1f"),
+    ("errors", "errors", ""),
+]
+
+
+def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]] = COLUMNS) -> str:
+    """Rows as a text table; a value that is missing (no write in a row) shows as '-'."""
+    cells = [[title for title, _, _ in columns]]
+    cells += [["-" if r.get(key) is None else format(r[key], spec) for _, key, spec in columns] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = [
+        " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells
+    ]
+    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:]])
 
 
 def main(argv: list[str] | None = None) -> int:
