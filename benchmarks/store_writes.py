@@ -8,10 +8,15 @@ writer count: turns written per second in all, p50/p95/max latency of one write,
 
 A chat turn makes two or three writes and a session end a few more; divide to get chat turns per second. On SQLite,
 the main process meanwhile times what an erasure does last, the WAL checkpoint that leaves no erased text in it.
+With `--kind updates` each writer commits memory versions instead (`store.versions.commit`: a new version of 30
+sentences with their 384-d vectors, its base compared with the latest in the same transaction), what a memory
+update writes last: a row per store and writer count in memory updates per second.
 
     python benchmarks/store_writes.py                              # SQLite only: 1, 4, 16 writers
     pg_virtualenv sh -c 'python benchmarks/store_writes.py \\
         --pg "postgresql://$PGUSER:$PGPASSWORD@$PGHOST:$PGPORT/postgres"'   # and a throwaway Postgres beside it
+
+    python benchmarks/store_writes.py --kind updates --writers 1,4   # memory updates' commits instead
 
 With --pg the benchmark makes a schema of its own in that database and drops it afterwards.
 """
@@ -36,9 +41,13 @@ sys.path.insert(0, str(ROOT))
 
 from memory.store.connection import url_scheme  # noqa: E402
 
+SENTENCES = 30  # sentences in each memory version an `--kind updates` writer commits (a grown memory)
 
-def writer(target: str, number: int, rate: float, start: Any, stop_at: Any, out: Any) -> None:
-    from memory.store import Store
+
+def writer(
+    target: str, number: int, rate: float, ready: Any, start: Any, stop_at: Any, out: Any, kind: str = "turns"
+) -> None:
+    from memory.store import Sentence, Store
 
     store = Store(target)
     try:
@@ -46,16 +55,43 @@ def writer(target: str, number: int, rate: float, start: Any, stop_at: Any, out:
         session = store.sessions.start(user, "keem", "bench")
         latencies: list[float] = []
         errors = 0
+        base: int | None = None
+        vectors = np.random.default_rng(number).standard_normal((SENTENCES, 384)).astype(np.float32)
+
+        def update() -> None:  # a memory update's commit: a new version of SENTENCES sentences with their vectors
+            nonlocal base
+            said = [
+                Sentence(
+                    f"사용자는 {number}번 작가의 {i}번째 소설을 {len(latencies)}번 읽었다.",
+                    embedding=v,
+                    embedder="bench",
+                )
+                for i, v in enumerate(vectors)
+            ]
+            version = store.versions.commit(user, said, base=base, strategy="keem", status="ok", author="bench")
+            base = version.number
+
+        steps = (
+            [update]
+            if kind == "updates"
+            else [
+                lambda role=role: store.turns.add(
+                    session, user, role, f"{role} {number} 오늘은 산책을 했어요 {len(latencies)}"
+                )
+                for role in ("user", "assistant")
+            ]
+        )
+        ready.wait()
         start.wait()
         due = time.time()
         while time.time() < stop_at.value:
-            if rate > 0:  # a chat turn every 2 / rate seconds, as users would, not as fast as possible
-                due += 2 / rate
+            if rate > 0:  # a chat turn (two writes) every 2 / rate seconds, an update every 1 / rate, not as fast
+                due += len(steps) / rate
                 time.sleep(max(0.0, due - time.time()))
-            for role in ("user", "assistant"):
+            for step in steps:
                 t0 = time.perf_counter()
                 try:
-                    store.turns.add(session, user, role, f"{role} {number} 오늘은 산책을 했어요 {len(latencies)}")
+                    step()
                 except Exception:
                     errors += 1
                     continue
@@ -65,15 +101,18 @@ def writer(target: str, number: int, rate: float, start: Any, stop_at: Any, out:
         store.close()
 
 
-def run(target: str, writers: int, seconds: float, rate: float = 0.0) -> dict[str, Any]:
+def run(target: str, writers: int, seconds: float, rate: float = 0.0, kind: str = "turns") -> dict[str, Any]:
     ctx = mp.get_context("spawn")  # no inherited connections or pool threads
     start = ctx.Event()
     stop_at = ctx.Value("d", 0.0)
     out = ctx.Queue()
-    procs = [ctx.Process(target=writer, args=(target, i, rate, start, stop_at, out)) for i in range(writers)]
+    ready = ctx.Barrier(writers + 1)
+    procs = [
+        ctx.Process(target=writer, args=(target, i, rate, ready, start, stop_at, out, kind)) for i in range(writers)
+    ]
     for p in procs:
         p.start()
-    time.sleep(1.0 + 0.2 * writers)  # the processes import and open their stores
+    ready.wait(timeout=300)  # every process imported and opened its store (a busy machine takes a while)
     stop_at.value = time.time() + seconds
     start.set()
     emptied = checkpoints(target, stop_at.value) if not url_scheme(target) else None
@@ -143,18 +182,27 @@ def checkpoint_lines(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    head = (
-        f"{'store':<9}| {'writers':>7} | {'writes/s':>8} | {'p50 ms':>6} | {'p95 ms':>6} | {'max ms':>7} | "
-        f"{'errors':>6}"
-    )
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(
-            f"{r['store']:<9}| {r['writers']:>7} | {r['writes_per_s']:>8,.0f} | {r['p50_ms']:>6.2f} | "
-            f"{r['p95_ms']:>6.2f} | {r['max_ms']:>7.1f} | {r['errors']:>6}"
-        )
-    return "\n".join(lines)
+# a table's columns: (title, the row's key, its format); the first column is aligned left, the others right
+COLUMNS = [
+    ("store", "store", ""),
+    ("writers", "writers", ""),
+    ("writes/s", "writes_per_s", ",.0f"),
+    ("p50 ms", "p50_ms", ".2f"),
+    ("p95 ms", "p95_ms", ".2f"),
+    ("max ms", "max_ms", ".1f"),
+    ("errors", "errors", ""),
+]
+
+
+def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]] = COLUMNS) -> str:
+    """Rows as a text table; a value that is missing (no write in a row) shows as '-'."""
+    cells = [[title for title, _, _ in columns]]
+    cells += [["-" if r.get(key) is None else format(r[key], spec) for _, key, spec in columns] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = [
+        " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells
+    ]
+    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:]])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,6 +215,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="writes a second per writer (0, the default: as fast as it can; 1 is a busy chat user's pace)",
     )
+    p.add_argument(
+        "--kind",
+        choices=("turns", "updates"),
+        default="turns",
+        help="what each writer writes: a chat turn's two turn rows (default), or a memory update's commit (a new "
+        f"version of {SENTENCES} sentences with 384-d vectors, compared with the latest in the same transaction)",
+    )
     p.add_argument("--pg", metavar="URL", help="also a Postgres database (postgresql://...): a throwaway schema in it")
     p.add_argument("--no-sqlite", action="store_true", help="Postgres only")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
@@ -176,19 +231,21 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_sqlite:
         for w in counts:
             with tempfile.TemporaryDirectory(prefix="keem-writes-") as tmp:
-                rows.append({"store": "sqlite", **run(str(Path(tmp) / "keem.db"), w, args.seconds, args.rate)})
+                target = str(Path(tmp) / "keem.db")
+                rows.append({"store": "sqlite", **run(target, w, args.seconds, args.rate, args.kind)})
     if args.pg:
         for w in counts:
             schema = PostgresSchema(args.pg)
             try:
-                rows.append({"store": "postgres", **run(schema.url, w, args.seconds, args.rate)})
+                rows.append({"store": "postgres", **run(schema.url, w, args.seconds, args.rate, args.kind)})
             finally:
                 schema.close()
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         pace = f"{args.rate:g} writes/s each" if args.rate > 0 else "as fast as each can"
-        print(f"turn writes ({args.seconds:g} s a row, {pace}), one writer process per user, each its own store")
+        what = "turn writes" if args.kind == "turns" else f"memory version commits ({SENTENCES} sentences each)"
+        print(f"{what} ({args.seconds:g} s a row, {pace}), one writer process per user, each its own store")
         print(table(rows))
         print("\n".join(checkpoint_lines(rows)))
     return 0

@@ -373,6 +373,7 @@ class Worker:
                     if self._swept_at is None or self.clock() - self._swept_at >= 60.0:
                         self._swept_at = self.clock()
                         self.end_abandoned(only_api=not self.shared)  # API conversations silent past the timeout
+                        self.store.tokens.prune_rates(time.time())  # API rate counters whose bucket is full again
                 self.end_idle()
                 self.backup()
             except Exception:  # never let the worker die; the next tick tries again

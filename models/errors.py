@@ -16,6 +16,7 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "storage_other",
     "storage_scheme",  # memory/store/connection.py: --db is a URL of a kind keem cannot use (mysql://)
     "storage_postgres",  # memory/store/postgres.py: the Postgres database cannot be reached or failed; path
+    "storage_busy",  # memory/store/connection.py: another process held SQLite's write lock past the wait; path
     "migration_newer",  # memory/store/connection.py: a newer keem wrote the database; path
     "migration_failed",  # path
     "questionnaire_unknown",  # chatbot/study.py and the store: a user trial's questionnaire; items

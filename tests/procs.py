@@ -67,6 +67,27 @@ def env_for(model_url: str, **extra: str) -> dict[str, str]:
     }
 
 
+HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("holding", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+"""
+
+
+def python(code: str, *args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+
+
+def hold_write_lock(path: Path, seconds: float) -> subprocess.Popen[str]:
+    """Another process inside BEGIN IMMEDIATE on `path` for `seconds` (a long write, the sqlite3 shell in BEGIN)."""
+    holder = python(HOLDER, path, seconds)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+    return holder
+
+
 def start_worker(db: str, model_url: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
     """`keem worker` on `db` with the loopback model (openai:fake) and the n-gram embedder; its output goes to `log`."""
     return subprocess.Popen(

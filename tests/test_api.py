@@ -145,14 +145,21 @@ def test_a_token_over_its_rate_gets_429(served: Any) -> None:
         answers = [c.get("/memory") for _ in range(RATE + 5)]
     limited = [r for r in answers if r.status_code == 429]
     assert limited and code(limited[0]) == "rate_limited" and int(limited[0].headers["Retry-After"]) >= 1
-    clock = [0.0]
-    limiter = Limiter(2, clock=lambda: clock[0])
-    limiter.take(1), limiter.take(1)
-    with pytest.raises(AccessError):
-        limiter.take(1)
-    limiter.take(2)  # another token has its own
-    clock[0] += 30.0
-    limiter.take(1)
+    clock = [1000.0]
+    limiter, tokens = Limiter(2, clock=lambda: clock[0]), bot.store.tokens
+    first, second = (tokens.create(None, app=True)[0].id for _ in range(2))
+    limiter.take(tokens, first), limiter.take(tokens, first)
+    with pytest.raises(AccessError) as refused:
+        limiter.take(tokens, first)
+    assert refused.value.code == "rate_limited" and refused.value.params["retry_after"] == 30
+    limiter.take(tokens, second)  # another token has its own
+    limiter.take(tokens, first, "손님")  # and so has each user an app token names
+    clock[0] += 29.0
+    with pytest.raises(AccessError) as refused:
+        limiter.take(tokens, first)
+    assert refused.value.params["retry_after"] == 1
+    clock[0] += 1.0
+    limiter.take(tokens, first)
 
 
 def test_an_app_tokens_users_each_have_the_rate_a_users_token_has(served: Any) -> None:

@@ -1,12 +1,15 @@
 """The HTTP API's state lives in the store, not in a process (chatbot/api/sessions.py, memory/store/api_state.py):
 two app instances on one store (each with its own Chatbot, worker and server) answer one caller in turn, in one
 conversation; one restarts, and the same Idempotency-Key replays the first answer there; an idle timeout in the
-process that answered earlier leaves a conversation another process went on with; a forget leaves no row. On SQLite
-and on Postgres."""
+process that answered earlier leaves a conversation another process went on with; a forget leaves no row. Callers
+flooding both instances at once from many threads get KEEM_API_RATE in all, not twice it. On SQLite and on
+Postgres."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from chatbot.bot import Chatbot
 from chatbot.settings import Settings
 from chatbot.web.app import build_app
 from chatbot.worker import Worker
+from memory.store.tokens import caller_key
 from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
 from tests.api_world import client, code, token_for
@@ -27,15 +31,18 @@ KEY = "retry-7f3a9c-first-message"  # a key no other byte of the store holds by 
 
 
 @contextlib.contextmanager
-def app_on(url: str, worker_clock: list[float] | None = None) -> Iterator[tuple[str, Chatbot, Worker]]:
+def app_on(
+    url: str, worker_clock: list[float] | None = None, api_rate: int = 120
+) -> Iterator[tuple[str, Chatbot, Worker]]:
     """One app process's parts on the store at `url`: (API base URL, bot, worker). With `worker_clock` the worker
-    is not started and reads that clock (its idle timeout is 60 s): a test ends idle sessions itself."""
+    is not started and reads that clock (its idle timeout is 60 s): a test ends idle sessions itself. `api_rate`:
+    its KEEM_API_RATE."""
     bot = Chatbot(Settings(db=url), chat_model=ScriptedChatModel(responder=answer), embedder=NgramEmbedder())
     if worker_clock is None:
         worker = Worker(bot, poll_s=0.05).start()
     else:
         worker = Worker(bot, idle_timeout_s=60.0, poll_s=3600, clock=lambda: worker_clock[0])
-    app = build_app(bot, worker)
+    app = build_app(bot, worker, api_rate=api_rate)
     base = launch(app)
     try:
         yield f"{base}v1", bot, worker
@@ -119,5 +126,69 @@ def test_the_store_keeps_keys_as_hashes_and_ids_only_and_the_last_64_of_a_user(s
         assert len(rows) == KEYS_PER_USER and not any("secret-key" in str(v) for r in rows for v in r.values())
         store.sessions.end(session)
         assert store.api.open_session(uid) is None and store.api.open_or_start(uid, "keem", "demo")[0] != session
+    finally:
+        store.close()
+
+
+def test_two_processes_let_in_one_rate_per_caller_in_all(store_url: str) -> None:
+    """Six threads flood two app instances at once (three each) for a user's own token, six more for a user an app
+    token names: each caller gets its burst and then one request per interval in all, as one process would give
+    it; a limiter per process would let in twice as many. Every refusal is a 429 rate_limited with the seconds to
+    wait. Forgetting the users deletes their counters."""
+    rate = 20  # a minute: a burst of 20, then one every 3 s
+    with app_on(store_url, api_rate=rate) as (url_a, bot, _), app_on(store_url, api_rate=rate) as (url_b, _, _):
+        own = token_for(bot, "서두름")
+        _, app_secret = bot.store.tokens.create(None, app=True, label="bot")
+        bot.store.users.get_or_create("손님")
+        answers: dict[str, list[httpx.Response]] = {"own": [], "app": []}
+        start = threading.Barrier(12)
+        seconds = 2.5
+
+        def flood(url: str, who: str) -> None:
+            with client(url, own if who == "own" else app_secret) as c:
+                params = {} if who == "own" else {"user": "손님"}
+                start.wait()
+                deadline = time.monotonic() + seconds
+                while time.monotonic() < deadline:
+                    answers[who].append(c.get("/sessions", params=params))
+
+        threads = [threading.Thread(target=flood, args=(u, w)) for u in (url_a, url_b) for w in answers for _ in "abc"]
+        began = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        refill = (time.monotonic() - began) / (60.0 / rate)  # requests the minute's rate let in since the burst
+        for who, got in answers.items():
+            admitted = [r for r in got if r.status_code == 200]
+            refused = [r for r in got if r.status_code != 200]
+            assert len(got) > 2 * rate + refill + 1, f"{who}: too few requests to tell one count from two"
+            assert rate <= len(admitted) <= rate + refill + 1, (who, len(admitted), len(got))
+            assert refused and all(code(r) == "rate_limited" for r in refused)
+            assert all(1 <= int(r.headers["Retry-After"]) <= 60 / rate for r in refused)
+        keys = [caller_key(None), caller_key("손님")]
+        assert len(bot.store.rows("select * from api_rates")) == 2
+        for name in ("서두름", "손님"):
+            uid = bot.store.users.find(name)
+            assert uid is not None
+            bot.store.erasure.forget_user(uid)
+        assert bot.store.rows("select * from api_rates where caller in (?, ?)", keys) == []
+
+
+def test_a_rate_counter_is_one_row_a_caller_and_goes_when_its_bucket_is_full_again(store_url: str) -> None:
+    from memory.store import Store
+
+    store = Store(store_url)
+    try:
+        token = store.tokens.create(None, app=True)[0].id
+        assert [store.tokens.take(token, "지수", 3, 100.0) for _ in range(4)] == [0.0, 0.0, 0.0, 20.0]
+        assert store.tokens.take(token, "지수", 3, 119.5) == 0.5 and store.tokens.take(token, "지수", 3, 120.0) == 0
+        assert store.tokens.take(token, None, 3, 120.0) == 0.0  # the token's own count is apart from its users'
+        rows = store.rows("select caller from api_rates order by caller")
+        assert [r["caller"] for r in rows] == sorted([caller_key(None), caller_key("지수")])
+        assert "지수" not in str(rows)
+        assert store.tokens.prune_rates(179.0) == 1  # the token's own bucket is full again at 180; 지수's is not
+        assert store.tokens.prune_rates(181.0) == 1 and store.rows("select * from api_rates") == []
+        assert store.tokens.take(token, "지수", 3, 181.0) == 0.0  # a pruned caller starts with a full bucket
     finally:
         store.close()

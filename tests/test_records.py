@@ -97,12 +97,12 @@ def test_a_database_made_by_the_old_code_path_opens_unchanged_with_its_records(t
     # m008's reply_to column on turns, m009's audit table, m010's sources column on memory sentences, m011's
     # emotion records and openings, m012's reply marks on turns, m013's API tokens, m014's notes (renamed),
     # m015's dates column on memory sentences, m016's takeovers on update jobs, m017's API conversations and
-    # Idempotency-Keys and trial t003's organiser guess limits
+    # Idempotency-Keys, m018's API rate counters and trial t003's organiser guess limits
     emotions = {"emotion_records", "emotion_records_version", "emotion_records_user", "session_openings"}
     emotions.add("session_openings_user")
     tokens = {"api_tokens", "api_tokens_user", "sqlite_autoindex_api_tokens_1"}
     tokens |= {"guess_limits", "sqlite_autoindex_guess_limits_1"}
-    tokens |= {"api_conversations", "api_requests", "api_requests_key"}
+    tokens |= {"api_conversations", "api_requests", "api_requests_key", "api_rates"}
     assert set(after) == set(before) | {"sqlite_sequence", "data_generation", "erasures"} | emotions | tokens
     after["turns"] = after["turns"].replace(', "reply_to" INTEGER', "").replace(', "mark" TEXT', "")
     after["memory_sentences"] = after["memory_sentences"].replace(', "sources" TEXT', "").replace(', "dates" TEXT', "")

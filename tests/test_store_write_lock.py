@@ -1,19 +1,19 @@
 """Waiting for SQLite's write lock (memory/store/connection.py `Connection._begin_immediate`), with real processes:
 writers of one file all get through and lose nothing, a writer blocked by another process's open write transaction
-goes on once it ends, and one that waits past the deadline gets the same clear "database is locked" error."""
+goes on once it ends, and one that waits past the deadline gets a clear error (storage_busy: what holds the lock and
+to try again), not SQLite's bare "database is locked"."""
 
 from __future__ import annotations
 
-import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from chatbot.web.messages import korean_error
 from memory.store import Store, connection
-from tests.procs import ROOT
+from models.errors import StorageError
+from tests.procs import hold_write_lock, python
 
 WRITER = """
 import sys, time
@@ -29,26 +29,6 @@ while time.monotonic() < stop:
 store.close()
 print(written)
 """
-
-HOLDER = """
-import sqlite3, sys, time
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-conn.execute("BEGIN IMMEDIATE")
-print("holding", flush=True)
-time.sleep(float(sys.argv[2]))
-conn.execute("COMMIT")
-"""
-
-
-def python(code: str, *args: object) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-
-
-def hold_write_lock(path: Path, seconds: float) -> subprocess.Popen[str]:
-    """Another process inside BEGIN IMMEDIATE on `path` for `seconds` (a long write, the sqlite3 shell in BEGIN)."""
-    holder = python(HOLDER, path, seconds)
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
-    return holder
 
 
 def test_writer_processes_on_one_file_all_get_through_and_lose_no_write(tmp_path: Path) -> None:
@@ -99,12 +79,12 @@ def test_a_write_that_waits_past_the_deadline_fails_saying_what_holds_the_lock(
         session = store.sessions.start(user, "keem", "test")
         monkeypatch.setattr(connection, "BUSY_TIMEOUT", 0.5)  # 30 s in use
         holder = hold_write_lock(path, 1.5)
-        # what callers met before (sqlite3's "database is locked"), now saying what holds the lock
-        with pytest.raises(
-            sqlite3.OperationalError, match=r"database is locked: waited 0\.5 s for the write"
-        ) as failed:
+        # what callers met before was sqlite3's bare "database is locked"; now it says what holds the lock
+        with pytest.raises(StorageError, match=r"waited 0\.5 s for the write lock") as failed:
             store.turns.add(session, user, "user", "못 써요")
         assert "another process keeps a write transaction open" in str(failed.value)
+        assert failed.value.code == "storage_busy" and "locked" not in str(failed.value)
+        assert "데이터베이스가 다른 작업으로 바쁩니다" in korean_error(failed.value)  # the page's words
         assert holder.wait(timeout=30) == 0
         store.turns.add(session, user, "user", "이제 써요")  # nothing left half-open by the failure
         assert [t["text"] for t in store.turns.of_session(session)] == ["이제 써요"]

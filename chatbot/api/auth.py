@@ -4,15 +4,16 @@ the plan lets use the API and who agreed to its consent text. A token never appe
 
 from __future__ import annotations
 
-import threading
+import math
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from chatbot.session import check_user_name
 from chatbot.study import has_consented
 from chatbot.web.backend import AppContext
 from memory.store import Token
+from memory.store.tokens import Tokens
 from models.errors import AccessError, InputError
 
 USED_EVERY_S = 60.0  # how often a token's last use is written (not on every request)
@@ -28,30 +29,25 @@ class Caller:
 
 
 class Limiter:
-    """Requests per minute per caller (a user's token, or an app token with the user it names): a token bucket
-    each, refilled continuously (one process-wide limiter)."""
+    """Requests per minute per caller (a user's token, or an app token with the user it names), a burst of as many:
+    counted in the store (memory/store/tokens.py `Tokens.take`, one statement a request), so every app process of
+    the store shares one count per caller."""
 
-    def __init__(self, per_min: int, clock: Callable[[], float] = time.monotonic):
-        self.per_min, self.clock = max(1, per_min), clock
-        self._buckets: dict[Hashable, tuple[float, float]] = {}  # caller -> (tokens left, when)
-        self._lock = threading.Lock()
+    def __init__(self, per_min: int, clock: Callable[[], float] = time.time):
+        self.per_min, self.clock = max(1, per_min), clock  # wall-clock seconds: processes on other machines share it
 
-    def take(self, key: Hashable) -> None:
-        """One request of `key`, or AccessError (rate_limited, with the seconds to wait)."""
-        now, rate = self.clock(), self.per_min / 60.0
-        with self._lock:
-            left, when = self._buckets.get(key, (float(self.per_min), now))
-            left = min(float(self.per_min), left + (now - when) * rate)
-            if left < 1.0:
-                wait = max(1, int((1.0 - left) / rate + 0.999))
-                self._buckets[key] = (left, now)
-                raise AccessError(
-                    f"too many requests for this user (at most {self.per_min} a minute, KEEM_API_RATE); retry in "
-                    f"{wait} s",
-                    code="rate_limited",
-                    retry_after=wait,
-                )
-            self._buckets[key] = (left - 1.0, now)
+    def take(self, tokens: Tokens, token_id: int, user: str | None = None) -> None:
+        """One request of the token's caller (`user`: the user an app token names), or AccessError (rate_limited,
+        with the seconds to wait)."""
+        wait = tokens.take(token_id, user, self.per_min, self.clock())
+        if wait > 0:
+            seconds = max(1, math.ceil(wait))
+            raise AccessError(
+                f"too many requests for this user (at most {self.per_min} a minute, KEEM_API_RATE); retry in "
+                f"{seconds} s",
+                code="rate_limited",
+                retry_after=seconds,
+            )
 
 
 def require(token: str | None) -> str:
@@ -101,7 +97,7 @@ class Auth:
                     code="token_needs_user",
                 )
             name = check_user_name(user)
-            self.limiter.take((token.id, name))  # each user an app acts for has the rate a user's token has
+            self.limiter.take(store.tokens, token.id, name)  # each user an app acts for has the rate a user's token has
             new = create and self.ctx.study is None
             user_id = store.users.get_or_create(name) if new else store.users.find(name)
             if user_id is None and self.ctx.study is not None:
@@ -110,7 +106,7 @@ class Auth:
                 raise InputError(f"no user '{name}' has talked through the API yet", code="not_found")
         else:
             assert token.user_id is not None
-            self.limiter.take((token.id, None))
+            self.limiter.take(store.tokens, token.id)
             user_id = token.user_id
             row = store.one("select name from users where id = ?", [user_id])
             if row is None:  # forgotten while the request came in

@@ -103,6 +103,7 @@ MESSAGES = {
     "storage_other": "서버의 데이터베이스를 쓸 수 없습니다. 관리자에게 알려 주세요.",
     "storage_scheme": "서버의 데이터베이스 설정이 잘못되었습니다 (지원하지 않는 주소). 관리자에게 알려 주세요.",
     "storage_postgres": "서버의 데이터베이스(Postgres)에 연결할 수 없습니다. 잠시 뒤 다시 시도해 주세요.",
+    "storage_busy": "서버의 데이터베이스가 다른 작업으로 바쁩니다. 잠시 뒤 다시 시도해 주세요.",
     "migration_newer": "서버의 데이터베이스를 더 새로운 버전의 keem이 썼습니다. 관리자에게 알려 주세요.",
     "migration_failed": "서버의 데이터베이스를 새 형식으로 바꾸지 못했습니다. 관리자에게 알려 주세요.",
     "questionnaire_unknown": "이 설문에 없는 문항입니다: {items}",

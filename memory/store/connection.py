@@ -337,7 +337,8 @@ class Connection:
 
     def _begin_immediate(self) -> None:
         """BEGIN IMMEDIATE, waiting for SQLite's write lock with short random sleeps of our own instead of SQLite's
-        busy handler, up to BUSY_TIMEOUT seconds; then the "database is locked" error, saying what holds the lock.
+        busy handler, up to BUSY_TIMEOUT seconds; then a StorageError (storage_busy) saying what holds the lock, so
+        a caller gets "try again" in its own language, never SQLite's bare "database is locked".
 
         Why: the busy handler sleeps 1, 2, 5, 10, ... then 100 ms a try, so while other processes write back to
         back a waiting writer sleeps through many of their writes and can wait seconds (3-5 s for one write among
@@ -362,10 +363,12 @@ class Connection:
 
         with self._not_waiting() as conn:
             if not self._polling(begin, BUSY_TIMEOUT):
-                raise sqlite3.OperationalError(
-                    f"{busy[-1]}: waited {BUSY_TIMEOUT:g} s for the write lock of {self.path}; another process keeps "
-                    "a write transaction open (a stuck keem process, or a tool such as the sqlite3 shell inside "
-                    "BEGIN); end it and try again"
+                raise StorageError(
+                    f"waited {BUSY_TIMEOUT:g} s for the write lock of {self.path}; another process"
+                    " keeps a write transaction open (a stuck keem process, or a tool such as the sqlite3 "
+                    "shell inside BEGIN); end it and try again (this write stored nothing)",
+                    code="storage_busy",
+                    path=self.path,
                 ) from busy[-1]
 
     @contextlib.contextmanager
@@ -411,6 +414,28 @@ class Connection:
             return self.pg.execute(sql, params)
         with self.lock:
             return int(self.db.execute(sql, params).rowcount)
+
+    def atomic_counter(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+        """One statement that bumps a counter, atomic by itself (an upsert that reads nothing else), with the rows it
+        returns (`returning ...`), for counters that may lose their last changes to a power cut or an OS crash,
+        never to a crash of a process (the API's rate counts, memory/store/tokens.py: a lost count lets a caller in
+        a little early). On SQLite in a write transaction of its own that does not wait for the disk
+        (synchronous=NORMAL: the WAL is synced at the next ordinary commit or checkpoint); on Postgres on its own
+        (autocommit: the statement locks the rows it changes; the table is UNLOGGED, so no WAL flush either),
+        without the store's write lock, which serialises read-then-write transactions and costs four more round
+        trips. Inside a write() it joins it."""
+        if self.pg is not None:
+            return self.pg.rows(sql, params)
+        with self.lock:
+            if self.db.conn.in_transaction:
+                return self.rows(sql, params)
+            synchronous = self.db.conn.execute("PRAGMA synchronous").fetchone()[0]
+            self.db.conn.execute("PRAGMA synchronous = NORMAL")
+            try:
+                with self.write():
+                    return self.rows(sql, params)
+            finally:
+                self.db.conn.execute(f"PRAGMA synchronous = {int(synchronous)}")
 
     def insert(self, table: str, row: dict[str, Any]) -> int:
         """Insert one row (inside `write()`); its new integer id."""

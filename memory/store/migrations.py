@@ -316,6 +316,23 @@ def m017_api_state(db: Database) -> None:
     db.execute("create unique index api_requests_key on api_requests (user_id, key_hash)")
 
 
+@schema
+def m018_api_rates(db: Database) -> None:
+    """The HTTP API's rate counters in the store, not in a process (memory/store/tokens.py `Tokens.take`): a row per
+    token and caller (the SHA-256 of the user an app token names; '' for a user's own token) holding when its next
+    request is due ("theoretical arrival time", epoch seconds) and whether the last one was refused. A row goes
+    with its token, and with the user an app token named when they are forgotten. Postgres: pg007."""
+    db.execute(
+        """create table api_rates (
+        token_id integer not null references api_tokens(id) on delete cascade,
+        caller text not null,
+        tat real not null,
+        refused integer not null default 0,
+        primary key (token_id, caller)
+        ) without rowid"""
+    )
+
+
 # -- Postgres ---------------------------------------------------------------------------------------------------------
 # The same schema on Postgres (memory/store/postgres.py applies it; docs/postgres.md). Numbered apart from the SQLite
 # set, which grew by small steps: pg001 is the SQLite schema as of m012. EVERY future schema change needs a migration
@@ -489,5 +506,19 @@ schema.add_postgres(
         turn_ids text not null default '[]',
         created_at text not null);
     create unique index api_requests_key on api_requests (user_id, key_hash);
+    """,
+)
+
+schema.add_postgres(
+    "pg007_api_rates",
+    # unlogged: a count needs no WAL flush (Connection.atomic_counter); a Postgres crash empties the table, which
+    # lets every caller start with a full bucket, and a standby does not have it
+    """
+    create unlogged table api_rates (
+        token_id bigint not null references api_tokens (id) on delete cascade,
+        caller text not null,
+        tat double precision not null,
+        refused integer not null default 0,
+        primary key (token_id, caller));
     """,
 )

@@ -23,6 +23,27 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def caller_key(user: str | None) -> str:
+    """The rate counter's key of a caller of a token: the SHA-256 of the user an app token names (no name is kept
+    here), '' for a user's own token."""
+    return "" if user is None else hashlib.sha256(f"user:{user}".encode()).hexdigest()
+
+
+# One request of a caller, counted in one statement that every process of the store shares (GCRA, the token bucket
+# written as one number): `tat` is when the caller's bucket is full again. A request is let in when tat - now is at
+# most the burst (a full bucket's worth less one interval), and moves tat one interval on from max(tat, now); a
+# refused one changes nothing. Parameters: token, caller, now + interval; now, burst; now, burst, now, now +
+# interval, interval. Both engines read `api_rates.tat` in SET as the row before the update.
+TAKE = (
+    "insert into api_rates (token_id, caller, tat, refused) values (?, ?, ?, 0) "
+    "on conflict (token_id, caller) do update set "
+    "refused = case when api_rates.tat - ? > ? then 1 else 0 end, "
+    "tat = case when api_rates.tat - ? > ? then api_rates.tat when api_rates.tat < ? then ? "
+    "else api_rates.tat + ? end "
+    "returning tat, refused"
+)
+
+
 @dataclass(frozen=True)
 class Token:
     """A stored token (never its text): its id, its user (None for an app token) and whether it is an app's."""
@@ -94,6 +115,22 @@ class Tokens:
     def used(self, token_id: int) -> None:
         with self.conn.write():
             self.conn.execute("update api_tokens set last_used_at = ? where id = ?", [now_iso(), token_id])
+
+    def take(self, token_id: int, user: str | None, per_min: int, now: float) -> float:
+        """One request of a token's caller (`user`: the user an app token names; None for a user's token) at `now`
+        (epoch seconds) against `per_min` requests a minute, a burst of as many: 0.0 when it is let in, else the
+        seconds until one would be. Counted in the store in one atomic statement, so every app process of the store
+        (any machine) shares one count: N processes still let in `per_min` a minute, not N times it."""
+        interval = 60.0 / max(1, per_min)
+        burst = 60.0 - interval
+        params = [token_id, caller_key(user), now + interval, now, burst, now, burst, now, now + interval, interval]
+        row = self.conn.atomic_counter(TAKE, params)[0]
+        return max(0.0, float(row["tat"]) - now - burst) if row["refused"] else 0.0
+
+    def prune_rates(self, now: float) -> int:
+        """Drop the rate counters of callers whose bucket is full again (a missing row counts the same): how many."""
+        with self.conn.write():
+            return self.conn.execute("delete from api_rates where tat < ?", [now])
 
     def all(self, user_id: int | None = None) -> list[Token]:
         if user_id is None:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory.store.connection import Connection, now_iso, placeholders
+from memory.store.tokens import caller_key
 from models.errors import InputError, UnknownUserError, UserForgottenError
 
 REPLY_MARKS = ("stopped", "failed", "replaced")  # a reply's mark (turns.mark; null: a whole reply)
@@ -87,8 +88,12 @@ class Users:
     def delete(self, user_id: int) -> None:
         """Forget a user: every turn, session, memory version, sentence and job, in one transaction. Rows of other
         tables that reference the user or their sessions with ON DELETE CASCADE (a user trial's consents and
-        answers, chatbot/study_records.py) go with them."""
+        answers, chatbot/study_records.py) go with them, as do the API rate counters of their tokens; those of
+        app tokens that named them are deleted by the name's key."""
         with self.conn.write():
+            row = self.conn.one("select name from users where id = ?", [user_id])
+            if row is not None:
+                self.conn.execute("delete from api_rates where caller = ?", [caller_key(row["name"])])
             tables = ("api_requests", "api_conversations", "memory_sentences", "memory_versions", "update_jobs")
             for table in (*tables, "turns", "sessions", "api_tokens"):
                 self.conn.execute(f"delete from {table} where user_id = ?", [user_id])
