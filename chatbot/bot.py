@@ -14,6 +14,7 @@ from chatbot.stores import open_checked
 from memory.cues import CueWriter
 from memory.engine import MemoryEngine
 from memory.jobs import JobRunner
+from memory.rerank import load_reranker
 from memory.store import Erased, Store, Version
 from memory.updaters import STRATEGIES, make_updater
 from models.base import ChatModel
@@ -38,7 +39,11 @@ class Chatbot:
         self.chat_model = chat_model
         self.update_model = update_model or chat_model
         self.engine = MemoryEngine(
-            self.store, embedder, count_tokens=chat_model.count_tokens, method=settings.retrieval
+            self.store,
+            embedder,
+            count_tokens=chat_model.count_tokens,
+            method=settings.retrieval,
+            reranker=load_reranker(settings.reranker, chat_model),
         )
         self.runner = JobRunner(
             self.engine,
