@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import build_nli_classifier
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -44,6 +46,24 @@ def test_every_method_gets_its_rows_and_its_times(tmp_path):
     assert result["korean"]["lexical"] == {"n": 107, "R@1": 0.178, "R@3": 0.364, "R@5": 0.542}
     sizes = result["timing"]["300"]
     assert sizes["bm25_mb_per_1k"] > 0 and sizes["faiss_mb_per_1k"] > 0 and sizes["embed_p50_ms"] >= 0
+
+
+def test_a_reranker_gets_a_row_of_its_own(tmp_path):
+    folder = build_nli_classifier(tmp_path / "ce", {0: "relevance"}, always=None)  # random: it proves only the path
+    args = ["--embedder", "ngram", "--methods", "hybrid", "--sizes", "200", "--reranker", f"cross-encoder:{folder}"]
+    done = subprocess.run(
+        [sys.executable, "benchmarks/retrieval.py", *args, "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert set(result["korean"]) == {"hybrid", "hybrid+rerank"} and result["korean"]["hybrid+rerank"]["n"] == 107
+    assert result["korean"]["hybrid+rerank"] != result["korean"]["hybrid"]  # the reranker reordered
+    assert 0 < result["timing"]["200"]["hybrid+rerank"]["p50_ms"]
 
 
 def test_an_unknown_method_is_refused_with_the_choices():
