@@ -12,7 +12,7 @@ import numpy as np
 
 from memory.lexical import LexicalIndex
 from memory.store import Sentence, Version
-from memory.vector_index import FlatIndex, load_faiss
+from memory.vector_index import FlatIndex, device_setting, gpu_status, load_faiss, place
 from models.embedders import Embedder
 
 MAX_USERS = 2048  # indexes kept in memory; the least recently searched user's is rebuilt on demand (~3 ms)
@@ -37,6 +37,8 @@ class IndexCache:
         # on the CPU unless KEEM_FAISS_DEVICE / KEEM_FAISS_GPU_MIN_ROWS place it on a GPU (memory/vector_index.py).
         self._faiss = faiss or load_faiss()  # a test's fake GPU build, else the installed one
         self._faiss.omp_set_num_threads(1)
+        if device_setting() == "gpu":  # checked where it enters: an app asked for a GPU it lacks says so at start
+            place(0, "gpu", gpu_status(self._faiss))
         self.embedder = embedder
         self.max_users = max_users
         self._entries: OrderedDict[int, Entry] = OrderedDict()

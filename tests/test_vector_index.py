@@ -141,6 +141,9 @@ def test_the_device_setting_picks_where_each_index_goes(monkeypatch: pytest.Monk
     monkeypatch.setenv("KEEM_FAISS_DEVICE", "gpu")
     with pytest.raises(InputError, match="no GPU index here"):
         FlatIndex(vectors)  # this machine's faiss: asked for a GPU it does not have, it says why
+    with pytest.raises(InputError, match="no GPU index here"):
+        IndexCache(NgramEmbedder())  # at an engine's start, not at its first search
+    assert IndexCache(NgramEmbedder(), faiss=fake)
 
 
 def test_a_gpu_index_returns_the_cpu_indexs_ids_and_scores_beyond_its_k_limit_too() -> None:
@@ -170,10 +173,10 @@ def test_per_user_search_through_a_gpu_index_answers_as_the_cpu_one(
         uid, [Sentence(t) for t in memory], cues, base=None, strategy="import", status="ok", author="import"
     )
     for method in METHODS:
+        monkeypatch.setenv("KEEM_FAISS_DEVICE", "cpu")
         on_cpu = MemoryEngine(store, NgramEmbedder(), method=method)
         on_gpu = MemoryEngine(store, NgramEmbedder(), method=method)
         on_gpu.index = IndexCache(on_gpu.embedder, faiss=fake)
-        monkeypatch.setenv("KEEM_FAISS_DEVICE", "cpu")
         expected = [on_cpu.search(uid, q, k=4) for q in ("회사 어때?", "주말에 산에 갔어", "😀", "")]
         monkeypatch.setenv("KEEM_FAISS_DEVICE", "gpu")
         got = [on_gpu.search(uid, q, k=4) for q in ("회사 어때?", "주말에 산에 갔어", "😀", "")]
