@@ -23,7 +23,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,9 +31,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.lexical import BM25, rrf, weighted  # noqa: E402
+from benchmarks.lexical import rrf, weighted  # noqa: E402
 from evaluation.files import read_json  # noqa: E402
 from memory.korean import content_words  # noqa: E402
+from memory.lexical import LexicalIndex, tokens  # noqa: E402
 from models.e5 import BACKGROUND_TURNS, E5Embedder, center_query, center_rows  # noqa: E402
 from models.embedders import Embedder, NgramEmbedder  # noqa: E402
 
@@ -48,7 +49,7 @@ class User:
     memory: list[str]
     ids: list[str]
     queries: list[dict]
-    bm25: BM25 = field(default_factory=BM25)
+    bm25: LexicalIndex  # the product's BM25 (memory/lexical.py), as KEEM_RETRIEVAL=lexical and hybrid search
 
 
 def first_person(memory: str) -> str:
@@ -145,7 +146,7 @@ def write_cues(users: list[User], spec: str, path: Path) -> dict[str, str]:
 
 
 def bm25(u: User, q: str) -> np.ndarray:
-    return u.bm25.scores(q)
+    return u.bm25.scores(tokens(q))
 
 
 def evaluate(users: list[User], scorer: Scorer) -> list[dict]:
@@ -189,9 +190,8 @@ def tune(users: list[User], parts: list[Scorer], grid: list[float]) -> tuple[lis
 def load(path: Path) -> list[User]:
     users = []
     for u in read_json(path)["users"]:
-        user = User(u["user"], [m["text"] for m in u["memory"]], [m["id"] for m in u["memory"]], u["queries"])
-        user.bm25.fit(user.memory)
-        users.append(user)
+        memory = [m["text"] for m in u["memory"]]
+        users.append(User(u["user"], memory, [m["id"] for m in u["memory"]], u["queries"], LexicalIndex(memory)))
     return users
 
 

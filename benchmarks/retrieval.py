@@ -11,10 +11,13 @@ Rows per method (memory/fusion.py METHODS):
   Stored vectors are random (the search costs the same whatever they mean); texts are real ones (the Korean set
   and, with --locomo, LoCoMo's observations), numbered to be distinct;
 - index memory per 1,000 sentences: FAISS's float32 rows and ids, and the BM25 index's Python and numpy
-  allocations (tracemalloc), with the time to build BM25 (paid once per memory version, at commit or warm-up).
+  allocations (tracemalloc), with the time to build BM25 (paid once per memory version, at commit or warm-up);
+- with --reranker SPEC (KEEM_RERANKER's values, memory/rerank.py), one more row, "hybrid+rerank": the hybrid
+  ranking's 20 best reordered by it, its Korean recall and its per-turn time (LoCoMo's rows go through
+  `keem eval retrieval`, which has no reranker: "-"). `chat` reranks with --model.
 
 Usage: python benchmarks/retrieval.py [--locomo FILE] [--methods dense,lexical,hybrid] [--sizes 1000,10000]
-       [--embedder auto] [--json]
+       [--embedder auto] [--reranker off|chat|cross-encoder:PATH] [--model SPEC] [--json]
 """
 
 from __future__ import annotations
@@ -38,10 +41,20 @@ from evaluation.files import read_json  # noqa: E402
 from memory.engine import MemoryEngine  # noqa: E402
 from memory.fusion import METHODS  # noqa: E402
 from memory.lexical import LexicalIndex  # noqa: E402
+from memory.rerank import Reranker  # noqa: E402
 from memory.store import Sentence, Store  # noqa: E402
 from models.embedders import Embedder  # noqa: E402
 
 DATA = ROOT / "evaluation" / "data" / "ko_retrieval.json"
+RERANKED = "hybrid+rerank"  # the row of --reranker
+
+
+def engines(store: Store, embedder: Embedder, methods: list[str], reranker: Reranker | None) -> dict[str, MemoryEngine]:
+    """One engine per row: each method, and hybrid with the reranker when there is one."""
+    out = {m: MemoryEngine(store, embedder, method=m) for m in methods}
+    if reranker is not None:
+        out[RERANKED] = MemoryEngine(store, embedder, method="hybrid", reranker=reranker)
+    return out
 
 
 class Remembered(Embedder):
@@ -68,16 +81,16 @@ class Remembered(Embedder):
         return self.queries[text]
 
 
-def korean(embedder: Embedder, methods: list[str], path: Path) -> dict[str, dict]:
+def korean(embedder: Embedder, methods: list[str], path: Path, reranker: Reranker | None = None) -> dict[str, dict]:
     """R@1/3/5 per method over every utterance of the Korean set, each user's memory one imported version."""
     users = read_json(path)["users"]
     out = {}
     with tempfile.TemporaryDirectory(prefix="keem-retrieval-") as tmp:
         store = Store(Path(tmp) / "ko.db")
         try:
-            engines = {m: MemoryEngine(store, embedder, method=m) for m in methods}
-            first = engines[methods[0]]
-            ranks: dict[str, list[int]] = {m: [] for m in methods}
+            rows = engines(store, embedder, methods, reranker)
+            first = next(iter(rows.values()))
+            ranks: dict[str, list[int]] = {m: [] for m in rows}
             for user in users:
                 uid = store.users.get_or_create(user["user"])
                 texts = [m["text"] for m in user["memory"]]
@@ -87,7 +100,7 @@ def korean(embedder: Embedder, methods: list[str], path: Path) -> dict[str, dict
                 text_of = {m["id"]: m["text"] for m in user["memory"]}
                 for q in user["queries"]:
                     wanted = {text_of[i] for i in q["relevant"]}
-                    for m, engine in engines.items():
+                    for m, engine in rows.items():
                         hits = [h.text for h in engine.search(uid, q["text"], k=len(texts))]
                         ranks[m].append(next(r for r, t in enumerate(hits, 1) if t in wanted))
         finally:
@@ -118,7 +131,9 @@ def corpus_texts(locomo_path: Path | None) -> list[str]:
     return texts
 
 
-def timing(embedder: Embedder, methods: list[str], sizes: list[int], texts: list[str]) -> dict[str, dict]:
+def timing(
+    embedder: Embedder, methods: list[str], sizes: list[int], texts: list[str], reranker: Reranker | None = None
+) -> dict[str, dict]:
     """Per size: each method's per-turn search time (ms), and the index memory and BM25 build time."""
     queries = [q["text"] for u in read_json(DATA)["users"] for q in u["queries"]]
     rng = np.random.default_rng(0)
@@ -156,8 +171,7 @@ def timing(embedder: Embedder, methods: list[str], sizes: list[int], texts: list
                     embedder.embed_query(q)
                     ms.append((time.perf_counter() - started) * 1000)
                 row["embed_p50_ms"] = round(statistics.median(ms), 2)
-                for m in methods:
-                    engine = MemoryEngine(store, embedder, method=m)
+                for m, engine in engines(store, embedder, methods, reranker).items():
                     engine.warm(uid)  # the index (and BM25) built as a session's start builds it
                     for q in queries[:5]:
                         engine.search(uid, q)
@@ -182,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated: dense, lexical, hybrid")
     ap.add_argument("--sizes", default="1000,10000", help="memory sizes (sentences of one user) to time")
     ap.add_argument("--embedder", default="auto", help="embedder spec (default auto: e5-small, else USE)")
+    ap.add_argument("--reranker", default="off", help="adds the row hybrid+rerank: chat or cross-encoder:<path>")
+    ap.add_argument("--model", default="demo", help="the chat model --reranker chat reranks with (a model spec)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     args = ap.parse_args(argv)
     methods = [m for m in args.methods.split(",") if m]
@@ -203,13 +219,20 @@ def main(argv: list[str] | None = None) -> int:
             raise
         inner = load_embedder("auto")
     embedder = Remembered(inner)
+    reranker = None
+    if args.reranker != "off":
+        from memory.rerank import load_reranker
+        from models.base import ChatModel
+        from models.spec import load_chat_model
+
+        reranker = load_reranker(args.reranker, load_chat_model(args.model) if args.reranker == "chat" else ChatModel())
     started = time.perf_counter()
-    result: dict = {"embedder": embedder.name, "methods": methods}
-    result["korean"] = korean(embedder, methods, DATA)
+    result: dict = {"embedder": embedder.name, "methods": methods, "reranker": args.reranker}
+    result["korean"] = korean(embedder, methods, DATA, reranker)
     if args.locomo:
         result["locomo"] = locomo(embedder, methods, args.locomo)
     result["timing"] = timing(  # the embedder itself: every turn embeds its query
-        embedder.inner, methods, [int(s) for s in args.sizes.split(",") if s], corpus_texts(args.locomo)
+        embedder.inner, methods, [int(s) for s in args.sizes.split(",") if s], corpus_texts(args.locomo), reranker
     )
     result["seconds"] = round(time.perf_counter() - started, 1)
     if args.json:
@@ -219,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     head = " | ".join(f"turn p50 / p95 at {int(s):,} (ms)" for s in sizes)
     print(f"| method | Korean R@1 | R@3 | R@5 | LoCoMo hit@5 | {head} |")
     print("|---|---|---|---|---|" + "---|" * len(sizes))
-    for m in methods:
+    for m in result["korean"]:
         ko = result["korean"][m]
         lo = result.get("locomo", {}).get(m, {}).get("hit@5")
         times = " | ".join(f"{result['timing'][s][m]['p50_ms']} / {result['timing'][s][m]['p95_ms']}" for s in sizes)

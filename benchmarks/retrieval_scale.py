@@ -1,5 +1,5 @@
-"""Per-user top-5 memory search at scale: the product's IndexCache (one FAISS IndexIDMap2(IndexFlatIP) per user)
-against numpy brute force over the same user's rows.
+"""Per-user top-5 memory search at scale: the product's IndexCache (one FlatIndex per user: FAISS IndexFlatIP with
+the sentence ids) against numpy brute force over the same user's rows.
 
 N stored sentences are spread over N / --per-user users (default 100 each: 1k -> 10 users, 1M -> 10,000 users).
 Vectors are random, L2-normalised, 384-d float32 (the size of MiniLM / e5-small; retrieval cost does not depend

@@ -14,6 +14,7 @@ from chatbot.stores import open_checked
 from memory.cues import CueWriter
 from memory.engine import MemoryEngine
 from memory.jobs import JobRunner
+from memory.rerank import load_reranker
 from memory.store import Erased, Store, Version
 from memory.updaters import STRATEGIES, make_updater
 from models.base import ChatModel
@@ -43,6 +44,7 @@ class Chatbot:
             count_tokens=chat_model.count_tokens,
             method=settings.retrieval,
             day=settings.local_time.day,  # "어제" in a query is the user's yesterday (memory/when.py)
+            reranker=load_reranker(settings.reranker, chat_model),
         )
         self.runner = JobRunner(
             self.engine,

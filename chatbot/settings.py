@@ -10,6 +10,7 @@ from typing import Any
 
 from chatbot.localtime import KOREA, LocalTime, local_time
 from memory.fusion import DEFAULT_METHOD, METHODS
+from memory.rerank import check_spec
 from models.errors import InputError
 
 RETRIEVALS = METHODS  # KEEM_RETRIEVAL
@@ -31,6 +32,7 @@ class Settings:
     embedder: str = "auto"  # KEEM_EMBEDDER: auto (e5-small, else use-multilingual), e5, use-multilingual, ...
     strategy: str = "keem"  # KEEM_STRATEGY
     retrieval: str = DEFAULT_METHOD  # KEEM_RETRIEVAL: dense, lexical or hybrid (memory/fusion.py)
+    reranker: str = "off"  # KEEM_RERANKER: off, chat, cross-encoder:<path> (memory/rerank.py)
     k: int = 5  # KEEM_K: memory sentences retrieved per turn
     token_budget: int = 600  # KEEM_TOKEN_BUDGET: whole memory goes in when it fits this
     max_message_chars: int = 4000  # KEEM_MAX_MESSAGE_CHARS
@@ -93,6 +95,8 @@ class Settings:
             raise InputError(
                 f"KEEM_RETRIEVAL={values['retrieval']!r}: choose one of {', '.join(RETRIEVALS)} (docs/settings.md)"
             )
+        if "reranker" in values:
+            values["reranker"] = check_spec(values["reranker"])
         if values.get("opening", "follow-up") not in OPENINGS:
             raise InputError(f"KEEM_OPENING={values['opening']!r}: choose one of {', '.join(OPENINGS)}")
         if values.get("worker", "on") not in WORKER:

@@ -14,6 +14,7 @@ from memory.index import Entry, IndexCache
 from memory.lexical import MAX_CHARS, tokens
 from memory.provenance import by_person
 from memory.redact import forget_sentence
+from memory.rerank import CANDIDATES, Reranker, rerank
 from memory.store import Erased, Sentence, Store, Version
 from memory.when import asked, held, said_on
 from memory.when import boost as time_boost
@@ -38,6 +39,7 @@ class MemoryEngine:
         count_tokens: Callable[[str], int] = estimate_tokens,
         method: str = DEFAULT_METHOD,
         day: Callable[[str], date] | None = None,
+        reranker: Reranker | None = None,
     ):
         self.store = store
         # a stored time's date where the user lives (LocalTime.day: KEEM_TIMEZONE); UTC's when not told
@@ -46,6 +48,7 @@ class MemoryEngine:
         self.count_tokens = count_tokens
         self.method = check_method(method)  # dense, lexical or hybrid (memory/fusion.py)
         self.index = IndexCache(embedder)
+        self.reranker = reranker  # KEEM_RERANKER: reorders search's best CANDIDATES (memory/rerank.py); None: off
         self._generation: int | None = None  # the store's forget count when the cache last checked its users
 
     def sweep(self) -> None:
@@ -168,7 +171,8 @@ class MemoryEngine:
         `query` and, more weakly, `context` (the user's turns before it, oldest first: `rank`); `today`: the user's
         date, for a query that names a time (default: today where the engine's `day` puts it).
 
-        When the whole memory fits `token_budget`, every sentence comes back, most relevant first.
+        When the whole memory fits `token_budget`, every sentence comes back, most relevant first. With a reranker,
+        the best CANDIDATES by the fused score come in its order (memory/rerank.py).
         """
         self.sweep()
         version_id = self.store.versions.latest_id(user_id)
@@ -181,7 +185,12 @@ class MemoryEngine:
                 entry.tokens = sum(self.count_tokens(t) for t in entry.texts.values())
             if entry.tokens <= token_budget:
                 limit = len(entry.texts)
-        return [Hit(entry.texts[i], score, i) for i, score in self.rank(entry, query, limit, context, today)]
+        if self.reranker is None:
+            ranked = self.rank(entry, query, limit, context, today)
+        else:
+            fused = self.rank(entry, query, max(limit, CANDIDATES), context, today)
+            ranked = rerank(self.reranker, query, fused, entry.texts)
+        return [Hit(entry.texts[i], score, i) for i, score in ranked[:limit]]
 
     def pinned(self, user_id: int, query: str, token_budget: int) -> tuple[int | None, list[Hit]]:
         """The memory a session's system prompt holds, in the version's own order (so it is byte-stable), with

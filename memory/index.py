@@ -12,7 +12,7 @@ import numpy as np
 
 from memory.lexical import LexicalIndex
 from memory.store import Sentence, Version
-from memory.vector_index import load_faiss
+from memory.vector_index import FlatIndex, device_setting, gpu_status, load_faiss, place
 from memory.when import WHEN_KEYS
 from models.embedders import Embedder
 
@@ -22,9 +22,9 @@ MAX_USERS = 2048  # indexes kept in memory; the least recently searched user's i
 @dataclass
 class Entry:
     version_id: int
-    index: Any  # faiss.IndexIDMap2 (faiss has no type hints)
+    index: FlatIndex  # on the CPU, or a GPU where KEEM_FAISS_DEVICE places it (memory/vector_index.py)
     texts: dict[int, str]  # sentence id -> text
-    cue_index: Any | None = None  # the same ids over their cue words (memory/cues.py), when any have them
+    cue_index: FlatIndex | None = None  # the same ids over their cue words (memory/cues.py), when any have them
     tokens: int | None = None  # the whole memory's token count, filled in by the first search that needs it
     cues: dict[int, str] = field(default_factory=dict)  # sentence id -> its cue words, for those that have them
     lexical: LexicalIndex | None = None  # BM25 over texts and cue words (ids in `texts` order), built on first use
@@ -38,12 +38,13 @@ class Entry:
 class IndexCache:
     """One inner-product index per user, keyed to the version it was built from, least recently used evicted."""
 
-    def __init__(self, embedder: Embedder, max_users: int = MAX_USERS):
-        faiss = load_faiss()
+    def __init__(self, embedder: Embedder, max_users: int = MAX_USERS, faiss: Any | None = None):
         # One query searches one user's few hundred rows: extra OpenMP threads only add tail latency; and it stays
-        # on the CPU even where a GPU index is possible (memory/vector_index.py says why).
-        faiss.omp_set_num_threads(1)
-        self._faiss = faiss
+        # on the CPU unless KEEM_FAISS_DEVICE / KEEM_FAISS_GPU_MIN_ROWS place it on a GPU (memory/vector_index.py).
+        self._faiss = faiss or load_faiss()  # a test's fake GPU build, else the installed one
+        self._faiss.omp_set_num_threads(1)
+        if device_setting() == "gpu":  # checked where it enters: an app asked for a GPU it lacks says so at start
+            place(0, "gpu", gpu_status(self._faiss))
         self.embedder = embedder
         self.max_users = max_users
         self._entries: OrderedDict[int, Entry] = OrderedDict()
@@ -62,12 +63,9 @@ class IndexCache:
             rows[missing] = self.embedder.embed([items[i][0] for i in missing])
         return rows
 
-    def _index(self, ids: list[int], items: list[tuple[str, np.ndarray | None]]) -> Any:
-        index = self._faiss.IndexIDMap2(self._faiss.IndexFlatIP(self.embedder.dim))
-        if ids:
-            rows = self.embedder.index_rows(self._rows(items), [text for text, _ in items])
-            index.add_with_ids(rows, np.array(ids, dtype=np.int64))
-        return index
+    def _index(self, ids: list[int], items: list[tuple[str, np.ndarray | None]]) -> FlatIndex:
+        rows = self.embedder.index_rows(self._rows(items), [text for text, _ in items]) if ids else self._rows([])
+        return FlatIndex(rows, ids=ids, faiss=self._faiss)
 
     def build(self, version: Version) -> Entry:
         def stored(vector: np.ndarray | None, s: Sentence) -> np.ndarray | None:

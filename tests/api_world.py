@@ -18,6 +18,13 @@ from chatbot.web.app import build_app
 from chatbot.worker import Worker
 from tests.helpers import launch, make_bot
 
+# Texts a search must answer, never refuse (possibly with no memory): by every method, through every front end
+ODD_QUERIES = {
+    "punctuation": "?!?!... ...",
+    "emoji": "😀🎉🔥👍",
+    "paste": "고양이 " * 4_000 + "나비 판교 " * 2_000,  # 20,000 characters and more: a pasted document
+    "mixed": "我的猫 나비는 good cat이야, 博物館에서 Caroline 만났어 2026年",
+}
 RATE = 40  # requests a minute per token on the test server
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

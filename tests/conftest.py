@@ -220,8 +220,9 @@ def tiny_llama_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), corpus, 400)
 
 
-def build_nli_classifier(folder: Path, labels: dict[int, str], always: int) -> str:
-    """A tiny random BERT pair classifier (WordPiece vocabulary trained here) whose answer is always `always`."""
+def build_nli_classifier(folder: Path, labels: dict[int, str], always: int | None) -> str:
+    """A tiny random BERT pair classifier (WordPiece vocabulary trained here) whose answer is always `always`
+    (None: random weights, e.g. a one-label cross-encoder whose scores differ by pair)."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
     from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
@@ -252,9 +253,12 @@ def build_nli_classifier(folder: Path, labels: dict[int, str], always: int) -> s
         label2id={v: k for k, v in labels.items()},
     )
     model = BertForSequenceClassification(config)
-    with torch.no_grad():  # whatever the input, the logits favour `always`
-        model.classifier.weight.zero_()
-        model.classifier.bias.copy_(torch.tensor([10.0 if i == always else 0.0 for i in range(len(labels))]))
+    with torch.no_grad():
+        if always is None:  # logits of a visible size (initialised at std 0.02, pairs differ in the 4th decimal)
+            model.classifier.weight.normal_(0.0, 1.0)
+        else:  # whatever the input, the logits favour `always`
+            model.classifier.weight.zero_()
+            model.classifier.bias.copy_(torch.tensor([10.0 if i == always else 0.0 for i in range(len(labels))]))
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return str(folder)

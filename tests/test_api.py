@@ -27,7 +27,7 @@ from chatbot.worker import Worker
 from memory.store import Sentence, Store
 from models.errors import AccessError
 from models.fake import ScriptedChatModel
-from tests.api_world import RATE, client, code, end_and_wait, run_example, serve_api, token_for
+from tests.api_world import ODD_QUERIES, RATE, client, code, end_and_wait, run_example, serve_api, token_for
 from tests.erasure_world import leftovers
 from tests.helpers import PLAN, launch, login, make_bot, say, wait_job
 
@@ -556,3 +556,29 @@ def test_the_examples_remembering_bot_talks_and_ends_its_conversation(served: An
     assert done.stdout.count("네, 잘 들었어요") == 2 and "기억을 새로 쓰는 중" in done.stdout
     [session] = bot.store.sessions.of_user(bot.store.users.find("예제사용자"))
     assert session["status"] == "ended"
+
+
+def test_any_text_searches_the_memory_by_every_method_and_an_empty_memory_answers_none(served: Any) -> None:
+    base, _, bot, _ = served
+    assert len(ODD_QUERIES["paste"]) >= 20_000
+    token = token_for(bot, "아무말")
+    uid = bot.store.users.find(Chatbot.user_key("아무말"))
+    method = bot.engine.method
+    with client(base, token) as c:
+        try:
+            for memory in ([], ["사용자의 고양이 이름은 나비다", "사용자는 판교의 게임 회사에 다닌다"]):
+                if memory:
+                    said = [Sentence(t) for t in memory]
+                    bot.engine.commit(uid, said, base=None, strategy="import", status="ok", author="import")
+                for bot.engine.method in ("dense", "lexical", "hybrid"):
+                    for name, q in ODD_QUERIES.items():
+                        r = c.post("/memory/search", json={"q": q, "k": 2})  # a long text goes in a body
+                        assert r.status_code == 200, (bot.engine.method, name, r.text)
+                        assert len(r.json()["results"]) == min(2, len(memory)), (bot.engine.method, name)
+                        if name != "paste":
+                            got = c.get("/memory/search", params={"q": q, "k": 2})
+                            assert got.status_code == 200 and got.json()["results"] == r.json()["results"], name
+        finally:
+            bot.engine.method = method
+        r = c.post("/memory/search", json={"q": "  ", "k": 2})
+        assert r.status_code == 422 and "q:" in r.json()["error"]["message"]  # only a blank text is refused

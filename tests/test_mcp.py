@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.api_world import serve_api, token_for
+from tests.api_world import ODD_QUERIES, serve_api, token_for
 from tests.erasure_world import leftovers
 from tests.fake_openai import FakeOpenAIServer
 from tests.helpers import answer
@@ -79,6 +79,8 @@ async def remember_and_forget(client: Client) -> None:
     assert found["version"] == version and found["results"], found
     hit = found["results"][0]
     assert "제주도" in hit["text"] and hit["said_in"], hit  # with the date of the conversation it comes from
+    for name, query in ODD_QUERIES.items():  # any text is a query: an answer, never a tool error
+        assert len((await call(client, "search_memory", query=query, k=2))["results"]) == 2, name
     why = await call(client, "why", sentence_id=hit["sentence_id"])
     assert why["version"] == version and "제주도" in " ".join(q["text"] for q in why["quotes"]), why
     changed = await call(client, "changes")
@@ -163,7 +165,8 @@ def test_the_apps_mcp_endpoint_takes_api_tokens_and_keeps_users_apart(tmp_path: 
                 assert "제주도" in hit["text"]
                 async with connect(jiwoo) as other:  # another token: nothing of 민수's
                     assert (await call(other, "list_memory"))["sentences"] == []
-                    assert (await call(other, "search_memory", query="제주도 이사"))["results"] == []
+                    for query in ("제주도 이사", *ODD_QUERIES.values()):  # no memory yet: no sentence, no error
+                        assert (await call(other, "search_memory", query=query))["results"] == []
                     assert "not_found" in await refused(other, "forget", sentence_id=hit["sentence_id"])
                     assert "not_found" in await refused(other, "why", sentence_id=hit["sentence_id"])
                     assert "not_found" in await refused(other, "job", job_id=ended["job"]["id"])

@@ -9,28 +9,25 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import build_nli_classifier
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_every_method_gets_its_rows_and_its_times(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            "benchmarks/retrieval.py",
-            "--embedder",
-            "ngram",
-            "--sizes",
-            "300",
-            "--locomo",
-            "evaluation/fixtures/locomo_mini.json",
-            "--json",
-        ],
+def bench(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """benchmarks/retrieval.py with `args`, in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "benchmarks/retrieval.py", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
+
+
+def test_every_method_gets_its_rows_and_its_times(tmp_path):
+    done = bench("--embedder", "ngram", "--sizes", "300", "--locomo", "evaluation/fixtures/locomo_mini.json", "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["methods"] == ["dense", "lexical", "hybrid"]
@@ -46,13 +43,17 @@ def test_every_method_gets_its_rows_and_its_times(tmp_path):
     assert sizes["bm25_mb_per_1k"] > 0 and sizes["faiss_mb_per_1k"] > 0 and sizes["embed_p50_ms"] >= 0
 
 
+def test_a_reranker_gets_a_row_of_its_own(tmp_path):
+    folder = build_nli_classifier(tmp_path / "ce", {0: "relevance"}, always=None)  # random: it proves only the path
+    args = ["--embedder", "ngram", "--methods", "hybrid", "--sizes", "200", "--reranker", f"cross-encoder:{folder}"]
+    done = bench(*args, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert set(result["korean"]) == {"hybrid", "hybrid+rerank"} and result["korean"]["hybrid+rerank"]["n"] == 107
+    assert result["korean"]["hybrid+rerank"] != result["korean"]["hybrid"]  # the reranker reordered
+    assert 0 < result["timing"]["200"]["hybrid+rerank"]["p50_ms"]
+
+
 def test_an_unknown_method_is_refused_with_the_choices():
-    done = subprocess.run(
-        [sys.executable, "benchmarks/retrieval.py", "--methods", "dense,bm25"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    done = bench("--methods", "dense,bm25", timeout=120)
     assert done.returncode == 2 and "unknown bm25" in done.stderr and "hybrid" in done.stderr

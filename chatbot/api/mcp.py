@@ -24,7 +24,7 @@ from chatbot.api.auth import Caller
 from chatbot.api.context import Api
 from chatbot.api.jobs import job_json
 from chatbot.api.messages import record_turns, said_turns
-from chatbot.api.schemas import Turn
+from chatbot.api.schemas import SEARCH_MAX_CHARS, Turn
 from models.errors import AccessError, KeemError
 
 NAME = "keem"
@@ -90,7 +90,9 @@ def build_mcp(api: Api, fixed: Caller | None = None) -> MCPServer:
     @server.tool()
     @refusals
     def search_memory(
-        query: Annotated[str, Field(min_length=1, max_length=4000, description="what to find, e.g. the message")],
+        query: Annotated[
+            str, Field(min_length=1, max_length=SEARCH_MAX_CHARS, description="what to find, e.g. the message")
+        ],
         k: Annotated[int, Field(ge=1, le=50, description="how many sentences")] = 5,
     ) -> dict[str, Any]:
         """The memory sentences most relevant to a text, best first (the search a reply makes): each with its id,

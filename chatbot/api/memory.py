@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from chatbot import edits
 from chatbot.api.context import Api, Who, api_of
 from chatbot.api.errors import bad_body
-from chatbot.api.schemas import RestoreBody, RevertBody, SentenceBody
+from chatbot.api.schemas import SEARCH_MAX_CHARS, RestoreBody, RevertBody, SearchBody, SentenceBody
 from memory.changelog import changelog
 from memory.dates import as_read, read_on
 from memory.provenance import explain_all
@@ -99,10 +99,17 @@ def get_memory(
 def search(
     request: Request,
     who: Who,
-    q: Annotated[str, Query(max_length=4000, description="the text to find memory for, e.g. the user's message")],
+    q: Annotated[
+        str, Query(max_length=SEARCH_MAX_CHARS, description="the text to find memory for, e.g. the user's message")
+    ],
     k: Annotated[int, Query(ge=1, le=50, description="how many sentences")] = 5,
 ) -> dict[str, Any]:
     return search_json(api_of(request), who.user_id, q, k)
+
+
+@router.post("/memory/search", summary="The same search for a text too long for a URL (a pasted document), as JSON")
+def search_posted(request: Request, who: Who, body: SearchBody) -> dict[str, Any]:
+    return search_json(api_of(request), who.user_id, body.q, body.k)
 
 
 def search_json(api: Api, user_id: int, q: str, k: int) -> dict[str, Any]:

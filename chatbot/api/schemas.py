@@ -52,6 +52,18 @@ class SentenceBody(BaseModel):
     text: str = Field(min_length=1, max_length=2000)
 
 
+SEARCH_MAX_CHARS = 100_000  # a search text may be a pasted document: only its start is searched (memory/lexical.py
+# MAX_CHARS), and this bound only stops a runaway body
+
+
+class SearchBody(BaseModel):
+    """POST /v1/memory/search: the text to find memory for (any length up to SEARCH_MAX_CHARS; a long paste does not
+    fit a URL) and how many sentences."""
+
+    q: str = Field(min_length=1, max_length=SEARCH_MAX_CHARS, description="the text to find memory for")
+    k: int = Field(5, ge=1, le=50, description="how many sentences")
+
+
 class RestoreBody(BaseModel):
     sentence_id: int
 

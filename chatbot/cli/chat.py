@@ -11,7 +11,7 @@ import signal
 import sys
 from typing import Any
 
-from chatbot.cli.options import EMBEDDER, MODELS, RETRIEVAL, STORE, STUDY, UPDATES, add_command, settings_from
+from chatbot.cli.options import EMBEDDER, MODELS, RERANKER, RETRIEVAL, STORE, STUDY, UPDATES, add_command, settings_from
 from chatbot.settings import Settings
 from memory.words import plural
 from models.errors import InputError
@@ -59,7 +59,7 @@ def add_chat_parser(subs: Any) -> argparse.ArgumentParser:
         "serve the browser chat app (Gradio)",
         EPILOG,
         description="Serve the browser chat app: chat, end sessions, see and edit the memory.",
-        parents=[STORE, MODELS, EMBEDDER, RETRIEVAL, UPDATES, STUDY, _server_options()],
+        parents=[STORE, MODELS, EMBEDDER, RETRIEVAL, RERANKER, UPDATES, STUDY, _server_options()],
         run=lambda settings, args: run_chat(gradio_bind(settings, args), args),
     )
 

@@ -24,6 +24,7 @@ SETTING_OF: dict[str, str] = {
     "update_model": "update_model",
     "embedder": "embedder",
     "retrieval": "retrieval",
+    "reranker": "reranker",
     "strategy": "strategy",
     "memory_cues": "memory_cues",
     "host": "host",
@@ -68,6 +69,13 @@ _g.add_argument("--embedder", help=EMBEDDER_HELP)
 
 RETRIEVAL, _g = _group("retrieval")
 _g.add_argument("--retrieval", choices=RETRIEVALS, help=RETRIEVAL_HELP)
+
+RERANKER, _g = _group("reranking")
+_g.add_argument(
+    "--reranker",
+    help="reorder a turn's 20 best memory sentences: off (default), chat (the chat model) or cross-encoder:<path> "
+    "(a sentence-transformers CrossEncoder) (KEEM_RERANKER; docs/settings.md)",
+)
 
 MODELS, _g = _group("models")
 _g.add_argument("--model", help="chat model spec: hf:<id|path>, openai:<model>, demo, auto (KEEM_MODEL)")
