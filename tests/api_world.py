@@ -49,7 +49,9 @@ def token_for(bot: Chatbot, name: str) -> str:
 
 def client(base: str, token: str | None) -> httpx.Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=base, headers=headers, timeout=30)
+    # a kept-alive connection is dropped after 1 s idle: uvicorn closes one idle for 5 s, and a request sent on it
+    # just as it closes gets no answer ("Server disconnected"), seen on a loaded machine
+    return httpx.Client(base_url=base, headers=headers, timeout=30, limits=httpx.Limits(keepalive_expiry=1))
 
 
 def end_and_wait(c: httpx.Client, **params: str) -> int:

@@ -204,3 +204,25 @@ def test_erasing_a_sentence_whose_time_was_resolved_redacts_the_turn_that_said_i
         tables = [r[0] for r in db.execute("select name from sqlite_master where type = 'table'")]
         left = [(t, row) for t in tables for row in db.execute(f"select * from {t}") if "제주도" in str(row)]
     assert left == []
+
+
+def test_a_sentence_a_person_writes_is_stored_with_its_dates_as_an_update_s(tmp_path: Path) -> None:
+    """The memory tab and the API share chatbot/edits.py: "다음 주 화요일" written today is that Tuesday's date,
+    with the words written beside it; an edit the same; a plan already past reads as past."""
+    from chatbot import edits
+    from memory.engine import MemoryEngine
+    from models.embedders import NgramEmbedder
+
+    store = Store(tmp_path / "keem.db")
+    engine = MemoryEngine(store, NgramEmbedder(), day=lambda when: SAID_ON)  # "today" is 2026-12-03 here
+    uid = store.users.get_or_create("민수")
+    version = edits.add(engine, uid, "사용자는 다음 주 화요일에 치과에 간다.")
+    (dentist,) = version.sentences
+    assert dentist.text == "사용자는 2026년 12월 8일에 치과에 간다."
+    assert [(d["said"], d["as"]) for d in dentist.dates] == [("다음 주 화요일", "2026년 12월 8일")]
+    version = edits.edit(engine, uid, version, 0, "사용자는 어제 치과에 가기로 했다.")
+    (dentist,) = version.sentences
+    assert dentist.text == "사용자는 2026년 12월 2일에 치과에 가기로 했다." and dentist.provenance == "user"
+    version = edits.add(engine, uid, "사용자는 서울에 산다.")  # no time: as written
+    assert version.sentences[1].text == "사용자는 서울에 산다." and version.sentences[1].dates == ()
+    store.close()
