@@ -17,6 +17,7 @@ from chatbot.web import identity as hf_login
 from chatbot.web import login
 from chatbot.web.actions import REPLY_ACTIONS
 from chatbot.web.backend import Backend
+from chatbot.web.blocks import PageBlocks
 from chatbot.web.catch_up import CatchUp, wire_catch_up
 from chatbot.web.chat import PLACEHOLDER, ChatUI
 from chatbot.web.editing import build as sentence_rows
@@ -108,7 +109,7 @@ def build_app(
         loaded = ui.backend.bot  # None while a Backend still loads its models
         reply_slots = loaded.settings.reply_slots if loaded is not None else 4
     page = Page(reply_slots=reply_slots, api_visibility="private")
-    with gr.Blocks(title=title, analytics_enabled=False) as app:
+    with PageBlocks(title=title, analytics_enabled=False) as app:
         app.api_open = False  # /run/predict reaches only unqueued events (the page's end button), never the rest
         app.keem_ui = ui  # type: ignore[attr-defined]
         app.keem_study = part  # type: ignore[attr-defined]
