@@ -3,6 +3,7 @@ memory_tab.py; identity lives only in server-side session state, chatbot/web/sta
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -52,9 +53,18 @@ class Trial(Protocol):
         ...
 
 
+# Gradio's queue rebuilt a pandas table of the last 10,000 events after every event, for its /monitoring page
+# (which the app does not serve: launch_options): a few ms of every event, growing as the app runs. Its queue reads
+# these when `Blocks.queue` makes it: the table then keeps 100 events and is rebuilt once every 10,000.
+QUIET_QUEUE = {"GRADIO_ANALYTICS_MAX_EVENTS": "100", "GRADIO_ANALYTICS_CACHE_FREQUENCY": "10000"}
+
+
 def queue_options() -> dict[str, Any]:
     """What every launch of the app passes to `Blocks.queue`: four events of one kind at a time unless the event
-    says otherwise (replies: Page.streams), and QUEUE_MAX waiting, on ZeroGPU too."""
+    says otherwise (replies: Page.streams), and QUEUE_MAX waiting, on ZeroGPU too. Called just before it, this also
+    sets QUIET_QUEUE in the environment where the operator has not set those variables."""
+    for name, value in QUIET_QUEUE.items():
+        os.environ.setdefault(name, value)
     return {"default_concurrency_limit": 4, "max_size": QUEUE_MAX}
 
 
@@ -78,6 +88,7 @@ def launch_options(app: gr.Blocks | None = None) -> dict[str, Any]:
         "auth_message": login.MESSAGE,
         # Gradio's own words its Korean lacks, for every browser (the page is Korean whatever its language)
         "i18n": gr.I18n(ko=GRADIO_WORDS, en=GRADIO_WORDS),
+        "enable_monitoring": False,  # Gradio's traffic page: not for visitors (and its table costs: QUIET_QUEUE)
     }
 
 
