@@ -348,11 +348,14 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
         queue=False,
         show_progress="hidden",
     )
+    # one event a tick: the progress line, the memory tab when the update is done, the card's stages. Queued, as
+    # every event that may set a gr.State: only the queue's messages tell the page a State changed, and the memory
+    # list is drawn on its State's change (chatbot/web/editing.py)
     p.on(
         [p["timer"].tick],
-        ui.memory.poll,
+        flow.poll,
         [state],
-        ["progress", "timer", *PANEL],
+        ["progress", "timer", *PANEL, "steps"],
         concurrency_limit=None,
         show_progress="hidden",
     )
