@@ -221,9 +221,9 @@ def test_a_vague_message_retrieves_by_the_turns_before_it(store):
 
 
 def test_the_system_prompt_is_rendered_once_a_memory_and_again_when_the_memory_changes(bot, store):
-    """Reading each memory sentence's times (Kiwi) was most of a turn's own CPU, repeated every turn for the same
-    prompt: the session renders it once for its pinned memory, and a version committed meanwhile (an edit in the
-    memory tab, another session's update) is in the next turn's prompt, the old sentence gone."""
+    """Reading each memory sentence's times (Kiwi) was repeated every turn for the same prompt: the session renders
+    it once for its pinned memory, and a version committed meanwhile (an edit in the memory tab, another session's
+    update) is in the next turn's prompt, the old sentence gone."""
     user_id = bot.start("minsu").user_id
     made = {"strategy": "import", "status": "ok"}
     exam = [Sentence("사용자는 12월 8일에 시험이 있다.")]
