@@ -23,7 +23,9 @@ SKIP: dict[str, Any] = gr.skip()  # {"__type__": "update"}: what Gradio sends fo
 class PageBlocks(gr.Blocks):
     """gr.Blocks whose events pay only for the outputs they set (see the module's docstring)."""
 
-    async def postprocess_data(self, block_fn: Any, predictions: Any, state: Any) -> list[Any]:
+    async def postprocess_data(
+        self, block_fn: Any, predictions: Any, state: Any, *more: Any, **named: Any
+    ) -> list[Any]:
         outputs = list(block_fn.outputs)
         if len(outputs) > 1 and isinstance(predictions, dict) and predictions == SKIP:
             predictions = {}  # one gr.skip() for every output
@@ -33,17 +35,18 @@ class PageBlocks(gr.Blocks):
             or not all(isinstance(k, Block) for k in predictions)
             or getattr(block_fn, "batch", False)
         ):
-            return list(await super().postprocess_data(block_fn, predictions, state))
-        set_ids = {k._id for k, v in predictions.items() if v != SKIP}
+            return list(await super().postprocess_data(block_fn, predictions, state, *more, **named))
+        set_ids = {k._id for k, v in predictions.items() if not (isinstance(v, dict) and v == SKIP)}
         # a gr.State output goes through Gradio whatever it is given (it keeps the value server-side, sends None)
         kept = [b for b in outputs if b._id in set_ids or getattr(b, "stateful", False)]
         if len(kept) == len(outputs):
-            return list(await super().postprocess_data(block_fn, predictions, state))
+            return list(await super().postprocess_data(block_fn, predictions, state, *more, **named))
         done: list[Any] = []
         if kept:
             only = copy.copy(block_fn)
             only.outputs = kept
             by_id = {k._id: v for k, v in predictions.items()}
-            done = list(await super().postprocess_data(only, {b: by_id.get(b._id, SKIP) for b in kept}, state))
+            view = {b: by_id.get(b._id, SKIP) for b in kept}
+            done = list(await super().postprocess_data(only, view, state, *more, **named))
         out, kept_ids = iter(done), {b._id for b in kept}
         return [next(out) if b._id in kept_ids else dict(SKIP) for b in outputs]
