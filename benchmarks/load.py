@@ -416,6 +416,7 @@ class User(threading.Thread):
         self.seen: list[str] = []  # every answer's text, scanned for other users' markers afterwards
         self.failures: list[str] = []
         self.frames = 0  # reply frames streamed to this user
+        self.polls = 0  # update polls (the page's timer ticks, or the API's job requests)
 
     def look(self, result: Result, what: str) -> Result:
         self.seen.append(result.text)
@@ -462,6 +463,7 @@ class User(threading.Thread):
                     continue
                 while True:
                     polled = self.look(client.event("poll", [None]), "poll")
+                    self.polls += 1
                     data = polled.data or []
                     if len(data) > 2 and isinstance(data[2], str):  # the memory panel came: the job is finished
                         self.update_s.append(time.perf_counter() - started)
@@ -478,6 +480,9 @@ class User(threading.Thread):
             client.close()
 
 
+# the page's progress timer ticks every second (chatbot/web/app.py); the users poll as often. Before 2026-12-07 they
+# polled every 0.25 s: four polls for each of the page's, a large part of the app CPU a page turn then measured
+PAGE_TICK_S = 1.0
 API_POLL_S = 0.5  # the API's shortest job poll: 120 requests a minute per user (KEEM_API_RATE)
 API_TRIES = 5
 
@@ -587,6 +592,7 @@ class ApiUser(User):
                     continue
                 while True:
                     job = self.call("GET", f"jobs/{ended['job_id']}", "job")
+                    self.polls += 1
                     if job is None or job["status"] in ("done", "failed"):
                         self.update_s.append(time.perf_counter() - started)
                         if job is not None and job["status"] == "failed":
@@ -770,6 +776,7 @@ def run(
         "model_calls": calls,
         "wall_s": wall,
         "reply_frames": sum(u.frames for u in users),
+        "polls": sum(u.polls for u in users),
         "app_cpu_s": app_cpu,
         "app_rss_peak_mb": rss_mb,
         "bench_cpu_s": own_cpu,
@@ -817,7 +824,7 @@ def run_processes(args: argparse.Namespace, sizes: list[int]) -> int:
     print(
         f"{front_head(args)}{'processes':>9} {'users':>5} {'sent':>5} {'stored':>6} {'lost':>4} {'leaks':>5} "
         f"{'reply_p50_s':>11} {'reply_p95_s':>11} {'update_wait_p95_s':>17} {'wall_s':>7} {'app_cores':>9} "
-        f"{'problems':>8}"
+        f"{'app_ms_turn':>11} {'polls':>6} {'problems':>8}"
     )
     for r in results:
         print(
@@ -825,6 +832,7 @@ def run_processes(args: argparse.Namespace, sizes: list[int]) -> int:
             f"{r['lost_turns']:>4} "
             f"{r['leaks']:>5} {r['reply_p50_s']:>11.2f} {r['reply_p95_s']:>11.2f} {r['update_wait_p95_s']:>17.2f} "
             f"{r['wall_s']:>7.1f} {r['app_cpu_s'] / r['wall_s']:>9.2f} "
+            f"{1000 * r['app_cpu_s'] / max(1, r['turns_sent']):>11.0f} {r['polls']:>6} "
             f"{len(r['client_failures']) + r['log_problem_count']:>8}"
         )
         if r["front"] == "api":
@@ -905,8 +913,9 @@ def main() -> int:
     parser.add_argument(
         "--poll",
         type=float,
-        default=0.25,
-        help=f"seconds between a user's update polls (the api front: at least {API_POLL_S}, the API's rate limit)",
+        default=PAGE_TICK_S,
+        help=f"seconds between a user's update polls (default {PAGE_TICK_S}: the page's progress timer; the api "
+        f"front: at least {API_POLL_S}, the API's rate limit)",
     )
     parser.add_argument("--probe-every", type=float, default=1.0, help="seconds between probe logins")
     parser.add_argument("--keep-logs", metavar="DIR", help="copy the app's logs, and the results as JSON, into DIR")

@@ -218,3 +218,22 @@ def test_a_vague_message_retrieves_by_the_turns_before_it(store):
         "".join(session.send("걔 이름 뭐였더라?"))
         firsts.append(session.last_hits[0].text)
     assert firsts == [dog, cat]
+
+
+def test_the_system_prompt_is_rendered_once_a_memory_and_again_when_the_memory_changes(bot, store):
+    """Reading each memory sentence's times (Kiwi) was repeated every turn for the same prompt: the session renders
+    it once for its pinned memory, and a version committed meanwhile (an edit in the memory tab, another session's
+    update) is in the next turn's prompt, the old sentence gone."""
+    user_id = bot.start("minsu").user_id
+    made = {"strategy": "import", "status": "ok"}
+    exam = [Sentence("사용자는 12월 8일에 시험이 있다.")]
+    first = bot.engine.commit(user_id, exam, base=None, author="import", **made)
+    session = bot.start("minsu")
+    for text in ("시험 준비 중이야", "조금 떨려"):
+        list(session.send(text))
+    before, after = (call[0]["content"] for call in bot.chat_model.calls[-2:])
+    assert after is before  # the same rendering, not an equal one made again
+    bot.engine.commit(user_id, [Sentence("사용자는 시험을 미루었다.")], base=first.number, author="user", **made)
+    list(session.send("시험 미뤘어"))
+    changed = bot.chat_model.calls[-1][0]["content"]
+    assert "사용자는 시험을 미루었다." in changed and "12월 8일" not in changed

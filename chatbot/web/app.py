@@ -3,6 +3,7 @@ memory_tab.py; identity lives only in server-side session state, chatbot/web/sta
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -17,6 +18,7 @@ from chatbot.web import identity as hf_login
 from chatbot.web import login
 from chatbot.web.actions import REPLY_ACTIONS
 from chatbot.web.backend import Backend
+from chatbot.web.blocks import PageBlocks
 from chatbot.web.catch_up import CatchUp, wire_catch_up
 from chatbot.web.chat import PLACEHOLDER, ChatUI
 from chatbot.web.editing import build as sentence_rows
@@ -51,9 +53,18 @@ class Trial(Protocol):
         ...
 
 
+# Gradio's queue rebuilt a pandas table of the last 10,000 events after every event, for its /monitoring page
+# (which the app does not serve: launch_options): a few ms of every event, growing as the app runs. Its queue reads
+# these when `Blocks.queue` makes it: the table then keeps 100 events and is rebuilt once every 10,000.
+QUIET_QUEUE = {"GRADIO_ANALYTICS_MAX_EVENTS": "100", "GRADIO_ANALYTICS_CACHE_FREQUENCY": "10000"}
+
+
 def queue_options() -> dict[str, Any]:
     """What every launch of the app passes to `Blocks.queue`: four events of one kind at a time unless the event
-    says otherwise (replies: Page.streams), and QUEUE_MAX waiting, on ZeroGPU too."""
+    says otherwise (replies: Page.streams), and QUEUE_MAX waiting, on ZeroGPU too. Called just before it, this also
+    sets QUIET_QUEUE in the environment where the operator has not set those variables."""
+    for name, value in QUIET_QUEUE.items():
+        os.environ.setdefault(name, value)
     return {"default_concurrency_limit": 4, "max_size": QUEUE_MAX}
 
 
@@ -77,6 +88,7 @@ def launch_options(app: gr.Blocks | None = None) -> dict[str, Any]:
         "auth_message": login.MESSAGE,
         # Gradio's own words its Korean lacks, for every browser (the page is Korean whatever its language)
         "i18n": gr.I18n(ko=GRADIO_WORDS, en=GRADIO_WORDS),
+        "enable_monitoring": False,  # Gradio's traffic page: not for visitors (and its table costs: QUIET_QUEUE)
     }
 
 
@@ -108,7 +120,7 @@ def build_app(
         loaded = ui.backend.bot  # None while a Backend still loads its models
         reply_slots = loaded.settings.reply_slots if loaded is not None else 4
     page = Page(reply_slots=reply_slots, api_visibility="private")
-    with gr.Blocks(title=title, analytics_enabled=False) as app:
+    with PageBlocks(title=title, analytics_enabled=False) as app:
         app.api_open = False  # /run/predict reaches only unqueued events (the page's end button), never the rest
         app.keem_ui = ui  # type: ignore[attr-defined]
         app.keem_study = part  # type: ignore[attr-defined]
@@ -336,11 +348,14 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
         queue=False,
         show_progress="hidden",
     )
+    # one event a tick: the progress line, the memory tab when the update is done, the card's stages. Queued, as
+    # every event that may set a gr.State: only the queue's messages tell the page a State changed, and the memory
+    # list is drawn on its State's change (chatbot/web/editing.py)
     p.on(
         [p["timer"].tick],
-        ui.memory.poll,
+        flow.poll,
         [state],
-        ["progress", "timer", *PANEL],
+        ["progress", "timer", *PANEL, "steps"],
         concurrency_limit=None,
         show_progress="hidden",
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 import gradio as gr
 
-from chatbot.web.backend import AppContext, for_user
+from chatbot.web.backend import AppContext
 from chatbot.web.chat import PLACEHOLDER, Conversation
 from chatbot.web.messages import korean_stored_error
 from chatbot.web.render import STAGES
@@ -68,14 +68,10 @@ class Ending:
         )
 
     def tick(self, state: UserState | None) -> PageView:
-        """The card follows the update's stages (the page's progress timer). Before an end there is no card and the
-        guard is not asked (the memory tab's poll, on the same tick, tells a forgotten user)."""
+        """The card follows the update's stages (the page's progress timer). The guard is not asked: the memory
+        tab's poll, in the same event, asked it first and tells a forgotten user (chatbot/web/flow.py Flow.poll)."""
         if state is None or not state.session.ended:
             return PageView()
-        return self._stages(state)
-
-    @for_user(PageView)
-    def _stages(self, state: UserState) -> PageView:
         job = self.job(state)
         if job is not None and job["status"] in ("pending", "running") and (job["stage"] or "queued") != "failed":
             state.saw(job["stage"] or "queued")

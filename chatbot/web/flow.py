@@ -13,6 +13,7 @@ from chatbot.web.editing import Editing
 from chatbot.web.ending import Ending
 from chatbot.web.past import Past
 from chatbot.web.replies import Replies
+from chatbot.web.state import UserState
 from chatbot.web.view import Page, PageView
 
 ANSWERED = ["chat", "hits", "note", *REPLY_ACTIONS]  # what a streamed reply changes (ChatUI.chat.respond)
@@ -27,6 +28,15 @@ class Flow:
         self.ending = Ending(ui.ctx, ui.chat)
         self.past = Past(ui.ctx)
         self.editing = Editing(ui.memory)
+
+    def poll(self, state: UserState | None) -> PageView:
+        """The progress timer's tick, as one event: the memory update's progress, and the memory tab once it is done
+        (MemoryTab.poll, which tells a forgotten user), then the card's stages (Ending.tick). (Its name is the
+        event's, which benchmarks/load.py drives.)"""
+        view = self.ui.memory.poll(state)
+        if state is None or view.state is None:  # nobody, or the tab's user is gone: the start screen shows
+            return view
+        return view | self.ending.tick(state)
 
     def answer_after(self, page: Page, event: Any) -> None:
         """Stream the replies an event asked for (a message sent, 다시 생성, 다시 보내기): one respond per tab at a
@@ -53,7 +63,6 @@ class Flow:
         stopped = ["note", "stop"]
         p.on([p["stop"].click], self.replies.stop, [state], stopped, concurrency_limit=None, show_progress="hidden")
         p.on([p["chat"].clear], self.replies.redraw, [state], ["chat"])
-        p.on([p["timer"].tick], self.ending.tick, [state], ["steps"], concurrency_limit=None, show_progress="hidden")
         p.on([p["past_tab"].select], self.past.listing, [state], ["past_pick", "transcript"])
         p.on([p["past_pick"].input], self.past.show, [p["past_pick"], state], ["transcript"])
         p.on([p["to_memory"].click], to_memory, None, ["tabs"], concurrency_limit=None, show_progress="hidden")

@@ -1,6 +1,7 @@
 """How often a streaming reply (or opening question) shows a frame. Every frame sends the chat again and Gradio diffs
 it in this process, under one GIL, so the replies streaming at once share a budget of frames a second: one reply
-alone shows up to 20 frames a second; 32 at once (an `openai:` server, KEEM_REPLY_CONCURRENCY) show under 2 each.
+alone shows up to 5 frames a second (text that grows five times a second reads as streaming; 20 cost four times the
+app CPU for the same reply); 32 at once (an `openai:` server, KEEM_REPLY_CONCURRENCY) show under 2 each.
 Without the budget, 20 users' replies on a loopback server made 76 frames a reply instead of 10, the app spent a
 whole core on them and a reply's p95 went from 11 s to 24 s (benchmarks/load.py). The last pieces always show: the
 reply's final frame carries them."""
@@ -12,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-FRAME_S = 0.05  # the shortest time between two frames of one reply
+FRAME_S = 0.2  # the shortest time between two frames of one reply
 FRAMES_PER_S = 40  # frames a second for all the replies streaming in this process together
 
 

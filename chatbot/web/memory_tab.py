@@ -65,8 +65,8 @@ class MemoryTab:
             state.job_done()
             return PageView(progress="", timer=gr.Timer(active=False))
         text, finished = stage_text(job)
-        if not finished:
-            return PageView(progress=text, timer=gr.Timer(active=True))
+        if not finished:  # the timer that ticked stays on as it is (an update to it would cost the tick a component)
+            return PageView(progress=text)
         state.job_done()
         return PageView(progress=text + changes_hint(job), timer=gr.Timer(active=False)) | self.panel(state)
 

@@ -7,6 +7,7 @@ from chatbot.bot import Chatbot
 from chatbot.session import ChatSession
 from chatbot.web.render import md
 from memory.engine import Hit
+from memory.store import Version
 
 SHOWN = 3  # the most related sentences listed when the prompt held only part of the memory
 LINK = "전체 기억은 **기억** 탭에서 볼 수 있어요."
@@ -28,11 +29,11 @@ def relevance(hits: list[Hit]) -> list[str]:
     return labels
 
 
-def whole_memory(bot: Chatbot, session: ChatSession) -> int | None:
-    """How many sentences the memory has, when the reply's prompt held all of them (else None)."""
+def whole_memory(session: ChatSession, version: Version | None) -> int | None:
+    """How many sentences the memory (`version`, the user's current one) has, when the reply's prompt held all of
+    them (else None)."""
     if session.pinned is None or session.pinned[0] is None:
         return None
-    version = bot.engine.current(session.user_id)
     if version is None or version.id != session.pinned[0]:
         return None
     return len(version.sentences) if len(session.pinned[1]) >= len(version.sentences) else None
@@ -42,13 +43,13 @@ def render_used(bot: Chatbot, session: ChatSession) -> str:
     """What the last reply's prompt held of the user's memory, for the "이번 답변에 쓰인 기억" panel: the whole memory
     or part of it, then the sentences most related to the message, each with its 관련도."""
     hits = session.last_hits[:SHOWN]
-    whole = whole_memory(bot, session)
+    version = bot.engine.current(session.user_id)  # read once a reply
+    whole = whole_memory(session, version)
     if whole:
         head = f"기억 전체를 참고했어요 ({whole}문장)."
     elif not hits:
         return "이번 답변에는 참고한 기억이 없어요."
     else:
-        version = bot.engine.current(session.user_id)
         head = f"기억 {len(version.sentences)}문장 중 일부를 참고했어요." if version else "기억 일부를 참고했어요."
     if not hits:
         return f"{head} {LINK}"

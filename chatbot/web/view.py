@@ -272,10 +272,11 @@ class Page:
         **options: Any,
     ) -> Any:
         """Wire `fn`, which streams a model's answer from the tab's state, after an event, in the replies' shared
-        slots (`streams`). Its event outputs only `outputs`: Gradio rebuilds every output a frame leaves as it is,
-        and the start screen's 26 parts cost about 7 ms a frame, which one process pays for every frame of every
-        reply. When the tab's user is gone, `fn` stops quietly (AppContext.lost) and `gone` (AppContext.gone),
-        chained after the stream, shows the notice and the start screen once."""
+        slots (`streams`). Its event outputs only `outputs`: plain Gradio rebuilt every output a frame leaves as it
+        is (the start screen's 30 parts: about 7 ms a frame; chatbot/web/blocks.py now skips them) and diffs every
+        output of every frame. When the tab's user is gone, `fn` stops quietly (AppContext.lost) and `gone`
+        (AppContext.gone), chained after the stream, shows the notice and the start screen once (queued: it may set
+        the memory list's State, whose change only the queue's messages announce)."""
         state = self.parts["state"]
         streamed = self.on(None, fn, [state], outputs, after=after, told_after=True, **self.streams, **options)
 

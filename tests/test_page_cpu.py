@@ -1,0 +1,91 @@
+"""What keeps a page turn cheap for the app, through the served app as the browser drives it: a fast stream becomes a
+few frames with the whole reply in the last, a failure mid-stream loses nothing that streamed, every frame sends
+only what it changes, and the progress timer's tick is one event (docs/scaling.md, "Capacity measured")."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from chatbot.web.frames import FRAME_S
+from models.errors import GenerationError
+from models.fake import ScriptedChatModel
+from tests.helpers import answer, call, dep_index, serve
+
+PIECES = 400  # one character each, 1 ms apart: about 0.4 s of stream, 400 chances for a frame
+
+
+class FastModel(ScriptedChatModel):
+    """Chat replies as PIECES one-character pieces, 1 ms apart (a fast server streaming tokens); with `fail_after`,
+    the stream breaks after that many pieces."""
+
+    def __init__(self, fail_after: int | None = None):
+        super().__init__(responder=answer)
+        self.fail_after = fail_after
+
+    def stream(self, messages: Any, options: Any = None) -> Any:
+        if "당신은" not in str(messages[0]["content"]):  # an update step: as the scripted model answers
+            return (yield from super().stream(messages, options) if options else super().stream(messages))
+        for i, ch in enumerate(reply_text()):
+            if self.fail_after is not None and i == self.fail_after:
+                raise GenerationError("the server closed the stream")
+            time.sleep(0.001)
+            yield ch
+        return None
+
+
+def reply_text() -> str:
+    return ("가나다라마바사아자차" * (PIECES // 10))[:PIECES]
+
+
+def stored(bot: Any) -> list[tuple[str, str]]:
+    """Every turn in the store, oldest first: (role, text)."""
+    return [(r["role"], r["text"]) for r in bot.store.rows("select role, text from turns order by id")]
+
+
+def test_a_fast_stream_is_a_few_frames_and_the_last_holds_the_whole_reply(tmp_path: Path) -> None:
+    url, app, bot, worker = serve(tmp_path / "keem.db", model=FastModel())
+    try:
+        who = uuid.uuid4().hex
+        call(url, dep_index(app, "login"), ["민수", None], who)
+        call(url, dep_index(app, "send"), ["안녕", None], who)
+        started = time.monotonic()
+        messages = call(url, dep_index(app, "respond"), [None], who)
+        took = time.monotonic() - started
+        frames = [m for m in messages if m.get("msg") == "process_generating"]
+        # 400 pieces in about half a second: the first frame at once, then one at most every FRAME_S, not one a piece
+        assert 2 <= len(frames) <= 2 + took / FRAME_S < PIECES / 10, (len(frames), took)
+        done = next(m for m in messages if m.get("msg") == "process_completed")
+        assert done["success"], done
+        assert stored(bot)[-1] == ("assistant", reply_text())
+        # the first frame names each output; one it leaves as it is (the used-memory panel) is Gradio's bare update
+        assert {"__type__": "update"} in frames[0]["output"]["data"]
+        # the progress timer's tick is one event (the progress line, the memory tab, the card's stages), not two
+        deps = app.config["dependencies"]
+        timers = [c for c in app.config["components"] if c.get("type") == "timer" and c["props"]["value"] == 1.0]
+        ticks = [d for d in deps if [timers[0]["id"], "tick"] in [list(t) for t in d["targets"]]]
+        assert [d["api_name"] for d in ticks] == ["poll"]
+        # Gradio's queue keeps a short table of its events for a /monitoring page the app does not serve
+        assert app._queue.ANALYTICS_MAX_EVENTS == 100 and app._queue.ANAYLTICS_CACHE_FREQUENCY == 10_000
+        polled = call(url, dep_index(app, "poll"), [None], who)
+        assert next(m for m in polled if m.get("msg") == "process_completed")["success"]
+    finally:
+        worker.stop()
+        app.close()
+
+
+def test_a_stream_that_breaks_mid_way_keeps_what_streamed_and_says_so(tmp_path: Path) -> None:
+    url, app, bot, worker = serve(tmp_path / "keem.db", model=FastModel(fail_after=250))
+    try:
+        who = uuid.uuid4().hex
+        call(url, dep_index(app, "login"), ["민수", None], who)
+        call(url, dep_index(app, "send"), ["안녕", None], who)
+        messages = call(url, dep_index(app, "respond"), [None], who)
+        assert len([m for m in messages if m.get("msg") == "process_generating"]) < PIECES / 10
+        # every piece that streamed before the break is stored, as the reply it was
+        assert stored(bot) == [("user", "안녕"), ("assistant", reply_text()[:250])]
+    finally:
+        worker.stop()
+        app.close()
