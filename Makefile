@@ -54,7 +54,8 @@ WITH_PG = $$(command -v pg_virtualenv >/dev/null && echo "pg_virtualenv -o fsync
 run: $(STAMP)
 	HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False $(PY) app.py
 
-# Tests run in pytest-xdist workers, one per core up to 4, a test file per worker at a time (its fixtures with it):
+# Tests run in pytest-xdist workers, one per core up to 4, a test file per worker at a time (its fixtures with it), the
+# files of slow tests first (tests/conftest.py):
 # the browser and app-process tests mostly wait, so two workers on CI's two cores take about two thirds of the time.
 XDIST := -n auto --maxprocesses 4 --dist loadfile
 

@@ -264,6 +264,16 @@ def build_nli_classifier(folder: Path, labels: dict[int, str], always: int | Non
     return str(folder)
 
 
+@pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has marked its tests slow
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files holding slow tests first (each file keeps its order). Under `--dist loadfile` pytest-xdist hands
+    out whole files in this order (`--no-loadscope-reorder` in pyproject.toml keeps it; by default it sorts files by
+    their number of tests, which put the one-test browser and process files, the longest, last): the long files
+    start early and the many short ones even out the workers at the end instead of one long file running alone."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.fixture(autouse=True)
 def _organiser_guesses_start_fresh() -> None:
     """The organiser password's limiter is one per process (chatbot/trials/web.py): each test starts as a new

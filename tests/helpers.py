@@ -120,6 +120,11 @@ def launch(app: gr.Blocks, **options: Any) -> str:
         _frontend=False,
         **{**launch_options(app), **options},
     )
+    # `app.close()` waits for uvicorn's graceful shutdown, which waits for every open page's event stream, and
+    # Gradio gives up on it only after 5 s: a test closing its app with a page still open paid those 5 s (most
+    # browser tests did). Open streams now get a second, then are cut (the test is done with its pages).
+    assert app.server is not None
+    app.server.config.timeout_graceful_shutdown = 1
     return f"http://127.0.0.1:{port}/"
 
 

@@ -138,8 +138,12 @@ def test_a_forget_leaves_no_snapshot_another_process_began_before_it(tmp_path):
     Without the lock, a snapshot begun before the forget's commit is renamed into place after the forget's cleanup."""
     bot = _bot(tmp_path)
     _memory(bot.store, "minsu", SECRET)
-    for i in range(400):  # a database of a few MB: each snapshot takes some milliseconds
-        _memory(bot.store, f"user{i}", f"사용자 {i}는 " + "산책을 좋아한다 " * 200)
+    # a database of a few MB (each snapshot takes some milliseconds), written straight into the store: only its
+    # bytes matter here, and the engine's embedding and indexing of 400 memories cost six times as long
+    for i in range(400):
+        filler = Sentence(f"사용자 {i}는 " + "산책을 좋아한다 " * 260)
+        user_id = bot.store.users.get_or_create(f"user{i}")
+        bot.store.versions.commit(user_id, [filler], base=None, strategy="import", status="ok", author="import")
     folder, stop = bot.settings.backup_dir, str(tmp_path / "stop")
     with multiprocessing.get_context("spawn").Pool(3) as pool:
         others = [pool.apply_async(_snapshot_until, (bot.settings.db, folder, stop)) for _ in range(3)]

@@ -129,6 +129,7 @@ def test_a_hung_worker_keeps_its_job_until_the_lease_runs_out_and_its_late_commi
     with FakeOpenAIServer(reply=model_reply, latency_s=0.8) as server:
         hung = start_worker(db, server.url, tmp_path / "w1.log", **lease)
         other = start_worker(db, server.url, tmp_path / "w2.log", **lease)
+        logs = {hung.pid: tmp_path / "w1.log", other.pid: tmp_path / "w2.log"}
         try:
             job = wait_for(
                 lambda: running_in(store, job_id, hung.pid) or running_in(store, job_id, other.pid),
@@ -144,7 +145,9 @@ def test_a_hung_worker_keeps_its_job_until_the_lease_runs_out_and_its_late_commi
             done = wait_for(lambda: (j := store.queue.get(job_id))["status"] == "done" and j, 60, "the other's commit")
             assert versions(store, "jiwoo") == [done["version_id"]]
             hung.send_signal(signal.SIGCONT)  # it wakes, finishes its copy of the update and commits late
-            time.sleep(4)
+            # SIGTERM lets a running job finish (--grace-s, 30 s) before the worker exits: once it has, the late
+            # commit has been tried (a fixed wait here could end before it, on a loaded machine it did)
+            assert stop(hung, 60) == 0 and "keem worker stopped" in logs[hung.pid].read_text()
             assert versions(store, "jiwoo") == [done["version_id"]]  # one version per job, whoever commits
             late = store.queue.get(job_id)
             assert late["status"] == "done" and late["takeovers"] == 1

@@ -94,6 +94,8 @@ def test_two_processes_one_memory_a_killed_worker_is_taken_over_and_a_forget_is_
                     said = {"messages": [{"role": "user", "content": "내 모델과 얘기했어"}], "user": u}
                     r = c.post("/sessions/messages", json=said)
                     assert r.status_code == 201 and r.headers["X-Keem-Process"] == served[u], (u, r.text)
+            for page in (first, second):  # an open page holds its app's shutdown for Gradio's 5 s
+                page.context.close()
 
 
 def api_client(url: str, token: str) -> httpx.Client:

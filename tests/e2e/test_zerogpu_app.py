@@ -65,6 +65,7 @@ def test_on_zerogpu_the_app_replies_and_updates_inside_gpu_calls(new_page: Any, 
             page.locator("#progress").get_by_text("완료").wait_for(timeout=60_000)
             open_tab(page, "기억")
             assert "부산" in shown_memory(page, "현재 기억 v1")
+            page.context.close()  # an open page holds the app's shutdown for Gradio's 5 s
     # at startup: `spaces` first (before torch), both GPU functions declared, none called, CUDA untouched
     assert started[0]["event"] == "import" and started[0]["torch_loaded"] is False, started
     declared = [e for e in started if e["event"] == "decorated"]
