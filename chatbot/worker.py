@@ -346,8 +346,9 @@ class Worker:
                     self._wake.set()
                     if self._stop.is_set():
                         return
-            except Exception:  # the server restarting: listen again shortly
-                log.warning("listening for forgets failed; retrying", exc_info=True)
+            except Exception as exc:  # the server restarting, the connection cut: listen again shortly
+                # one line, no traceback: an expected interruption, not a fault (the tick's check covers the gap)
+                log.warning("listening for forgets failed (%s: %s); retrying in 5 s", type(exc).__name__, exc)
                 self._stop.wait(5.0)
 
     def evict_forgotten(self) -> None:
