@@ -3,12 +3,10 @@ those); memory/store/migrations.py is the store's set, chatbot/study_records.py 
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
-import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlite_utils import Database
@@ -16,30 +14,7 @@ from sqlite_utils.migrations import Migrations
 
 from models.errors import MigrationError
 
-try:
-    import fcntl
-except ImportError:  # not on Windows: migrations there rely on the retries in Schema._apply alone
-    fcntl = None  # type: ignore[assignment]
-
 PostgresStep = Callable[[Any], None] | str  # a migration: SQL (several statements allowed) or fn(connection)
-
-
-@contextlib.contextmanager
-def one_at_a_time(path: str) -> Iterator[None]:
-    """Hold an exclusive flock(2) on the database file while migrating: a migration outside a transaction (a table
-    rebuild, `outside_transaction`) is not serialised by SQLite's own locks, and two processes opening one new file
-    together would both run it and both record it. flock and SQLite's byte-range (fcntl) locks are separate on
-    Linux, so this waits only for another migrating process, never for a reader or writer. Nothing is held for an
-    in-memory database, or where flock does not exist."""
-    if fcntl is None or not path or path == ":memory:" or not os.path.exists(path):
-        yield
-        return
-    with open(path, "rb") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(held, fcntl.LOCK_UN)
 
 
 def installed_version() -> str:
@@ -111,12 +86,7 @@ class Schema:
             raise newer_error(path, self.name, newer)
 
     def apply(self, db: Database, path: str) -> None:
-        """Run the pending migrations; refuses a database a newer keem wrote (it ran migrations this one lacks).
-        Processes opening one file at once take turns (`one_at_a_time`)."""
-        with one_at_a_time(path):
-            self._apply(db, path)
-
-    def _apply(self, db: Database, path: str) -> None:
+        """Run the pending migrations; refuses a database a newer keem wrote (it ran migrations this one lacks)."""
         self.refuse_newer(db, path)
         seen = set(self.applied(db))
         for attempt in range(10):
