@@ -71,8 +71,13 @@ class Schema:
         return self.migrations(name=fn.__name__, transactional=False)(fn)
 
     def applied(self, db: Database) -> list[str]:
-        """The names of this set's migrations the database has run, in the order it ran them."""
-        return [m.name for m in self.migrations.applied(db)]
+        """The names of this set's migrations the database has run, in the order it first ran them. A migration
+        outside a transaction that two processes opening one new file ran at once is recorded twice: it counts
+        once (it is safe to run again, `outside_transaction`). Nothing serialises the two: a flock on the database
+        file drops the process's SQLite locks when its descriptor closes (POSIX locks are per process; it made a
+        connection read a stale version in tests/test_erasure.py), and a lock file would leave a file beside
+        every database."""
+        return list(dict.fromkeys(m.name for m in self.migrations.applied(db)))
 
     def newer(self, applied: Sequence[str], postgres: bool = False) -> set[str]:
         """The names in `applied` (a database's record of this set) that this code does not know: a newer keem's."""
