@@ -131,8 +131,11 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             assert "해운대" in shown_memory(page, "현재 기억 v2")
             page.locator("#sentence-0-text").get_by_text("해운대").wait_for(timeout=10_000)  # the rows follow
             sentences = [line.split(". ", 1)[-1] for line in memory_sentences(page)]
-            assert sentences and sentences[0] == "사용자는 지난주 부산 해운대로 이사했다."
-            shown_once(page, sentences)  # one list: each sentence once in the tab, beside what changed
+            # what the user typed in relative words is stored as a date, and read as of today under it
+            stored, _, read = sentences[0].partition("\n")
+            assert stored.endswith("부산 해운대로 이사했다.") and "지난주" not in stored and "년" in stored, stored
+            assert "(지난주)" in read, read
+            shown_once(page, [s.partition("\n")[0] for s in sentences])  # each sentence once, beside what changed
             page.locator("#sentence-0-delete").click()  # deleting asks first
             page.get_by_text("이 문장을 기억에서 지울까요?").wait_for(timeout=10_000)
             page.locator("#add-text textarea").fill("사용자는 바다 수영을 배우고 싶어 한다.")  # one box under the list
