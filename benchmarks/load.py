@@ -453,8 +453,6 @@ class User(threading.Thread):
                     answer = self.look(client.event("respond", [None]), "respond")
                     self.frames += sum(m.get("msg") == "process_generating" for m in answer.messages)
                     self.reply_s.append(time.perf_counter() - started)
-                    # the check the page chains after every stream (a forgotten user's tab is told there)
-                    self.look(client.event("tell_if_gone", [None]), "tell_if_gone")
                 started = time.perf_counter()
                 ended = self.look(client.direct("end_session", [None, ""]), "end session")
                 self.end_s.append(time.perf_counter() - started)

@@ -42,7 +42,7 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "revert_nothing",  # no earlier version to revert to; latest (the number of the latest version)
     "model_server_down",  # models/openai_backend.py: the model server cannot be reached
     "model_refused",  # the server refused the request (400)
-    "model_server_failed",  # the server answered an error status after the retries; status
+    "model_server_failed",  # the server answered an error status after the retries (status), or failed mid-answer
     "gpu_stopped",  # chatbot/deploy/zerogpu.py: ZeroGPU stopped a memory update (time limit, quota, no free GPU)
     "delete_last_sentence",  # chatbot/edits.py: deleting the one sentence the memory holds
     "sentence_unknown",  # no sentence with that id in the version named; number

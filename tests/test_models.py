@@ -220,11 +220,23 @@ def test_local_servers_without_a_key_and_with_their_quirks_still_tell_a_cut_answ
         assert not drain(model.stream(HELLO, GenerationOptions(max_new_tokens=64))).cut
 
 
+def test_an_openai_stream_that_fails_mid_answer_keeps_what_came_and_says_why():
+    """A server that sends an error event mid-stream (vLLM does): the pieces before it, then a GenerationError."""
+    with FakeOpenAIServer(reply=lambda body: "반가워요, 민수 님!", fail_mid=3) as server:
+        model = OpenAIChatModel("fake", base_url=server.url, api_key="k", check=False)
+        got: list[str] = []
+        with pytest.raises(GenerationError, match="failed mid-answer: injected failure mid-stream") as failed:
+            got.extend(model.stream(HELLO))
+        assert "".join(got) == "반가워" and failed.value.code == "model_server_failed"
+
+
 def test_openai_backend_gives_up_with_a_clear_error():
     with FakeOpenAIServer(fail_first=10, fail_status=500) as server:
         model = OpenAIChatModel("fake", base_url=server.url, api_key="k", max_retries=1, check=False)
         with pytest.raises(GenerationError, match="answered 500"):
             model.complete(HELLO)
+        with pytest.raises(GenerationError, match="answered 500"):
+            "".join(model.stream(HELLO))
 
 
 def test_embedders_return_normalised_rows():

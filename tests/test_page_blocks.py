@@ -1,5 +1,5 @@
 """The page's gr.Blocks (chatbot/web/blocks.py): an output an event leaves as it is costs nothing, and the browser
-gets exactly what plain gr.Blocks sends."""
+gets exactly what plain gr.Blocks sends, but for a part shown or hidden as the tab already has it (nothing changes)."""
 
 from __future__ import annotations
 
@@ -76,3 +76,33 @@ def test_a_single_output_and_a_list_answer_go_through_gradio_as_before() -> None
         session = SessionState(app)
         assert asyncio.run(app.postprocess_data(single, "글", session)) == ["글"]
         assert asyncio.run(app.postprocess_data(pair, ["글", gr.skip()], session))[1] == {"__type__": "update"}
+
+
+def test_showing_or_hiding_a_part_as_the_tab_already_does_is_left_as_it_is() -> None:
+    """The reply actions are set on the first and last frame of every reply: only a change reaches the browser."""
+    app, parts, fn = page(PageBlocks)
+    session = SessionState(app)
+
+    def sent(view: dict[Any, Any]) -> Any:
+        return asyncio.run(app.postprocess_data(fn, view, session))[1]  # what the button's output became
+
+    button = parts["button"]
+    assert sent({button: gr.update(visible=False)}) == {"__type__": "update"}  # hidden from the start
+    assert sent({button: gr.update(visible=True)}) == {"__type__": "update", "visible": True}
+    assert sent({button: gr.update(visible=True)}) == {"__type__": "update"}  # shown already: nothing to send
+    assert sent({button: gr.update(visible=False)}) == {"__type__": "update", "visible": False}
+    assert sent({button: gr.update(visible=False, interactive=False)})["interactive"] is False  # another property
+    assert session[button._id].visible is False
+
+
+def test_a_property_the_browser_changes_is_always_sent() -> None:
+    """An accordion the user opened and closed in the browser: the server's copy still says it is open."""
+    with PageBlocks() as app:
+        fold = gr.Accordion(open=True)
+        with fold:
+            note = gr.Markdown("")
+        note.change(lambda: None, None, [fold, note])
+    fn = next(iter(app.fns.values()))
+    session = SessionState(app)
+    out = asyncio.run(app.postprocess_data(fn, {fold: gr.update(open=True)}, session))
+    assert out[0] == {"__type__": "update", "open": True}

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from chatbot.web.frames import FRAME_S
+from memory.store import Store
 from models.errors import GenerationError
 from models.fake import ScriptedChatModel
 from tests.helpers import answer, call, dep_index, serve
@@ -86,6 +87,34 @@ def test_a_stream_that_breaks_mid_way_keeps_what_streamed_and_says_so(tmp_path: 
         assert len([m for m in messages if m.get("msg") == "process_generating"]) < PIECES / 10
         # every piece that streamed before the break is stored, as the reply it was
         assert stored(bot) == [("user", "안녕"), ("assistant", reply_text()[:250])]
+    finally:
+        worker.stop()
+        app.close()
+
+
+def test_a_turn_is_two_events_and_a_reply_to_a_forgotten_user_shows_the_start_screen(tmp_path: Path) -> None:
+    """Sending and the reply's stream are a turn's only queued events: no check is chained after a reply, since the
+    stream itself tells a tab whose user was forgotten meanwhile (another tab, `keem memory forget`)."""
+    url, app, bot, worker = serve(tmp_path / "keem.db", model=FastModel())
+    try:
+        deps = app.config["dependencies"]
+        send, respond = dep_index(app, "send"), dep_index(app, "respond")
+        assert [d["api_name"] for d in deps if d["trigger_after"] == deps[send]["id"]] == ["respond"]
+        assert [d["api_name"] for d in deps if d["trigger_after"] == deps[respond]["id"]] == []
+        who = uuid.uuid4().hex
+        call(url, dep_index(app, "login"), ["민수", None], who)
+        call(url, send, ["안녕", None], who)
+        Store(tmp_path / "keem.db").users.delete(bot.store.users.require("민수"))  # another process forgets 민수
+        messages = call(url, respond, [None], who)
+        done = next(m for m in messages if m.get("msg") == "process_completed")
+        assert done["success"], done
+        shown = dict(zip(deps[respond]["outputs"], done["output"]["data"], strict=True))
+        ids = {c.get("props", {}).get("elem_id"): c["id"] for c in app.config["components"]}
+        assert shown[ids["login"]]["visible"] is True and shown[ids["main"]]["visible"] is False
+        assert shown[ids["chat"]] == []  # nothing of the conversation stays on the page
+        warned = [m["log"] for m in messages if m.get("msg") == "log"]
+        assert any("삭제되었습니다" in text for text in warned), warned  # the tab is told why
+        assert stored(bot) == []  # nothing of 민수 is left, and the reply stored nothing
     finally:
         worker.stop()
         app.close()

@@ -154,9 +154,8 @@ class AppContext:
         return forgotten(lost) if lost is not None else None
 
     def lost(self, state: UserState | None) -> UserForgottenError | None:
-        """`gone` without the notice: a streaming event stops at once and quietly, and the check chained after it
-        tells the tab (view.py Page.stream); a closed tab's session is not ended for a user who is gone (chat.py
-        Entry.on_state_deleted). Every other event asks `for_user`."""
+        """`gone` without the notice: a closed tab's session is not ended for a user who is gone (chat.py
+        Entry.on_state_deleted). Every event asks `gone` or `for_user`."""
         if state is None:
             return None
         try:
@@ -205,8 +204,8 @@ def for_user(absent: Callable[[], PageView] | None = None) -> Callable[[Callable
     there. A handler that yields views (a generator) yields the refusal's view instead. The handler's owner has the
     `ctx`.
 
-    Only a stream that a later check tells (view.py Page.stream) and the end of a closed tab's session check the
-    user themselves, with AppContext.lost: neither has a page to show the notice on."""
+    Only the end of a closed tab's session checks the user itself, with AppContext.lost: it has no page to show the
+    notice on."""
 
     def refusal(owner: Any, args: tuple[Any, ...]) -> PageView | None:
         state = next((a for a in args if isinstance(a, UserState)), None)

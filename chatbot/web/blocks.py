@@ -7,6 +7,12 @@ show them when the tab's user was forgotten: chatbot/web/view.py `Page.on`), so 
 components it did not change; with the reply actions and the memory panel that was most of the 178 ms of app CPU a
 page turn (docs/scaling.md, "Capacity measured"). Here those outputs skip Gradio's work: the browser gets the same
 `{"__type__": "update"}` it got, and the tab's session keeps its copy of the component as it was.
+
+An update that only shows or hides a part the tab already shows or hides (the reply actions, set from the tab's state
+on the first and last frame of every reply: about 4-5% of the busy app's CPU) is such an output too: the tab's copy
+(Gradio's session state, which every answer the tab was sent updates) already says so. Only `visible` is compared:
+the browser never changes it, whereas it does change what the user toggles (an accordion's `open`, a tab's
+`selected`), so a copy of those may be stale.
 """
 
 from __future__ import annotations
@@ -18,6 +24,18 @@ import gradio as gr
 from gradio.blocks import Block
 
 SKIP: dict[str, Any] = gr.skip()  # {"__type__": "update"}: what Gradio sends for an output left as it is
+SERVER_SET = frozenset({"visible"})  # the properties only the server sets (see the module's docstring)
+
+
+def shown_already(state: Any, block: Block, update: Any) -> bool:
+    """Whether `update` only sets server-set properties to what the tab's copy of `block` already has."""
+    if not (isinstance(update, dict) and update.get("__type__") == "update") or state is None:
+        return False
+    props = {k: v for k, v in update.items() if k != "__type__"}
+    if not props or not props.keys() <= SERVER_SET:
+        return False
+    args = state.get(block._id, block).constructor_args  # what the tab was last sent (or the page's own)
+    return all(k in args and args[k] == v for k, v in props.items())
 
 
 class PageBlocks(gr.Blocks):
@@ -36,7 +54,11 @@ class PageBlocks(gr.Blocks):
             or getattr(block_fn, "batch", False)
         ):
             return list(await super().postprocess_data(block_fn, predictions, state, *more, **named))
-        set_ids = {k._id for k, v in predictions.items() if not (isinstance(v, dict) and v == SKIP)}
+        set_ids = {
+            k._id
+            for k, v in predictions.items()
+            if not (isinstance(v, dict) and v == SKIP) and not shown_already(state, k, v)
+        }
         # a gr.State output goes through Gradio whatever it is given (it keeps the value server-side, sends None)
         kept = [b for b in outputs if b._id in set_ids or getattr(b, "stateful", False)]
         if len(kept) == len(outputs):

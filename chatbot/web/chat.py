@@ -189,18 +189,13 @@ class Conversation:
         self.ctx.worker.touch(state.session)
         return PageView(message="", chat=rows(state), note=waiting_note(state)) | actions(state)
 
-    def respond(self, state: UserState | None) -> Iterator[PageView]:
+    @for_user(PageView)  # no login: nothing to answer; a forgotten user's tab: the notice and the start screen
+    def respond(self, state: UserState) -> Iterator[PageView]:
         """Stream replies to the waiting messages, oldest first (chat, hits, note): a failed message to be answered
         again (다시 보내기) first, then the queue. It never touches the textbox, so a draft typed meanwhile stays. A
         second call while one is answering returns at once (the first one answers everything queued, including
         messages that arrive while it streams). The first and last frame of each reply set the reply actions
         (chatbot/web/actions.py): the last one's only once it is known whether another reply follows."""
-        if state is None:
-            yield PageView()
-            return
-        if self.ctx.lost(state) is not None:  # the check chained after this stream tells the tab
-            yield PageView()
-            return
         if not state.claim():
             yield PageView()
             return
@@ -239,7 +234,7 @@ class Conversation:
             # 멈추기: what was shown (and the last piece) is kept, stored as a stopped reply
             stopped = yield from stream_frames(self.ctx, state, current, replying, with_actions=True)
             replying.close()
-        except UserForgottenError:  # forgotten while it streamed: nothing of it is stored; the check after it tells
+        except UserForgottenError:  # forgotten while it streamed: nothing of it is stored; the wiring tells the tab
             raise
         except Exception as exc:  # what streamed so far is already saved by the session; the chat shows a notice
             failed = True

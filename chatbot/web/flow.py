@@ -45,7 +45,6 @@ class Flow:
             self.ui.chat.respond,
             ANSWERED,
             after=event,
-            gone=self.ui.ctx.gone,
             trigger_mode="multiple",
             show_progress="minimal",
         )

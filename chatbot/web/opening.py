@@ -10,7 +10,7 @@ from typing import Any
 
 from chatbot.opening import due_opening, open_session
 from chatbot.web.actions import REPLY_ACTIONS, actions
-from chatbot.web.backend import AppContext
+from chatbot.web.backend import AppContext, for_user
 from chatbot.web.chat import Conversation, rows, stream_frames, waiting_note
 from chatbot.web.state import UserState
 from chatbot.web.view import Page, PageView
@@ -23,14 +23,9 @@ class Opening:
     def __init__(self, ctx: AppContext, chat: Conversation):
         self.ctx, self.chat = ctx, chat
 
-    def open(self, state: UserState | None) -> Iterator[PageView]:
+    @for_user(PageView)  # no login: nothing to ask; a forgotten user's tab: the notice and the start screen
+    def open(self, state: UserState) -> Iterator[PageView]:
         """Stream the tab's opening question, if one is due (the event re-checks whose tab it is first)."""
-        if state is None:
-            yield PageView()
-            return
-        if self.ctx.lost(state) is not None:  # the check chained after this stream tells the tab
-            yield PageView()
-            return
         claimed = state.claim_opening(due_opening)  # a message sent meanwhile waits for `respond` below
         if claimed is None:
             yield PageView()
@@ -60,6 +55,5 @@ def wire_openings(page: Page, opening: Opening, events: list[Any]) -> None:
             opening.open,
             ["chat", "hits", "note", *REPLY_ACTIONS],
             after=event,
-            gone=opening.ctx.gone,
             show_progress="hidden",
         )

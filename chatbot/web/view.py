@@ -162,17 +162,15 @@ def warn(fn: Callable[..., Any], exc: Exception) -> None:
     toasts.warning(korean_error(exc))
 
 
-def wired(fn: Callable[..., Any], outputs: Outputs, *, told_after: bool = False) -> Callable[..., Any]:
+def wired(fn: Callable[..., Any], outputs: Outputs) -> Callable[..., Any]:
     """The Gradio handler for `fn` (which returns or yields views): its views as `{component: value}`, and an
     error a Korean toast with the page left as it was. Name and signature stay `fn`'s (Gradio reads them).
 
-    A UserForgottenError (the tab's user was deleted while the event ran) shows the `forgotten` view instead, when
-    the event outputs its parts (Page.on adds them to every event that takes the tab's state); with `told_after`
-    (a stream, Page.stream) it ends the event quietly, and the check chained after it tells the tab."""
+    A UserForgottenError (the tab's user was deleted while the event ran, a reply's stream included) shows the
+    `forgotten` view instead, when the event outputs its parts (Page.on adds them to every event that takes the
+    tab's state)."""
 
     def failed(exc: Exception) -> Any:
-        if isinstance(exc, UserForgottenError) and told_after:
-            return gr.skip()
         if isinstance(exc, UserForgottenError) and set(FORGOTTEN) <= set(outputs):
             return as_outputs(forgotten(exc), outputs, fn.__name__)
         warn(fn, exc)
@@ -233,14 +231,13 @@ class Page:
         outputs: Sequence[str],
         *,
         after: Any = None,
-        told_after: bool = False,
         **options: Any,
     ) -> Any:
         """Wire `fn` (it returns or yields views) to `triggers`, or chained `after` an event; `outputs` are names.
 
         An event that takes the tab's state also outputs the start screen's parts (FORGOTTEN), so that when the
         tab's user turns out to be deleted it can show the notice and return there (chatbot/web/backend.py
-        AppContext.gone); a stream leaves that to a check chained after it (`told_after`: see `stream`)."""
+        AppContext.gone). A frame or answer that leaves them as they are costs nothing (chatbot/web/blocks.py)."""
         kwargs = {**self.options, **options}
         if "state" in self.parts and any(i is self.parts["state"] for i in inputs or ()):
             # the progress animation stays on the parts the event is about, not on the start screen's
@@ -253,38 +250,21 @@ class Page:
             ]
             if own:
                 kwargs.setdefault("show_progress_on", own)
-            if not told_after:
-                outputs = [*outputs, *(name for name in FORGOTTEN if name not in outputs)]
+            outputs = [*outputs, *(name for name in FORGOTTEN if name not in outputs)]
         targets = {name: self.parts[name] for name in outputs}
         flat = [c for t in targets.values() for c in _flat(t)]
-        handler = wired(fn, targets, told_after=told_after)
+        handler = wired(fn, targets)
         if after is not None:
             return after.then(handler, inputs, flat, **kwargs)
         return gr.on(triggers, handler, inputs, flat, **kwargs)
 
-    def stream(
-        self,
-        fn: Callable[..., Any],
-        outputs: Sequence[str],
-        *,
-        after: Any,
-        gone: Callable[[Any], View | None],
-        **options: Any,
-    ) -> Any:
+    def stream(self, fn: Callable[..., Any], outputs: Sequence[str], *, after: Any, **options: Any) -> Any:
         """Wire `fn`, which streams a model's answer from the tab's state, after an event, in the replies' shared
-        slots (`streams`). Its event outputs only `outputs`: plain Gradio rebuilt every output a frame leaves as it
-        is (the start screen's 30 parts: about 7 ms a frame; chatbot/web/blocks.py now skips them) and diffs every
-        output of every frame. When the tab's user is gone, `fn` stops quietly (AppContext.lost) and `gone`
-        (AppContext.gone), chained after the stream, shows the notice and the start screen once (queued: it may set
-        the memory list's State, whose change only the queue's messages announce)."""
-        state = self.parts["state"]
-        streamed = self.on(None, fn, [state], outputs, after=after, told_after=True, **self.streams, **options)
-
-        def tell_if_gone(state: Any) -> View:
-            return gone(state) or PageView()
-
-        self.on(None, tell_if_gone, [state], [], after=streamed, concurrency_limit=None, show_progress="hidden")
-        return streamed
+        slots (`streams`). Like every event that takes the tab's state it also outputs the start screen's parts:
+        when the tab's user is gone, the stream itself shows the notice and the start screen (AppContext.gone),
+        and its other frames leave them as they are at no cost (chatbot/web/blocks.py), so no check is chained
+        after it (one queued event a turn fewer)."""
+        return self.on(None, fn, [self.parts["state"]], outputs, after=after, **self.streams, **options)
 
 
 def _flat(target: Any) -> list[Any]:
