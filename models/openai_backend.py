@@ -104,7 +104,13 @@ class OpenAIChatModel(ChatModel):
                     data = line[5:].strip()
                     if data == "[DONE]":
                         break
-                    chunk = json.loads(data)
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError:  # a proxy's or a broken server's line: say so, not a JSON traceback
+                        raise GenerationError(
+                            f"the server at {self.base_url} sent a stream event that is not JSON: {data[:80]!r}",
+                            code="model_server_failed",
+                        ) from None
                     if chunk.get("error"):  # a server that fails mid-stream says so in an event
                         raise GenerationError(
                             f"the server at {self.base_url} failed mid-answer: {_said(chunk['error'])}",

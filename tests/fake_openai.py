@@ -6,7 +6,8 @@ them: "openai" (the above), "ollama" (no key; its /v1/models list; an older Olla
 cut at max_tokens, which only `usage` gives away), "llama-server" (a /v1/models list with "meta", `usage` and
 "timings" in the last stream chunk), "vllm" (as "openai", its /v1/models entries owned by "vllm", nothing but /v1),
 "bare" (no /v1/models at all, no finish reason, no usage). `models` replaces the names /v1/models lists (and an
-"ollama" server's /api/tags, Ollama's own list). `fail_mid`: a stream fails after that many chunks.
+"ollama" server's /api/tags, Ollama's own list). `fail_mid`: a stream fails after that many chunks; `garbled_mid`:
+a stream sends a line that is not JSON after that many.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class FakeOpenAIServer:
         chunk_delay_s: float = 0.0,
         models: list[str] | None = None,
         fail_mid: int | None = None,
+        garbled_mid: int | None = None,
     ):
         assert flavor in ("openai", "ollama", "llama-server", "vllm", "bare"), flavor
         self.models = models
@@ -76,6 +78,7 @@ class FakeOpenAIServer:
         self.context = context  # tokens the server really runs with: a longer request is refused as servers do
         self.chunk_delay_s = chunk_delay_s  # a pause between streamed chunks (a slow model, visibly streaming)
         self.fail_mid = fail_mid  # a stream sends this many chunks, then an error event, as vLLM does on a failure
+        self.garbled_mid = garbled_mid  # a stream sends this many chunks, then a line that is not JSON (a bad proxy)
         self.fail_first, self.fail_status = fail_first, fail_status
         self.requests: list[dict] = []
         self.lock = threading.Lock()
@@ -177,6 +180,9 @@ class FakeOpenAIServer:
                     if n == server.fail_mid:
                         failed = {"error": {"message": "injected failure mid-stream", "type": "server_error"}}
                         self.wfile.write(f"data: {json.dumps(failed)}\n\n".encode())
+                        return
+                    if n == server.garbled_mid:
+                        self.wfile.write(b'data: {"choices": [{"delta": {"content"\n\n')
                         return
                     chunk = {
                         "id": "x",

@@ -230,6 +230,15 @@ def test_an_openai_stream_that_fails_mid_answer_keeps_what_came_and_says_why():
         assert "".join(got) == "반가워" and failed.value.code == "model_server_failed"
 
 
+def test_an_openai_stream_with_a_line_that_is_not_json_keeps_what_came_and_says_so():
+    with FakeOpenAIServer(reply=lambda body: "반가워요, 민수 님!", garbled_mid=3) as server:
+        model = OpenAIChatModel("fake", base_url=server.url, api_key="k", check=False)
+        got: list[str] = []
+        with pytest.raises(GenerationError, match="stream event that is not JSON") as failed:
+            got.extend(model.stream(HELLO))
+        assert "".join(got) == "반가워" and failed.value.code == "model_server_failed"
+
+
 def test_openai_backend_gives_up_with_a_clear_error():
     with FakeOpenAIServer(fail_first=10, fail_status=500) as server:
         model = OpenAIChatModel("fake", base_url=server.url, api_key="k", max_retries=1, check=False)
