@@ -155,7 +155,8 @@ class MemoryEngine:
             sessions = sorted({int(s["session"]) for s in entry.said if s.get("session") is not None})
             started = self.store.sessions.started(entry.user_id, sessions) if entry.user_id is not None else {}
             session_days = {i: self.day(at) for i, at in started.items()}
-            entry.days = ([held(t) for t in entry.texts.values()], [said_on(s, session_days) for s in entry.said])
+            said = [said_on(s, session_days, self.day) for s in entry.said]
+            entry.days = ([held(t) for t in entry.texts.values()], said)
         return entry.days
 
     def search(

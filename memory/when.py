@@ -18,7 +18,7 @@ its questions that name a date ("What did Maria share on 16 June, 2023?") find t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -55,7 +55,8 @@ def _month_days(year: int, month: int) -> Days:
 
 
 def english(text: str) -> list[Days]:
-    """The written-out dates of an English text, each as the days it covers (an impossible date is skipped)."""
+    """The written-out dates of an English text, each as the days it covers (a day that does not exist is skipped,
+    its month and year still count)."""
     out: list[Days] = []
     taken: list[tuple[int, int]] = []
 
@@ -92,20 +93,24 @@ def held(text: str) -> list[Days]:
     return [(s.first, s.last) for s in spans if s.absolute or _ISO.match(text, s.start)] + english(text)
 
 
-def said_on(sources: Mapping[str, Any] | None, session_days: Mapping[int, date]) -> date | None:
+def said_on(
+    sources: Mapping[str, Any] | None, session_days: Mapping[int, date], day: Callable[[str], date] | None = None
+) -> date | None:
     """The day a sentence was said: its session's date; the day a corpus says it was said (`said`, an import's:
-    evaluation/corpora/locomo.py); or the day a person wrote it in the memory tab (step `user`, `at`). An import's or
-    a restore's `at` is when it was done, not when it was said: no day."""
+    evaluation/corpora/locomo.py); or the day a person wrote it in the memory tab (step `user`, `at`, a stored time
+    put where the user lives by `day`). An import's or a restore's `at` is when it was done, not when it was said:
+    no day."""
     if not sources:
         return None
     if (session := sources.get("session")) is not None:
         return session_days.get(session)
-    at = sources.get("said") or (sources.get("at") if sources.get("step") == "user" else None)
-    if isinstance(at, str):
-        try:
-            return datetime.fromisoformat(at).date()
-        except ValueError:
-            return None
+    try:
+        if isinstance(said := sources.get("said"), str):
+            return date.fromisoformat(said[:10])
+        if sources.get("step") == "user" and isinstance(at := sources.get("at"), str):
+            return day(at) if day else datetime.fromisoformat(at).date()
+    except ValueError:
+        return None
     return None
 
 

@@ -55,6 +55,10 @@ def test_said_on_is_the_session_s_date_or_a_person_s_and_late_telling_counts():
     days = {7: date(2026, 12, 1)}
     assert said_on({"session": 7, "step": "rewrite"}, days) == date(2026, 12, 1)
     assert said_on({"step": "user", "at": "2026-11-02T03:04:05+00:00"}, days) == date(2026, 11, 2)
+    seoul = LocalTime("Asia/Seoul", ZoneInfo("Asia/Seoul")).day  # a person's edit at 16:00 UTC: the next day there
+    assert said_on({"step": "user", "at": "2026-11-02T16:00:00+00:00"}, days, seoul) == date(2026, 11, 3)
+    assert said_on({"step": "import", "said": "2023-05-08"}, days, seoul) == date(2023, 5, 8)  # a date stays itself
+    assert said_on({"step": "import", "said": "not a date"}, days) is None
     assert said_on({"step": "import", "said": "2023-05-08"}, days) == date(2023, 5, 8)  # a corpus's own date
     assert said_on({"step": "import", "at": "2026-11-02T03:04:05+00:00"}, days) is None  # imported is not said
     assert said_on({"step": "restore", "at": "2026-11-02T03:04:05+00:00"}, days) is None
