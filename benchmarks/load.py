@@ -1,7 +1,8 @@
 """N simultaneous users against the real app (`python app.py`, its own process) and a loopback model server.
 
 Each user logs in under their own name, has S sessions of T turns (send, then the reply streams), ends each
-session and waits (polling as the page's timer does) until its memory update is done, then starts the next
+session and waits (following it as the page does, with one `watch` event held open) until its memory update is
+done, then starts the next
 session. The users are driven through the app's Gradio server exactly as the page drives it (queue/join and the
 SSE stream, `/run/predict` for the unqueued "end session"), one thread and one Gradio session per user, no
 browser (20 Chromium contexts alone load these 2 cores); so the Gradio queue, its concurrency limits, the
@@ -10,11 +11,11 @@ tests/fake_openai.py with `--latency` per call, so updates run in a pool of KEEM
 
 Measured per `--workers` setting (fresh database, fresh app): login time (the N logins at once, and a probe that
 logs in a new name every `--probe-every` s while the others chat), reply latency (send to the reply's last
-frame), update wait (end session to the page's poll seeing the job done; the page polls every 1 s, this every
-`--poll` s), turns sent vs stored in the database once the app has stopped (lost turns), missing replies, leaks
-(any frame, poll or memory panel a user sees, or a final memory, holding another user's marker word), errors in
-the app's log, CPU seconds, wall time. The users start once the app has answered a first login and then three
-in a row in under 1 s (its start-up work is over; reported as "settled").
+frame), update wait (end session to the page's `watch` event bringing the memory tab; the API's users poll
+their job every `--poll` s), turns sent vs stored in the database once the app has stopped (lost turns), missing
+replies, leaks (any frame, poll or memory panel a user sees, or a final memory, holding another user's marker
+word), errors in the app's log, CPU seconds, wall time. The users start once the app has answered a first login
+and then three in a row in under 1 s (its start-up work is over; reported as "settled").
 
     python benchmarks/load.py                                  # 20 users x 3 sessions x 3 turns, workers 1 and 4
     python benchmarks/load.py --users 5 --sessions 1 --turns 2 --workers 4 --json
@@ -400,8 +401,9 @@ def user_name(index: int) -> str:
 
 
 class User(threading.Thread):
-    """A user on the page: logs in, sends, reads the streamed reply, ends each session and polls as the page's timer
-    does until the update is done (see ApiUser for the same user through the HTTP API)."""
+    """A user on the page: logs in, sends, reads the streamed reply, ends each session and follows its update with
+    the page's `watch` event (one event held open, a frame per change) until it is done (see ApiUser for the same
+    user through the HTTP API)."""
 
     def __init__(self, index: int, app: App, args: argparse.Namespace, start: threading.Barrier):
         super().__init__(name=user_name(index), daemon=True)
@@ -416,7 +418,7 @@ class User(threading.Thread):
         self.seen: list[str] = []  # every answer's text, scanned for other users' markers afterwards
         self.failures: list[str] = []
         self.frames = 0  # reply frames streamed to this user
-        self.polls = 0  # update polls (the page's timer ticks, or the API's job requests)
+        self.polls = 0  # update events (the page's watch frames, or the API's job requests)
 
     def look(self, result: Result, what: str) -> Result:
         self.seen.append(result.text)
@@ -459,28 +461,22 @@ class User(threading.Thread):
                 if not ended.ok or "기억 갱신" not in ended.text:
                     self.failures.append(f"end session {s + 1}: {ended.text[-200:]}")
                     continue
-                while True:
-                    polled = self.look(client.event("poll", [None]), "poll")
-                    self.polls += 1
-                    data = polled.data or []
-                    if len(data) > 2 and isinstance(data[2], str):  # the memory panel came: the job is finished
-                        self.update_s.append(time.perf_counter() - started)
-                        if "실패" in str(data[0]):
-                            self.failures.append(f"update {s + 1}: {data[0]}")
-                        break
-                    if time.perf_counter() - started > 600:
-                        self.failures.append(f"update {s + 1}: not done after 600 s")
-                        break
-                    time.sleep(self.args.poll)
+                watched = self.look(client.event("watch", [None]), "watch")
+                frames = [m["output"]["data"] for m in watched.messages if m.get("output", {}).get("data")]
+                self.polls += sum(m.get("msg") == "process_generating" for m in watched.messages)
+                lines = [str(f[0]) for f in frames if isinstance(f[0], str)]
+                if not frames or not isinstance(frames[-1][1], str):  # the memory tab (its jobs) came last
+                    self.failures.append(f"update {s + 1}: not followed to its end: {watched.text[-200:]}")
+                    continue
+                self.update_s.append(time.perf_counter() - started)
+                if any("실패" in line for line in lines):
+                    self.failures.append(f"update {s + 1}: {lines[-1]}")
         except Exception as exc:
             self.failures.append(f"{type(exc).__name__}: {exc}")
         finally:
             client.close()
 
 
-# the page's progress timer ticks every second (chatbot/web/app.py); the users poll as often. Before 2026-12-07 they
-# polled every 0.25 s: four polls for each of the page's, a large part of the app CPU a page turn then measured
-PAGE_TICK_S = 1.0
 API_POLL_S = 0.5  # the API's shortest job poll: 120 requests a minute per user (KEEM_API_RATE)
 API_TRIES = 5
 
@@ -911,9 +907,9 @@ def main() -> int:
     parser.add_argument(
         "--poll",
         type=float,
-        default=PAGE_TICK_S,
-        help=f"seconds between a user's update polls (default {PAGE_TICK_S}: the page's progress timer; the api "
-        f"front: at least {API_POLL_S}, the API's rate limit)",
+        default=API_POLL_S,
+        help=f"seconds between an API user's job polls (default and least: {API_POLL_S}, the API's rate limit; the "
+        "page's users follow their update with one event)",
     )
     parser.add_argument("--probe-every", type=float, default=1.0, help="seconds between probe logins")
     parser.add_argument("--keep-logs", metavar="DIR", help="copy the app's logs, and the results as JSON, into DIR")

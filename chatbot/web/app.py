@@ -133,7 +133,8 @@ def build_app(
         opened = part.wire(page) if part is not None else [chat_events(page, ui)]
         wire_openings(page, Opening(ui.ctx, ui.chat), [*opened, chained[1]])  # the bot asks first (issue 23)
         if ui.zero is not None:  # ZeroGPU: a user's memory updates run in their own events (chatbot/web/catch_up.py)
-            wire_catch_up(page, CatchUp(ui.ctx), [*opened, *chained])
+            for caught_up in wire_catch_up(page, CatchUp(ui.ctx), [*opened, *chained]):
+                flow.watch_after(page, caught_up)
     return app
 
 
@@ -180,7 +181,7 @@ def components(page: Page, ui: ChatUI, title: str, browser_identity: bool, part:
                 memory_tab(page, flow)
             with gr.Tab("지난 대화", id="past-tab") as past_tab:
                 past_conversations(page, past_tab)
-    page.add(timer=gr.Timer(1.0, active=False), signed_as=gr.Textbox("", visible="hidden", elem_id="signed-as"))
+    page.add(signed_as=gr.Textbox("", visible="hidden", elem_id="signed-as"))
     if browser_identity:  # only obfuscated in localStorage (Gradio sends the page its secret): it is the credential
         page.add(key=gr.BrowserState("", storage_key="keem-identity", secret="keem-identity"))
 
@@ -344,30 +345,19 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
         [p["end"].click],
         flow.ending.end_session,
         [state, p["message"]],
-        ["state", "progress", "timer", "message", "again", "card", "steps", "end", "send", *REPLY_ACTIONS],
+        ["state", "progress", "message", "again", "card", "steps", "end", "send", *REPLY_ACTIONS],
         queue=False,
         show_progress="hidden",
     )
-    # one event a tick: the progress line, the memory tab when the update is done, the card's stages. Queued, as
-    # every event that may set a gr.State: only the queue's messages tell the page a State changed, and the memory
-    # list is drawn on its State's change (chatbot/web/editing.py)
-    p.on(
-        [p["timer"].tick],
-        flow.poll,
-        [state],
-        ["progress", "timer", *PANEL, "steps"],
-        concurrency_limit=None,
-        show_progress="hidden",
-    )
+    flow.watch_after(p, ended)
     renewed = p.on(
         [p["again"].click],
         flow.ending.new_session,
         [state],
         ["state", "chat", "message", "again", "hits", "progress", "card", "steps", "end", "send", *REPLY_ACTIONS],
     )
-    retried = p.on(
-        [p["retry"].click], ui.memory.retry_failed, [state], ["progress", "timer", *PANEL], show_progress="hidden"
-    )
+    retried = p.on([p["retry"].click], ui.memory.retry_failed, [state], ["progress", *PANEL], show_progress="hidden")
+    flow.watch_after(p, retried)
     p.on(
         [p["add_button"].click, p["add_text"].submit],
         ui.memory.add_sentence,

@@ -1,6 +1,7 @@
 """The page's side of ZeroGPU (chatbot/deploy/zerogpu.py): there a user's memory updates run in that user's own
-events, chained after each event that starts, ends or renews a conversation. The progress line's poll timer shows
-each stage (MemoryTab.poll, which refreshes the memory tab when the update is done); an update ZeroGPU stops stays
+events, chained after each event that starts, ends or renews a conversation. The progress line shows each stage
+(Flow.watch, chained after the same events and after this one, refreshes the memory tab when the update is done);
+an update ZeroGPU stops stays
 pending (or failed, after its last try) and the progress line says which in Korean (chatbot/web/messages.py, code
 `gpu_stopped`)."""
 
@@ -9,8 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from typing import Any
-
-import gradio as gr
 
 from chatbot.web.backend import AppContext, for_user
 from chatbot.web.messages import GPU_CONTINUES, GPU_GAVE_UP, korean_error
@@ -38,7 +37,6 @@ class CatchUp:
         assert zero is not None  # `run` checked
         for job in self.ctx.bot.store.queue.jobs(state.user_id, statuses=("pending",)):
             state.follow_first(job["id"])  # the progress line follows the first one
-            yield PageView(timer=gr.Timer(active=True))
             try:
                 zero.run(job["id"])
             except UserForgottenError:  # forgotten while it ran: the wiring shows the notice
@@ -48,13 +46,15 @@ class CatchUp:
                 state.job_done()
                 pending = self.ctx.bot.store.queue.get(job["id"])["status"] == "pending"
                 then = GPU_CONTINUES if pending else GPU_GAVE_UP
-                yield PageView(progress=f"{korean_error(exc)} {then}", timer=gr.Timer(active=False))
+                yield PageView(progress=f"{korean_error(exc)} {then}")
                 return
         yield PageView()
 
 
-def wire_catch_up(page: Page, catch_up: CatchUp, events: list[Any]) -> None:
+def wire_catch_up(page: Page, catch_up: CatchUp, events: list[Any]) -> list[Any]:
     """After each of these events (a login or a study's admission, 대화 끝내기, 새 대화, 실패한 갱신 다시 시도), run
-    the user's waiting updates."""
-    for event in events:
-        page.on(None, catch_up.run, [page["state"]], ["progress", "timer"], after=event, show_progress="hidden")
+    the user's waiting updates; returns the catch-up events (the page follows what they did after each)."""
+    return [
+        page.on(None, catch_up.run, [page["state"]], ["progress"], after=event, show_progress="hidden")
+        for event in events
+    ]

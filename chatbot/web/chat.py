@@ -250,21 +250,19 @@ class Conversation:
         note = STOPPED if stopped else waiting_note(state)
         return PageView(chat=rows(state), hits=render_used(self.ctx.bot, session), note=note)
 
-    @for_user(lambda: PageView(state=None, progress=ENDED_ALREADY, timer=gr.Timer(active=False)))
+    @for_user(lambda: PageView(state=None, progress=ENDED_ALREADY))
     def end_session(self, state: UserState, draft: str = "") -> PageView:
-        """Queue the memory update and answer at once; the timer then polls its progress.
+        """Queue the memory update and answer at once; Flow.watch, chained after this event, follows its progress.
 
         Messages still waiting for a reply stay stored in the ended conversation (its memory update reads them),
         unanswered; the draft in the box stays as it is.
         """
         if state.session.ended:
-            return PageView(state=state, progress=ENDED_ALREADY, timer=gr.Timer(active=False))
+            return PageView(state=state, progress=ENDED_ALREADY)
         try:
             job_id = self.ctx.worker.end(state.session, "user")
         except KeemError as exc:  # nothing ended: the conversation goes on, and the page says why
-            return PageView(
-                state=state, progress=f"대화를 끝내지 못했습니다. {korean_error(exc)}", timer=gr.Timer(active=False)
-            )
+            return PageView(state=state, progress=f"대화를 끝내지 못했습니다. {korean_error(exc)}")
         unanswered = state.take_pending()
         box = gr.update(interactive=False)  # the box's text (a draft) stays as it is
         state.follow(job_id)
@@ -276,7 +274,6 @@ class Conversation:
         return PageView(
             state=state,
             progress=progress,
-            timer=gr.Timer(active=job_id is not None),
             message=box,
             again=gr.update(visible=True),
         ) | actions(state)  # nothing to ask again; 멈추기 stays while a reply still streams

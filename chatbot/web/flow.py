@@ -3,6 +3,9 @@ card after 대화 끝내기 (ending.py), the 지난 대화 tab (past.py) and the
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import gradio as gr
@@ -14,9 +17,12 @@ from chatbot.web.ending import Ending
 from chatbot.web.past import Past
 from chatbot.web.replies import Replies
 from chatbot.web.state import UserState
-from chatbot.web.view import Page, PageView
+from chatbot.web.view import PANEL, Page, PageView
 
 ANSWERED = ["chat", "hits", "note", *REPLY_ACTIONS]  # what a streamed reply changes (ChatUI.chat.respond)
+FOLLOWED = ["progress", *PANEL, "steps"]  # what following an update changes (Flow.watch)
+WATCH_S = 1.0  # how often a followed update's progress is read
+WATCH_LIMIT_S = 3600.0  # a tab stops following one update after this long (a queue stuck with no worker)
 
 
 class Flow:
@@ -30,13 +36,41 @@ class Flow:
         self.editing = Editing(ui.memory)
 
     def poll(self, state: UserState | None) -> PageView:
-        """The progress timer's tick, as one event: the memory update's progress, and the memory tab once it is done
-        (MemoryTab.poll, which tells a forgotten user), then the card's stages (Ending.tick). (Its name is the
-        event's, which benchmarks/load.py drives.)"""
+        """One look at the tab's memory update: its progress, and the memory tab once it is done (MemoryTab.poll,
+        which tells a forgotten user), then the card's stages (Ending.tick)."""
         view = self.ui.memory.poll(state)
         if state is None or view.state is None:  # nobody, or the tab's user is gone: the start screen shows
             return view
         return view | self.ending.tick(state)
+
+    async def watch(self, state: UserState | None) -> AsyncIterator[PageView]:
+        """Follow the tab's memory update until it is done, in one event held open (chained after each event that
+        gives the tab an update to follow): the store is read every WATCH_S in a thread, and a frame goes to the
+        page only when the progress line or the card's stages change; the last one brings the memory tab. A tab
+        polling instead cost the app a queued event a second (docs/scaling.md). A newer watch of the same tab (a
+        second 대화 끝내기, a retry) takes over; after WATCH_LIMIT_S the memory tab still shows the update. (Its
+        name is the event's, which benchmarks/load.py drives.)"""
+        if state is None or state.job_id is None:
+            yield PageView()
+            return
+        me, shown, deadline = state.watch(), None, time.monotonic() + WATCH_LIMIT_S
+        while state.watcher == me and time.monotonic() < deadline:
+            view = await asyncio.to_thread(self.poll, state)
+            gone = view.state is None
+            done = gone or state.job_id is None
+            now = (view.progress, view.steps)
+            if done or now != shown:
+                yield view
+                shown = now
+            if done:
+                return
+            await asyncio.sleep(WATCH_S)
+
+    def watch_after(self, page: Page, event: Any) -> Any:
+        """Follow the update an event gave the tab (대화 끝내기, 실패한 갱신 다시 시도, a ZeroGPU catch-up)."""
+        return page.on(
+            None, self.watch, [page["state"]], FOLLOWED, after=event, concurrency_limit=None, show_progress="hidden"
+        )
 
     def answer_after(self, page: Page, event: Any) -> None:
         """Stream the replies an event asked for (a message sent, 다시 생성, 다시 보내기): one respond per tab at a

@@ -51,39 +51,36 @@ class MemoryTab:
     def panel(self, state: UserState) -> PageView:
         return panel(self.ctx, state)
 
-    @for_user(lambda: PageView(timer=gr.Timer(active=False)))
+    @for_user(PageView)
     def poll(self, state: UserState) -> PageView:
-        """Progress of this tab's update job (the timer's tick); refreshes the memory panel when it finishes."""
+        """Progress of this tab's update job (Flow.watch reads it once a second); refreshes the memory panel when
+        it finishes, and then the tab follows no job any more (`state.job_id` is None)."""
         if state.job_id is None:
-            return PageView(timer=gr.Timer(active=False))
+            return PageView()
         try:
             job = self.ctx.bot.store.queue.get(state.job_id)
         except InputError:
             state.job_done()
-            return PageView(progress="", timer=gr.Timer(active=False))
+            return PageView(progress="")
         if job["user_id"] != state.user_id:  # cannot happen: job ids come from this state only
             state.job_done()
-            return PageView(progress="", timer=gr.Timer(active=False))
+            return PageView(progress="")
         text, finished = stage_text(job)
-        if not finished:  # the timer that ticked stays on as it is (an update to it would cost the tick a component)
+        if not finished:
             return PageView(progress=text)
         state.job_done()
-        return PageView(progress=text + changes_hint(job), timer=gr.Timer(active=False)) | self.panel(state)
+        return PageView(progress=text + changes_hint(job)) | self.panel(state)
 
     @for_user()
     def retry_failed(self, state: UserState) -> PageView:
         """Run this user's failed updates now (failed for good or waiting in a backoff); the progress line then follows
-        the newest one."""
+        the newest one (Flow.watch, chained after this event)."""
         ids = self.ctx.bot.store.queue.retry(user_id=state.user_id)
         if not ids:
-            return PageView(progress="다시 시도할 실패한 갱신이 없습니다.", timer=gr.Timer(active=False)) | self.panel(
-                state
-            )
+            return PageView(progress="다시 시도할 실패한 갱신이 없습니다.") | self.panel(state)
         self.ctx.worker.notify()
         state.follow(ids[-1])
-        return PageView(
-            progress=f"실패한 기억 갱신 {len(ids)}개를 다시 시도합니다 …", timer=gr.Timer(active=True)
-        ) | self.panel(state)
+        return PageView(progress=f"실패한 기억 갱신 {len(ids)}개를 다시 시도합니다 …") | self.panel(state)
 
     def _pick(self, state: UserState, pick: str | None) -> tuple[Version, int]:
         """The version the tab showed (the pick names it) and the sentence's place in it: the base of the edit."""

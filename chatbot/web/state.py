@@ -68,6 +68,7 @@ class UserState:
     name: str
     session: ChatSession
     job_id: int | None = None
+    watcher: int = 0  # the newest event following the update's progress (Flow.watch): an older one stops
     awaiting: bool = False  # the last user turn is stored and its reply not yet begun
     answering: bool = False
     current: Answering | None = None
@@ -182,6 +183,11 @@ class UserState:
     def follow(self, job_id: int | None) -> None:
         """The progress line follows this memory update job (None: there is none to follow)."""
         self.job_id = job_id
+
+    def watch(self) -> int:
+        """A new event follows this tab's update; the one before it, if any, stops (its number is no longer newest)."""
+        self.watcher += 1
+        return self.watcher
 
     def follow_first(self, job_id: int) -> None:
         """Follow `job_id` unless an update is followed already (updates run oldest first: the first one shows)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Self
 
@@ -65,7 +65,6 @@ class PageView(View):
     note: Any = KEEP  # messages waiting for their reply
     hits: Any = KEEP  # the memory used by the last reply
     progress: Any = KEEP  # the memory update's progress line
-    timer: Any = KEEP  # polls the update's progress
     again: Any = KEEP  # the new-conversation button
     jobs: Any = KEEP  # the memory tab's updates not yet in memory (waiting, running, failed)
     memory: Any = KEEP  # the one list of the current memory (chatbot/web/memory_list.py MemoryList; None: nobody)
@@ -130,10 +129,10 @@ def signed_out() -> PageView:
 
 def forgotten(exc: UserForgottenError) -> PageView:
     """The tab's user was deleted meanwhile (another tab's "나를 잊기", `keem memory forget`): a Korean notice, and the
-    start screen with nothing of anyone on it; the update timer stops. The message box is not touched (a reply's
-    frames never write it, so that a draft survives: see chat.py), it is hidden with the chat."""
+    start screen with nothing of anyone on it (an event following the update stops). The message box is not touched
+    (a reply's frames never write it, so that a draft survives: see chat.py), it is hidden with the chat."""
     toasts.warning(korean_error(exc))
-    return signed_out() | PageView(timer=gr.Timer(active=False), note="")
+    return signed_out() | PageView(note="")
 
 
 Outputs = Mapping[str, Any]  # a view's field name -> its component (a list of components for a list-valued field)
@@ -175,6 +174,18 @@ def wired(fn: Callable[..., Any], outputs: Outputs) -> Callable[..., Any]:
             return as_outputs(forgotten(exc), outputs, fn.__name__)
         warn(fn, exc)
         return gr.skip()
+
+    if inspect.isasyncgenfunction(fn):  # an event held open that yields when something changes (Flow.watch)
+
+        @functools.wraps(fn)
+        async def follow(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            try:
+                async for view in fn(*args, **kwargs):
+                    yield as_outputs(view, outputs, fn.__name__)
+            except Exception as exc:
+                yield failed(exc)
+
+        return follow
 
     if inspect.isgeneratorfunction(fn):
 
@@ -281,5 +292,5 @@ LOGGED_IN = (
     *("stop", "regenerate"),  # the reply actions (chatbot/web/actions.py): hidden on an empty chat
 )
 SIGNED_OUT = ("state", "login_box", "main_box", "greeting", "chat", "hits", "progress", *PANEL, *AWAY)
-FORGOTTEN = (*SIGNED_OUT, "timer", "note")  # what `forgotten` sets
+FORGOTTEN = (*SIGNED_OUT, "note")  # what `forgotten` sets
 QUIET = ("stop", "regenerate")  # shown or hidden by an event, never spun on: a reply spins on the chat only
