@@ -28,11 +28,18 @@ class Entry:
     tokens: int | None = None  # the whole memory's token count, filled in by the first search that needs it
     cues: dict[int, str] = field(default_factory=dict)  # sentence id -> its cue words, for those that have them
     lexical: LexicalIndex | None = None  # BM25 over texts and cue words (ids in `texts` order), built on first use
+    # the words of the same user's previous version's texts, reused when `lexical` is built (then let go of)
+    known: dict[str, list[str]] = field(default_factory=dict, repr=False)
     # where each sentence came from, as memory/when.py reads it (WHEN_KEYS of its sources; in `texts` order)
     said: list[dict[str, Any]] = field(default_factory=list)
     # the days each sentence names and the day it was said (memory/when.py), filled in by the first query naming a time
     days: tuple[list[list[tuple[Any, Any]]], list[Any]] | None = None
     user_id: int | None = None
+
+
+def lexical_text(text: str, cues: str | None) -> str:
+    """What BM25 reads of a sentence: its text and its cue words."""
+    return f"{text} {cues or ''}"
 
 
 class IndexCache:
@@ -71,6 +78,8 @@ class IndexCache:
         def stored(vector: np.ndarray | None, s: Sentence) -> np.ndarray | None:
             return vector if s.embedder == self.embedder.name else None  # another embedder's vectors are re-made
 
+        with self._lock:  # the user's index before this version: its sentences' words are not read again
+            before = self._entries.get(version.user_id)
         stored_rows = [(s.id, s) for s in version.sentences if s.id is not None]  # a committed version's: all
         index = self._index([i for i, _ in stored_rows], [(s.text, stored(s.embedding, s)) for _, s in stored_rows])
         cued = [(i, s.cues, s) for i, s in stored_rows if s.cues]
@@ -79,6 +88,9 @@ class IndexCache:
             if cued
             else None
         )
+        words = before.lexical.words if before is not None and before.lexical is not None else {}
+        # only this version's texts: a sentence erased from it leaves nothing of itself here
+        known = {t: words[t] for t in (lexical_text(s.text, s.cues) for _, s in stored_rows) if t in words}
         entry = Entry(
             version.id,
             index,
@@ -87,6 +99,7 @@ class IndexCache:
             cues={i: cues for i, cues, _ in cued},
             said=[{k: v for k, v in (s.sources or {}).items() if k in WHEN_KEYS} for _, s in stored_rows],
             user_id=version.user_id,
+            known=known,
         )
         with self._lock:
             self._entries[version.user_id] = entry
@@ -127,10 +140,11 @@ class IndexCache:
         """The entry's BM25 index over each sentence with its cue words, built the first time a search needs it
         (a dense-only deployment never pays for it); it goes wherever the entry goes (a new version, a forget)."""
         if entry.lexical is None:
-            built = LexicalIndex([f"{text} {entry.cues.get(i, '')}" for i, text in entry.texts.items()])
+            texts = [lexical_text(text, entry.cues.get(i)) for i, text in entry.texts.items()]
+            built = LexicalIndex(texts, entry.known)
             with self._lock:
                 if entry.lexical is None:
-                    entry.lexical = built
+                    entry.lexical, entry.known = built, {}
         return entry.lexical
 
     def search(self, entry: Entry, query_vector: np.ndarray, k: int) -> list[tuple[int, float]]:

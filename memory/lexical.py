@@ -7,6 +7,7 @@ follows every commit and leaves with every forget exactly as the dense index doe
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -51,11 +52,16 @@ def tokens(text: str) -> list[str]:
 
 
 class LexicalIndex:
-    """BM25 over one memory's sentences; `scores(words)` gives one score per sentence, in the order given."""
+    """BM25 over one memory's sentences; `scores(words)` gives one score per sentence, in the order given.
 
-    def __init__(self, texts: list[str]):
+    `known`: the words of texts already analysed (the user's previous version's index, `words`): a new version
+    mostly keeps its sentences, and Kiwi then reads only the new ones (at 10,000 sentences, seconds a version)."""
+
+    def __init__(self, texts: list[str], known: Mapping[str, list[str]] | None = None):
         self.size = len(texts)
-        docs = [tokens(t) for t in texts]
+        known = known or {}
+        docs = [known[t] if t in known else tokens(t) for t in texts]
+        self.words = dict(zip(texts, docs))  # text -> its words, for the next version's index
         self._bm25 = None
         if any(docs):
             import bm25s

@@ -90,10 +90,17 @@ def test_the_lexical_index_follows_every_version_and_every_forget(store):
     assert engine.search(uid, "판교", k=1)[0].score == 0.0
     assert engine.search(uid, "제주 생활은 어때?", k=1)[0].text.endswith("제주로 이사했다")
     assert _engine(store, "hybrid").search(uid, "판교", k=3)[0].score < 1  # another process's engine too
+    latest = engine.index.entry(uid, store.versions.latest_id(uid), lambda: store.versions.latest(uid)).lexical
+    _commit(engine, uid, [CAT, DOG, "사용자는 2026년 9월에 제주로 이사했다", "사용자는 요즘 수영을 배운다"])
+    now = engine.index.entry(uid, store.versions.latest_id(uid), lambda: store.versions.latest(uid)).lexical
+    assert latest is not None and now is not None and len(now.words) == 4
+    # the three sentences the new version kept were not read by Kiwi again: their words are the last version's
+    assert sum(now.words[t] is latest.words.get(t) for t in now.words) == 3
     engine.forget_sentence(uid, CAT)
     [cached] = [engine.index.entry(uid, store.versions.latest_id(uid), lambda: store.versions.latest(uid))]
     assert cached.lexical is not None
     assert not {"고양이", "나비"} & cached.lexical.vocabulary  # the forgotten sentence left the BM25 index too
+    assert not any("고양이" in text for text in [*cached.lexical.words, *cached.known])  # nor the words kept for reuse
     assert all(h.text != CAT for h in engine.search(uid, "고양이 나비", k=5))
     engine.forget(uid)
     assert engine.index.cached_users() == []

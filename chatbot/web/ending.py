@@ -67,12 +67,14 @@ class Ending:
             message=gr.update(interactive=False, placeholder=ENDED),
         )
 
-    def tick(self, state: UserState | None) -> PageView:
-        """The card follows the update's stages (the page's progress timer). The guard is not asked: the memory
-        tab's poll, in the same event, asked it first and tells a forgotten user (chatbot/web/flow.py Flow.poll)."""
+    def tick(self, state: UserState | None, job: dict[str, Any] | None = None) -> PageView:
+        """The card follows the update's stages (Flow.watch; `job` as just read there). The guard is not asked: the
+        memory tab's poll, in the same event, asked it first and tells a forgotten user (chatbot/web/flow.py
+        Flow.poll)."""
         if state is None or not state.session.ended:
             return PageView()
-        job = self.job(state)
+        if job is None or job["session_id"] != state.session.session_id:  # not the one just read: look it up
+            job = self.job(state)
         if job is not None and job["status"] in ("pending", "running") and (job["stage"] or "queued") != "failed":
             state.saw(job["stage"] or "queued")
         return PageView(steps=steps(state.seen, job))

@@ -38,10 +38,11 @@ class Flow:
     def poll(self, state: UserState | None) -> PageView:
         """One look at the tab's memory update: its progress, and the memory tab once it is done (MemoryTab.poll,
         which tells a forgotten user), then the card's stages (Ending.tick)."""
-        view = self.ui.memory.poll(state)
+        job = self.ui.memory.followed(state)  # read once, for the progress line and the card
+        view = self.ui.memory.poll(state, job)
         if state is None or view.state is None:  # nobody, or the tab's user is gone: the start screen shows
             return view
-        return view | self.ending.tick(state)
+        return view | self.ending.tick(state, job)
 
     async def watch(self, state: UserState | None) -> AsyncIterator[PageView]:
         """Follow the tab's memory update until it is done, in one event held open (chained after each event that

@@ -6,6 +6,7 @@ deleting a sentence, erasing one completely ("완전히 지우기"), and forgett
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import gradio as gr
 
@@ -51,15 +52,25 @@ class MemoryTab:
     def panel(self, state: UserState) -> PageView:
         return panel(self.ctx, state)
 
+    def followed(self, state: UserState | None) -> dict[str, Any] | None:
+        """The update job the tab follows, as stored now (None: none, or it is gone)."""
+        if state is None or state.job_id is None:
+            return None
+        try:
+            return self.ctx.bot.store.queue.get(state.job_id)
+        except InputError:
+            return None
+
     @for_user(PageView)
-    def poll(self, state: UserState) -> PageView:
-        """Progress of this tab's update job (Flow.watch reads it once a second); refreshes the memory panel when
-        it finishes, and then the tab follows no job any more (`state.job_id` is None)."""
+    def poll(self, state: UserState, job: dict[str, Any] | None = None) -> PageView:
+        """Progress of this tab's update job (Flow.watch reads it once a second, `job` as `followed` just read it);
+        refreshes the memory panel when it finishes, and then the tab follows no job any more (`state.job_id` is
+        None)."""
         if state.job_id is None:
             return PageView()
-        try:
-            job = self.ctx.bot.store.queue.get(state.job_id)
-        except InputError:
+        if job is None or job["id"] != state.job_id:
+            job = self.followed(state)
+        if job is None:
             state.job_done()
             return PageView(progress="")
         if job["user_id"] != state.user_id:  # cannot happen: job ids come from this state only
