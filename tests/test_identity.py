@@ -4,6 +4,7 @@ when one forgets (from the page, or `keem memory forget` in another process) whi
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from chatbot.study_records import records
 from chatbot.study_records import schema as trial_schema
 from chatbot.web.app import build_app
 from chatbot.web.chat import ChatUI
+from chatbot.web.flow import Flow
 from chatbot.web.opening import Opening
 from chatbot.web.state import UserState
 from chatbot.web.view import FORGOTTEN, PageView, wired
@@ -292,6 +294,28 @@ def assert_tab_was_told_and_nothing_crossed(ui: ChatUI, tab: UserState, a_id: in
     assert [v.texts for v in store.versions.of_user(b.user_id)] == [[B_SECRET]]
     assert store.one("select count(*) as n from turns where user_id = ?", [b.user_id])["n"] == len(b_turns)
     assert store.users.find("userA") is None
+
+
+def test_a_tab_following_its_update_is_told_once_its_user_is_forgotten_and_stops_following(ui: ChatUI) -> None:
+    """The page's watch of an update (Flow.watch) reads only the job while it is unchanged; the job goes with its
+    forgotten user, and the next read shows the notice and the start screen, once, and ends the watch."""
+    tab = ui.entry.login("userA").state
+    say(ui, "나 고양이 키워", tab)
+    ui.chat.end_session(tab)  # the worker is not started: the update waits
+    assert tab.job_id is not None
+
+    async def follow() -> list[PageView]:
+        views = []
+        async for view in Flow(ui).watch(tab):
+            views.append(view)
+            if len(views) == 1:  # another tab or process forgets userA while the update waits
+                ui.bot.store.users.delete(tab.user_id)
+        return views
+
+    with pytest.warns(UserWarning, match="삭제되었습니다"):
+        views = asyncio.run(follow())
+    assert len(views) == 2 and "기억 갱신" in views[0].progress
+    assert views[-1].state is None and views[-1].login_box["visible"] is True and tab.job_id is None
 
 
 def one(stream: Iterator[PageView]) -> PageView:

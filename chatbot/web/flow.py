@@ -35,10 +35,10 @@ class Flow:
         self.past = Past(ui.ctx)
         self.editing = Editing(ui.memory)
 
-    def poll(self, state: UserState | None) -> PageView:
+    def poll(self, state: UserState | None, job: dict[str, Any] | None = None) -> PageView:
         """One look at the tab's memory update: its progress, and the memory tab once it is done (MemoryTab.poll,
-        which tells a forgotten user), then the card's stages (Ending.tick)."""
-        job = self.ui.memory.followed(state)  # read once, for the progress line and the card
+        which tells a forgotten user), then the card's stages (Ending.tick). `job`: the followed job as just read."""
+        job = job or self.ui.memory.followed(state)  # read once, for the progress line and the card
         view = self.ui.memory.poll(state, job)
         if state is None or view.state is None:  # nobody, or the tab's user is gone: the start screen shows
             return view
@@ -47,16 +47,24 @@ class Flow:
     async def watch(self, state: UserState | None) -> AsyncIterator[PageView]:
         """Follow the tab's memory update until it is done, in one event held open (chained after each event that
         gives the tab an update to follow): the store is read every WATCH_S in a thread, and a frame goes to the
-        page only when the progress line or the card's stages change; the last one brings the memory tab. A tab
-        polling instead cost the app a queued event a second (docs/scaling.md). A newer watch of the same tab (a
-        second 대화 끝내기, a retry) takes over; after WATCH_LIMIT_S the memory tab still shows the update. (Its
+        page only when the progress line or the card's stages change; the last one brings the memory tab. A read
+        that finds the job as it was (its status, stage and tries) costs one indexed lookup and nothing more; any
+        change, or the job gone (a forgotten user's jobs go with them), gets the whole look with the tab's guard.
+        A tab polling instead cost the app a queued event a second (docs/scaling.md). A newer watch of the same tab
+        (a second 대화 끝내기, a retry) takes over; after WATCH_LIMIT_S the memory tab still shows the update. (Its
         name is the event's, which benchmarks/load.py drives.)"""
         if state is None or state.job_id is None:
             yield PageView()
             return
         me, shown, deadline = state.watch(), None, time.monotonic() + WATCH_LIMIT_S
+        seen: tuple[Any, ...] | None = None
         while state.watcher == me and time.monotonic() < deadline:
-            view = await asyncio.to_thread(self.poll, state)
+            job = await asyncio.to_thread(self.ui.memory.followed, state)
+            if job is not None and (job["status"], job["stage"], job["attempts"]) == seen:
+                await asyncio.sleep(WATCH_S)
+                continue
+            seen = None if job is None else (job["status"], job["stage"], job["attempts"])
+            view = await asyncio.to_thread(self.poll, state, job)
             gone = view.state is None
             done = gone or state.job_id is None
             now = (view.progress, view.steps)
