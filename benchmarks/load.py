@@ -33,8 +33,9 @@ the store before the app starts, as `keem token create --user NAME` makes one), 
 session's conversation so far as the openai client sends it, streamed (reply latency: send to the last chunk) and
 with an `Idempotency-Key` of its own (as the openai client retries, a 429 or 503 is sent again after its
 Retry-After, and a request whose connection failed before any answer after 0.5 s, with the same key); each
-session ends with `POST /v1/sessions/end` and `GET /v1/jobs/{id}` is polled until the update is done (every
-`--poll` s but at least 0.5 s: the API allows 120 requests a minute per user), then `GET /v1/memory` is read. The
+session ends with `POST /v1/sessions/end` and `GET /v1/jobs/{id}?wait=30` waits for the update (`--job-wait 0`:
+polled every `--poll` s but at least 0.5 s, the API allowing 120 requests a minute per user), then `GET /v1/memory`
+is read. The
 same counts (lost turns in the store, leaks in every answer, job and memory and in the final memories, errors in
 the logs, CPU); login times are the page's only (the prober still logs in on the page). Through HAProxy its
 requests go to the `api` backend, which hashes the Authorization header: the rows say how many callers each app
@@ -498,7 +499,7 @@ class ApiUser(User):
     """The same user through the HTTP API, as a builder's bot using the openai client drives it: its own bearer
     token, each message sent with the session's conversation so far, streamed (SSE; the reply time is send to the
     last chunk) and with an Idempotency-Key of its own; `POST /v1/sessions/end` after each session, then
-    `GET /v1/jobs/{id}` until the update is done and `GET /v1/memory` (the memory panel's counterpart)."""
+    `GET /v1/jobs/{id}?wait=` until the update is done and `GET /v1/memory` (the memory panel's counterpart)."""
 
     def __init__(self, index: int, app: App, args: argparse.Namespace, start: threading.Barrier, token: str):
         super().__init__(index, app, args, start)
@@ -585,7 +586,8 @@ class ApiUser(User):
                 if ended is None:
                     continue
                 while True:
-                    job = self.call("GET", f"jobs/{ended['job_id']}", "job")
+                    wait = {"wait": self.args.job_wait} if self.args.job_wait else {}
+                    job = self.call("GET", f"jobs/{ended['job_id']}", "job", params=wait)
                     self.polls += 1
                     if job is None or job["status"] in ("done", "failed"):
                         self.update_s.append(time.perf_counter() - started)
@@ -910,6 +912,13 @@ def main() -> int:
         default=API_POLL_S,
         help=f"seconds between an API user's job polls (default and least: {API_POLL_S}, the API's rate limit; the "
         "page's users follow their update with one event)",
+    )
+    parser.add_argument(
+        "--job-wait",
+        type=float,
+        default=30.0,
+        help="the api front's `GET /v1/jobs/{id}?wait=` (default 30: one request an update, answered when it is "
+        "done); 0 polls every --poll seconds instead",
     )
     parser.add_argument("--probe-every", type=float, default=1.0, help="seconds between probe logins")
     parser.add_argument("--keep-logs", metavar="DIR", help="copy the app's logs, and the results as JSON, into DIR")

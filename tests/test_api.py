@@ -291,6 +291,25 @@ def test_two_users_at_once_never_see_each_others_memory_or_jobs(served: Any) -> 
             assert r.status_code == 404 and code(r) == "not_found"
 
 
+def test_a_job_waited_for_answers_once_done_in_one_request_and_a_bad_wait_says_how_to_fix_it(served: Any) -> None:
+    """`GET /v1/jobs/{id}?wait=S` holds the request until the update is done (or S seconds pass), so a bot needs one
+    request, not a poll every half second; another user's job is not found at once, whatever the wait."""
+    base, _, bot, _ = served
+    with client(base, token_for(bot, "기다림")) as c, client(base, token_for(bot, "남")) as other:
+        chat(c, "나 다음 주에 제주도로 여행 가")
+        job_id = c.post("/sessions/end").json()["job_id"]
+        r = c.get(f"/jobs/{job_id}", params={"wait": 20})
+        assert r.status_code == 200 and r.json()["status"] == "done" and r.json()["version"] == 1, r.text
+        started = time.monotonic()
+        assert c.get(f"/jobs/{job_id}", params={"wait": 20}).json()["status"] == "done"  # done already: at once
+        r = other.get(f"/jobs/{job_id}", params={"wait": 20})
+        assert r.status_code == 404 and code(r) == "not_found" and time.monotonic() - started < 5
+        for bad in ("-1", "31", "soon"):
+            r = c.get(f"/jobs/{job_id}", params={"wait": bad})
+            assert r.status_code == 422 and code(r) == "bad_parameter" and "wait" in r.json()["error"]["message"]
+            assert "request body" not in r.json()["error"]["message"]
+
+
 def test_an_app_token_acts_for_the_user_each_request_names(served: Any) -> None:
     base, _, bot, _ = served
     _, secret = bot.store.tokens.create(None, app=True, label="discord")

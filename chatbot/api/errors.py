@@ -28,6 +28,7 @@ STATUS_OF_CODE = {
     "body_too_large": 413,
     "message_too_long": 413,
     "bad_body": 422,
+    "bad_parameter": 422,
     "idempotency_key_reused": 422,
     "idempotency_stale": 409,
     "token_needs_user": 422,
@@ -99,13 +100,22 @@ async def on_keem_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def on_invalid(request: Request, exc: Exception) -> JSONResponse:
-    """A body FastAPI could not read as the route's model: 422 with where and what, never the values sent."""
+    """A body or a parameter (query, path) FastAPI could not read as the route takes it: 422 with where and what,
+    never the values sent; a parameter's is `bad_parameter` ("query.wait: Input should be less than or equal to
+    30"), a body's `bad_body`."""
     assert isinstance(exc, RequestValidationError)
-    parts = []
+    parts, places = [], set()
     for e in exc.errors()[:5]:
-        where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
+        loc = e.get("loc", ())
+        places.add(str(loc[0]) if loc else "body")
+        where = ".".join(str(p) for p in loc if p != "body") or "body"
         parts.append(f"{where}: {e.get('msg', 'invalid')}")
-    return error_response(bad_body("; ".join(parts) or "invalid JSON"))
+    detail = "; ".join(parts) or "invalid JSON"
+    if places and places <= {"query", "path"}:
+        return error_response(
+            InputError(f"a parameter is not what this route takes: {detail}", code="bad_parameter", detail=detail)
+        )
+    return error_response(bad_body(detail))
 
 
 async def on_http(request: Request, exc: Exception) -> JSONResponse:

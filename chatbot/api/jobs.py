@@ -4,10 +4,12 @@ whichever front end held them."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from chatbot.api.auth import Caller
@@ -17,6 +19,9 @@ from models.errors import InputError, described
 
 router = APIRouter(tags=["sessions"])
 JOB_FIELDS = ("id", "session_id", "status", "stage", "attempts", "created_at", "updated_at")
+FINISHED = ("done", "failed")  # a job waited for (`?wait=`) is answered as soon as it is in one of these
+WAIT_MAX_S = 30.0  # the longest `?wait=`: under HAProxy's and most proxies' idle timeouts
+WAIT_EVERY_S = 0.5
 
 
 def not_found(what: str) -> InputError:
@@ -43,8 +48,34 @@ def owned(get: Callable[[int], dict[str, Any]], row_id: int, who: Caller, what: 
 
 
 @router.get("/jobs/{job_id}", summary="A memory update job: status, stage, and the version it made")
-def job(job_id: int, request: Request, who: Who) -> dict[str, Any]:
-    return job_json(api_of(request).ctx.bot.store, job_id, who)
+async def job(
+    job_id: int,
+    request: Request,
+    who: Who,
+    wait: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=WAIT_MAX_S,
+            description=f"seconds (at most {WAIT_MAX_S:.0f}) to wait for the job to finish before answering: one "
+            "request instead of a poll every half second; 0 (the default) answers at once",
+        ),
+    ] = 0,
+) -> dict[str, Any]:
+    store = api_of(request).ctx.bot.store
+    return await asyncio.to_thread(job_json, store, await finished(store, job_id, who, wait), who)
+
+
+async def finished(store: Store, job_id: int, who: Caller, wait: float) -> int:
+    """`job_id` once it is done or failed, or when `wait` seconds are over: the caller's job is read (one indexed
+    lookup, in a thread) every WAIT_EVERY_S meanwhile, and a job of another user, or one gone with its forgotten
+    user, is not found at once or at the next read."""
+    deadline = time.monotonic() + wait
+    row = await asyncio.to_thread(owned, store.queue.get, job_id, who, "job")
+    while row["status"] not in FINISHED and (left := deadline - time.monotonic()) > 0:
+        await asyncio.sleep(min(WAIT_EVERY_S, left))
+        row = await asyncio.to_thread(owned, store.queue.get, job_id, who, "job")
+    return job_id
 
 
 def job_json(store: Store, job_id: int, who: Caller) -> dict[str, Any]:
