@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -51,15 +50,11 @@ async def refused(client: Client, tool: str, **arguments: Any) -> str:
 
 
 async def until_done(client: Client, job_id: int) -> int:
-    """Follow the update job with the job tool until it is done; the memory version it made."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        job = await call(client, "job", job_id=job_id)
-        if job["status"] == "done":
-            return int(job["version"])
-        assert job["status"] != "failed", job
-        await anyio.sleep(0.1)
-    raise AssertionError(f"job {job_id} did not finish")
+    """Wait for the update job with the job tool's `wait`: one call, answered once the update is done; the memory
+    version it made."""
+    job = await call(client, "job", job_id=job_id, wait=20)
+    assert job["status"] == "done", job
+    return int(job["version"])
 
 
 async def remember_and_forget(client: Client) -> None:
@@ -75,6 +70,7 @@ async def remember_and_forget(client: Client) -> None:
     ended = await call(client, "end_session")
     assert ended["job"]["status"] in ("pending", "running", "done")
     version = await until_done(client, ended["job"]["id"])
+    assert "wait" in await refused(client, "job", job_id=ended["job"]["id"], wait=31)  # at most 30 s
     found = await call(client, "search_memory", query="제주도 이사", k=3)
     assert found["version"] == version and found["results"], found
     hit = found["results"][0]

@@ -62,7 +62,12 @@ async def job(
         ),
     ] = 0,
 ) -> dict[str, Any]:
-    store = api_of(request).ctx.bot.store
+    return await waited_job(api_of(request).ctx.bot.store, job_id, who, wait)
+
+
+async def waited_job(store: Store, job_id: int, who: Caller, wait: float) -> dict[str, Any]:
+    """The caller's job (`job_json`) once it is done or failed, or when `wait` seconds are over (the HTTP route's
+    `?wait=`, the MCP job tool's `wait`)."""
     return await asyncio.to_thread(job_json, store, await finished(store, job_id, who, wait), who)
 
 

@@ -9,6 +9,7 @@ the caller the HTTP endpoint found for the request's token; every tool and resou
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -22,7 +23,7 @@ from pydantic import Field
 from chatbot.api import memory
 from chatbot.api.auth import Caller
 from chatbot.api.context import Api
-from chatbot.api.jobs import job_json
+from chatbot.api.jobs import WAIT_MAX_S, job_json, waited_job
 from chatbot.api.messages import record_turns, said_turns
 from chatbot.api.schemas import SEARCH_MAX_CHARS, Turn
 from models.errors import AccessError, KeemError
@@ -67,6 +68,17 @@ class Acting:
 def refusals(fn: F) -> F:
     """A KeemError (an unknown sentence, a memory not written yet, a study's rule) becomes the tool's error result:
     its code and its message, which says what to do; not a crash."""
+
+    if inspect.iscoroutinefunction(fn):  # a tool that waits (job's `wait`)
+
+        @functools.wraps(fn)
+        async def waited(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except KeemError as exc:
+                raise ToolError(f"{exc.code or exc.kind}: {exc}") from exc
+
+        return waited  # type: ignore[return-value]
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -132,9 +144,20 @@ def build_mcp(api: Api, fixed: Caller | None = None) -> MCPServer:
 
     @server.tool()
     @refusals
-    def job(job_id: Annotated[int, Field(description="the id end_session returned")]) -> dict[str, Any]:
-        """A memory update job: status (pending, running, done, failed), stage, and the memory version it made."""
-        return job_json(api.ctx.bot.store, job_id, caller())
+    async def job(
+        job_id: Annotated[int, Field(description="the id end_session returned")],
+        wait: Annotated[
+            float,
+            Field(
+                ge=0,
+                le=WAIT_MAX_S,
+                description=f"seconds (at most {WAIT_MAX_S:.0f}) to wait for the update to finish; 0 answers at once",
+            ),
+        ] = 0,
+    ) -> dict[str, Any]:
+        """A memory update job: status (pending, running, done, failed), stage, and the memory version it made.
+        With `wait`, answered as soon as the update is done or failed (or when the wait is over)."""
+        return await waited_job(api.ctx.bot.store, job_id, caller(), wait)
 
     @server.tool()
     @refusals
