@@ -3,6 +3,7 @@ browser calls them, the app served on a free port, a study plan."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -55,6 +56,26 @@ def answer(messages: list[dict[str, Any]]) -> str:
 def make_bot(db: Path, model: ScriptedChatModel | None = None, **settings: Any) -> Chatbot:
     model = model or ScriptedChatModel(responder=answer)
     return Chatbot(Settings(db=str(db), **settings), chat_model=model, embedder=NgramEmbedder())
+
+
+def run_async(coroutine: Any) -> Any:
+    """asyncio.run in a thread of its own: a pytest-xdist worker that ran a Playwright test before keeps an event
+    loop running in its main thread, where asyncio.run refuses to start another."""
+    result: list[Any] = []
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(asyncio.run(coroutine))
+        except BaseException as exc:  # handed to the test's thread
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if raised:
+        raise raised[0]
+    return result[0]
 
 
 def drain(gen: Iterator[Any]) -> list[Any]:

@@ -4,7 +4,6 @@ when one forgets (from the page, or `keem memory forget` in another process) whi
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from memory.store.migrations import schema as memory_schema
 from models.embedders import NgramEmbedder
 from models.errors import UserForgottenError
 from models.fake import ScriptedChatModel, stage_of
-from tests.helpers import answer, make_bot, say
+from tests.helpers import answer, make_bot, run_async, say
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = ("users", "sessions", "turns", "memory_versions", "memory_sentences", "update_jobs", "consents", "answers")
@@ -313,7 +312,7 @@ def test_a_tab_following_its_update_is_told_once_its_user_is_forgotten_and_stops
         return views
 
     with pytest.warns(UserWarning, match="삭제되었습니다"):
-        views = asyncio.run(follow())
+        views = run_async(follow())
     assert len(views) == 2 and "기억 갱신" in views[0].progress
     assert views[-1].state is None and views[-1].login_box["visible"] is True and tab.job_id is None
 

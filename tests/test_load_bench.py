@@ -12,6 +12,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
+
 from tests.api_world import serve_api, token_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,9 +27,11 @@ def load_bench() -> ModuleType:
     return module
 
 
-def test_the_api_callers_send_stream_end_and_poll_and_lose_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("job_wait", [30.0, 0.0])
+def test_api_callers_send_stream_end_and_follow_the_update_and_lose_nothing(tmp_path: Path, job_wait: float) -> None:
+    """The API's users: each update followed with one `GET /v1/jobs/{id}?wait=30`, or (`--job-wait 0`) polled."""
     load = load_bench()
-    args = argparse.Namespace(sessions=1, turns=2, poll=0.05)
+    args = argparse.Namespace(sessions=1, turns=2, poll=0.05, job_wait=job_wait)
     with serve_api(tmp_path / "data") as (base, _, bot, _):
         app: Any = argparse.Namespace(url=base.removesuffix("v1"))
         start = threading.Barrier(3)
@@ -47,3 +51,4 @@ def test_the_api_callers_send_stream_end_and_poll_and_lose_nothing(tmp_path: Pat
             ]
             assert said == caller.sent  # each message stored once, in order
             assert caller.frames > 0 and caller.retries == []
+            assert caller.polls == 1 if job_wait else caller.polls >= 1  # waited: one request for the update

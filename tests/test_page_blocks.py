@@ -3,34 +3,13 @@ gets exactly what plain gr.Blocks sends, but for a part shown or hidden as the t
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from typing import Any
 
 import gradio as gr
 from gradio.state_holder import SessionState
 
 from chatbot.web.blocks import PageBlocks
-
-
-def _run(coroutine: Any) -> Any:
-    """asyncio.run in a thread of its own: a pytest-xdist worker that ran a Playwright test before keeps an event
-    loop running in its main thread, where asyncio.run refuses to start another."""
-    result: list[Any] = []
-    raised: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(asyncio.run(coroutine))
-        except BaseException as exc:  # handed to the test's thread
-            raised.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    if raised:
-        raise raised[0]
-    return result[0]
+from tests.helpers import run_async
 
 
 def page(kind: type[gr.Blocks]) -> tuple[gr.Blocks, dict[str, Any], Any]:
@@ -50,7 +29,7 @@ def answer(kind: type[gr.Blocks], view: Any) -> tuple[list[Any], SessionState, d
     """What the event's answer `view(parts)` becomes for the browser, and the tab's session after it."""
     app, parts, fn = page(kind)
     session = SessionState(app)
-    out = _run(app.postprocess_data(fn, view(parts), session))
+    out = run_async(app.postprocess_data(fn, view(parts), session))
     return out, session, parts
 
 
@@ -95,8 +74,8 @@ def test_a_single_output_and_a_list_answer_go_through_gradio_as_before() -> None
             box.change(lambda: None, None, [note, box])
         single, pair = list(app.fns.values())
         session = SessionState(app)
-        assert _run(app.postprocess_data(single, "글", session)) == ["글"]
-        assert _run(app.postprocess_data(pair, ["글", gr.skip()], session))[1] == {"__type__": "update"}
+        assert run_async(app.postprocess_data(single, "글", session)) == ["글"]
+        assert run_async(app.postprocess_data(pair, ["글", gr.skip()], session))[1] == {"__type__": "update"}
 
 
 def test_showing_or_hiding_a_part_as_the_tab_already_does_is_left_as_it_is() -> None:
@@ -105,7 +84,7 @@ def test_showing_or_hiding_a_part_as_the_tab_already_does_is_left_as_it_is() -> 
     session = SessionState(app)
 
     def sent(view: dict[Any, Any]) -> Any:
-        return _run(app.postprocess_data(fn, view, session))[1]  # what the button's output became
+        return run_async(app.postprocess_data(fn, view, session))[1]  # what the button's output became
 
     button = parts["button"]
     assert sent({button: gr.update(visible=False)}) == {"__type__": "update"}  # hidden from the start
@@ -125,5 +104,5 @@ def test_a_property_the_browser_changes_is_always_sent() -> None:
         note.change(lambda: None, None, [fold, note])
     fn = next(iter(app.fns.values()))
     session = SessionState(app)
-    out = _run(app.postprocess_data(fn, {fold: gr.update(open=True)}, session))
+    out = run_async(app.postprocess_data(fn, {fold: gr.update(open=True)}, session))
     assert out[0] == {"__type__": "update", "open": True}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -121,15 +122,21 @@ def test_a_turn_is_two_events_and_a_reply_to_a_forgotten_user_shows_the_start_sc
 
 
 class SlowUpdates(FastModel):
-    """FastModel, with every memory update step taking UPDATE_STEP_S (a model server working on a long prompt)."""
+    """FastModel, with every call once `ending` is set (the memory update's) waiting for `gate`, then taking
+    UPDATE_STEP_S (a model server working on a long prompt)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ending, self.gate = threading.Event(), threading.Event()
 
     def stream(self, messages: Any, options: Any = None) -> Any:
-        if "당신은" not in str(messages[0]["content"]):
+        if self.ending.is_set():
+            self.gate.wait(30)
             time.sleep(UPDATE_STEP_S)
         return (yield from super().stream(messages, options))
 
 
-UPDATE_STEP_S = 1.0
+UPDATE_STEP_S = 0.3
 
 
 def end_session(url: str, app: Any, who: str) -> dict[str, Any]:
@@ -159,7 +166,8 @@ def test_an_update_is_followed_by_one_event_that_sends_a_frame_only_when_its_pro
     once a second and sends a frame only when the progress line or the card's stages change; its last frame brings
     the memory tab. A second watch of the same tab (a retry while one follows) takes over: the first ends without
     a frame more. Both come on the tab's one event stream, as in the browser."""
-    url, app, bot, worker = serve(tmp_path / "keem.db", model=SlowUpdates())
+    model = SlowUpdates()
+    url, app, bot, worker = serve(tmp_path / "keem.db", model=model)
     try:
         deps = app.config["dependencies"]
         watch, ended = dep_index(app, "watch"), dep_index(app, "end_session")
@@ -170,12 +178,14 @@ def test_an_update_is_followed_by_one_event_that_sends_a_frame_only_when_its_pro
         call(url, dep_index(app, "login"), ["민수", None], who)
         call(url, dep_index(app, "send"), ["나 다음 달에 부산으로 이사 가", None], who)
         call(url, dep_index(app, "respond"), [None], who)
+        model.ending.set()
         assert "기억 갱신" in str(end_session(url, app, who))
         by_event: dict[str, list[dict[str, Any]]] = {}
         with httpx.Client(base_url=url, timeout=60) as client:
             first = join(client, watch, who)
             time.sleep(1.5)  # the first watch has sent its frame and waits for the next change
             second, started = join(client, watch, who), time.monotonic()
+            threading.Timer(1.5, model.gate.set).start()  # the update runs once both watches wait
             with client.stream("GET", "gradio_api/queue/data", params={"session_hash": who}) as stream:
                 for line in stream.iter_lines():
                     if line.startswith("data:"):

@@ -90,33 +90,8 @@ def refusals(fn: F) -> F:
     return run  # type: ignore[return-value]
 
 
-def build_mcp(api: Api, fixed: Caller | None = None) -> MCPServer:
-    """The MCP server over the API's state (the page's AppContext, its open API conversations): stdio's user is
-    `fixed`; over HTTP each request's token says whose memory."""
-    root = logging.getLogger()
-    level, handlers = root.level, list(root.handlers)
-    server: MCPServer = MCPServer(NAME, instructions=INSTRUCTIONS, middleware=[Acting(fixed)], log_level="WARNING")
-    root.setLevel(level)  # the SDK configures the root logger when a server is made; the app's logging is the app's
-    root.handlers[:] = handlers
-
-    @server.tool()
-    @refusals
-    def search_memory(
-        query: Annotated[
-            str, Field(min_length=1, max_length=SEARCH_MAX_CHARS, description="what to find, e.g. the message")
-        ],
-        k: Annotated[int, Field(ge=1, le=50, description="how many sentences")] = 5,
-    ) -> dict[str, Any]:
-        """The memory sentences most relevant to a text, best first (the search a reply makes): each with its id,
-        score, the emotions it records with their causes and dates, and when the conversations it comes from were."""
-        return memory.search_json(api, caller().user_id, query, k)
-
-    @server.tool()
-    @refusals
-    def list_memory() -> dict[str, Any]:
-        """The user's whole current memory: its version number, every sentence with its id, and the emotion records
-        (emotion, cause, status, since when). Version 0 with no sentences: nothing is remembered yet."""
-        return memory.version_json(api, api.ctx.bot.engine.current(caller().user_id))
+def conversation_tools(server: MCPServer, api: Api) -> None:
+    """The tools of a conversation: its turns stored, its end, and the memory update that follows."""
 
     @server.tool()
     @refusals
@@ -158,6 +133,37 @@ def build_mcp(api: Api, fixed: Caller | None = None) -> MCPServer:
         """A memory update job: status (pending, running, done, failed), stage, and the memory version it made.
         With `wait`, answered as soon as the update is done or failed (or when the wait is over)."""
         return await waited_job(api.ctx.bot.store, job_id, caller(), wait)
+
+
+def build_mcp(api: Api, fixed: Caller | None = None) -> MCPServer:
+    """The MCP server over the API's state (the page's AppContext, its open API conversations): stdio's user is
+    `fixed`; over HTTP each request's token says whose memory."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    server: MCPServer = MCPServer(NAME, instructions=INSTRUCTIONS, middleware=[Acting(fixed)], log_level="WARNING")
+    root.setLevel(level)  # the SDK configures the root logger when a server is made; the app's logging is the app's
+    root.handlers[:] = handlers
+
+    @server.tool()
+    @refusals
+    def search_memory(
+        query: Annotated[
+            str, Field(min_length=1, max_length=SEARCH_MAX_CHARS, description="what to find, e.g. the message")
+        ],
+        k: Annotated[int, Field(ge=1, le=50, description="how many sentences")] = 5,
+    ) -> dict[str, Any]:
+        """The memory sentences most relevant to a text, best first (the search a reply makes): each with its id,
+        score, the emotions it records with their causes and dates, and when the conversations it comes from were."""
+        return memory.search_json(api, caller().user_id, query, k)
+
+    @server.tool()
+    @refusals
+    def list_memory() -> dict[str, Any]:
+        """The user's whole current memory: its version number, every sentence with its id, and the emotion records
+        (emotion, cause, status, since when). Version 0 with no sentences: nothing is remembered yet."""
+        return memory.version_json(api, api.ctx.bot.engine.current(caller().user_id))
+
+    conversation_tools(server, api)
 
     @server.tool()
     @refusals
