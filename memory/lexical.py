@@ -1,4 +1,5 @@
-"""Korean lexical search: BM25 (bm25s) over Kiwi morphemes, one in-memory index per user's memory version.
+"""Korean lexical search: BM25 (bm25s) over Kiwi morphemes (English words stemmed with PyStemmer), one in-memory
+index per user's memory version.
 
 It lives beside the FAISS index in memory/index.py's cache entry, built from the same committed version, so it
 follows every commit and leaves with every forget exactly as the dense index does; nothing is written to disk.
@@ -6,8 +7,10 @@ follows every commit and leaves with every forget exactly as the dense index doe
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -41,9 +44,24 @@ def analyse(text: str) -> list[tuple[str, bool]]:
         if form in STOP or form in ENGLISH_STOP or _ONLY_PUNCT.fullmatch(form):
             continue
         name = token.tag.startswith(NAME_TAGS) or (token.tag == "SL" and token.form[:1].isupper())
+        if token.tag == "SL":  # English: "painting", "paints" and "painted" are one word ("paint")
+            form = english_stem(form)
         out.append((form, name or token.tag == "SN"))
     out.extend((number + unit, True) for number, unit in _DATE.findall(text))
     return out
+
+
+@functools.cache
+def _stemmer() -> Any:
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def english_stem(word: str) -> str:
+    """An English word's Snowball stem (PyStemmer, as bm25s stems): LoCoMo's evidence questions ask "What did
+    Caroline paint?" of "Caroline painted a sunset" (measured in docs/benchmarks.md)."""
+    return str(_stemmer().stemWord(word))
 
 
 def tokens(text: str) -> list[str]:
