@@ -56,7 +56,6 @@ CODES = (  # the specific codes an error may carry, with the params its Korean m
     "if_match_required",  # a change of memory without the version it was read from (If-Match)
     "body_too_large",  # a request body over the limit; limit (bytes)
     "bad_body",  # a request body that is not what the route takes; detail
-    "bad_parameter",  # a query or path parameter that is not what the route takes; detail
     "study_api_off",  # a user trial whose plan gives participants no API tokens
     "study_consent",  # a participant who has not agreed to the study's consent text
     "study_own_model",  # chatbot/api/messages.py: a user trial's conversations are with the study's bot only

@@ -306,7 +306,7 @@ def test_a_job_waited_for_answers_once_done_in_one_request_and_a_bad_wait_says_h
         assert r.status_code == 404 and code(r) == "not_found" and time.monotonic() - started < 5
         for bad in ("-1", "31", "soon"):
             r = c.get(f"/jobs/{job_id}", params={"wait": bad})
-            assert r.status_code == 422 and code(r) == "bad_parameter" and "wait" in r.json()["error"]["message"]
+            assert r.status_code == 422 and code(r) == "bad_body" and "query.wait" in r.json()["error"]["message"]
             assert "request body" not in r.json()["error"]["message"]
 
 

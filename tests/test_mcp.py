@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import httpx2
 from mcp import Client
@@ -22,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.api_world import ODD_QUERIES, serve_api, token_for
 from tests.erasure_world import leftovers
 from tests.fake_openai import FakeOpenAIServer
-from tests.helpers import answer
+from tests.helpers import answer, run_async
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {"search_memory", "list_memory", "add_turns", "end_session", "job", "why", "forget", "changes"}
@@ -94,24 +91,6 @@ async def remember_and_forget(client: Client) -> None:
     assert "제주도" not in (await client.read_resource("keem://memory")).contents[0].text  # type: ignore[union-attr]
 
 
-def run(test: Callable[[], Awaitable[None]]) -> None:
-    """Run an async test in a thread of its own: a worker that ran a browser test before keeps Playwright's event
-    loop running in its main thread, where anyio.run would refuse to start another."""
-    failed: list[BaseException] = []
-
-    def main() -> None:
-        try:
-            anyio.run(test)
-        except BaseException as exc:  # re-raised in the test's thread
-            failed.append(exc)
-
-    thread = threading.Thread(target=main)
-    thread.start()
-    thread.join()
-    if failed:
-        raise failed[0]
-
-
 def test_keem_mcp_over_stdio_keeps_one_users_memory_with_the_fake_model(tmp_path: Path) -> None:
     with FakeOpenAIServer(reply=lambda body: answer(body["messages"])) as model:
         env = {
@@ -133,7 +112,7 @@ def test_keem_mcp_over_stdio_keeps_one_users_memory_with_the_fake_model(tmp_path
                     await remember_and_forget(client)
                     await call(client, "add_turns", turns=[{"role": "user", "content": "오늘은 좀 피곤해"}])
 
-        run(session)
+        run_async(session())
     log = (tmp_path / "stderr.txt").read_text()
     assert "minsu's memory" in log and "job" in log, log  # closing the client ended the open conversation
     from memory.store import Store
@@ -175,7 +154,7 @@ def test_the_apps_mcp_endpoint_takes_api_tokens_and_keeps_users_apart(tmp_path: 
                 assert leftovers(tmp_path, "제주도") == []  # no byte of it in the database, its WAL or a cache
                 assert version >= 1
 
-        run(session)
+        run_async(session())
 
         _, app_token = bot.store.tokens.create(None, app=True, label="agents")
 
@@ -184,7 +163,7 @@ def test_the_apps_mcp_endpoint_takes_api_tokens_and_keeps_users_apart(tmp_path: 
             async with Client(streamable_http_client(url + "?user=%EB%AF%BC%EC%88%98", http_client=http)) as client:
                 assert "강아지" in json.dumps((await call(client, "list_memory"))["sentences"], ensure_ascii=False)
 
-        run(as_app)
+        run_async(as_app())
         r = httpx.post(url, headers={"Authorization": f"Bearer {app_token}"}, json={}, timeout=10)
         assert r.status_code == 422 and r.json()["error"]["code"] == "token_needs_user", r.text
 

@@ -28,7 +28,6 @@ STATUS_OF_CODE = {
     "body_too_large": 413,
     "message_too_long": 413,
     "bad_body": 422,
-    "bad_parameter": 422,
     "idempotency_key_reused": 422,
     "idempotency_stale": 409,
     "token_needs_user": 422,
@@ -100,9 +99,9 @@ async def on_keem_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def on_invalid(request: Request, exc: Exception) -> JSONResponse:
-    """A body or a parameter (query, path) FastAPI could not read as the route takes it: 422 with where and what,
-    never the values sent; a parameter's is `bad_parameter` ("query.wait: Input should be less than or equal to
-    30"), a body's `bad_body`."""
+    """A body or a parameter (query, path) FastAPI could not read as the route takes it: 422 `bad_body` (the code
+    API clients know) with where and what, never the values sent; a parameter's message names the request, not its
+    body ("query.wait: Input should be less than or equal to 30")."""
     assert isinstance(exc, RequestValidationError)
     parts, places = [], set()
     for e in exc.errors()[:5]:
@@ -113,7 +112,9 @@ async def on_invalid(request: Request, exc: Exception) -> JSONResponse:
     detail = "; ".join(parts) or "invalid JSON"
     if places and places <= {"query", "path"}:
         return error_response(
-            InputError(f"a parameter is not what this route takes: {detail}", code="bad_parameter", detail=detail)
+            InputError(
+                f"the request's parameters are not what this route takes: {detail}", code="bad_body", detail=detail
+            )
         )
     return error_response(bad_body(detail))
 

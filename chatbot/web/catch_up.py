@@ -1,9 +1,8 @@
 """The page's side of ZeroGPU (chatbot/deploy/zerogpu.py): there a user's memory updates run in that user's own
 events, chained after each event that starts, ends or renews a conversation. The progress line shows each stage
 (Flow.watch, chained after the same events and after this one, refreshes the memory tab when the update is done);
-an update ZeroGPU stops stays
-pending (or failed, after its last try) and the progress line says which in Korean (chatbot/web/messages.py, code
-`gpu_stopped`)."""
+an update ZeroGPU stops stays pending (or failed, after its last try) and the progress line says which in Korean
+(chatbot/web/messages.py, code `gpu_stopped`)."""
 
 from __future__ import annotations
 

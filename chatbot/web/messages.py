@@ -158,7 +158,6 @@ MESSAGES = {
     "if_match_required": "기억을 바꾸려면 읽은 버전을 If-Match 헤더로 보내 주세요.",
     "body_too_large": "요청이 너무 큽니다 (최대 {limit:,}바이트).",
     "bad_body": "요청 형식이 맞지 않습니다: {detail}",
-    "bad_parameter": "요청의 매개변수가 맞지 않습니다: {detail}",
     "idempotency_key_reused": "이 Idempotency-Key는 다른 메시지에 쓰였습니다. 메시지마다 새 키를 만들어 주세요.",
     "idempotency_stale": "이 메시지는 저장되었지만 온전한 답 전에 대화가 넘어갔습니다. 새 키로 다시 보내 주세요.",
     "study_api_off": "이 연구에서는 API로 대화할 수 없습니다.",
