@@ -89,8 +89,9 @@ def error_response(exc: KeemError) -> JSONResponse:
     return JSONResponse(error_body(exc), status_code=status, headers=headers)
 
 
-def bad_body(detail: str) -> InputError:
-    return InputError(f"the request body is not what this route takes: {detail}", code="bad_body", detail=detail)
+def bad_body(detail: str, part: str = "the request body") -> InputError:
+    """422 `bad_body`: `part` of the request (its body, or its parameters) is not what the route takes."""
+    return InputError(f"{part} is not what this route takes: {detail}", code="bad_body", detail=detail)
 
 
 async def on_keem_error(request: Request, exc: Exception) -> JSONResponse:
@@ -111,11 +112,7 @@ async def on_invalid(request: Request, exc: Exception) -> JSONResponse:
         parts.append(f"{where}: {e.get('msg', 'invalid')}")
     detail = "; ".join(parts) or "invalid JSON"
     if places and places <= {"query", "path"}:
-        return error_response(
-            InputError(
-                f"the request's parameters are not what this route takes: {detail}", code="bad_body", detail=detail
-            )
-        )
+        return error_response(bad_body(detail, "the request's parameters"))
     return error_response(bad_body(detail))
 
 

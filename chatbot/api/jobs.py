@@ -68,11 +68,11 @@ async def job(
 async def waited_job(store: Store, job_id: int, who: Caller, wait: float) -> dict[str, Any]:
     """The caller's job (`job_json`) once it is done or failed, or when `wait` seconds are over (the HTTP route's
     `?wait=`, the MCP job tool's `wait`)."""
-    return await asyncio.to_thread(job_json, store, await finished(store, job_id, who, wait), who)
+    return await asyncio.to_thread(row_json, store, await finished(store, job_id, who, wait))
 
 
-async def finished(store: Store, job_id: int, who: Caller, wait: float) -> int:
-    """`job_id` once it is done or failed, or when `wait` seconds are over: the caller's job is read (one indexed
+async def finished(store: Store, job_id: int, who: Caller, wait: float) -> dict[str, Any]:
+    """The caller's job row once it is done or failed, or when `wait` seconds are over: it is read (one indexed
     lookup, in a thread) every WAIT_EVERY_S meanwhile, and a job of another user, or one gone with its forgotten
     user, is not found at once or at the next read."""
     deadline = time.monotonic() + wait
@@ -80,12 +80,16 @@ async def finished(store: Store, job_id: int, who: Caller, wait: float) -> int:
     while row["status"] not in FINISHED and (left := deadline - time.monotonic()) > 0:
         await asyncio.sleep(min(WAIT_EVERY_S, left))
         row = await asyncio.to_thread(owned, store.queue.get, job_id, who, "job")
-    return job_id
+    return row
 
 
 def job_json(store: Store, job_id: int, who: Caller) -> dict[str, Any]:
     """A memory update job of the caller's: status (pending, running, done, failed), stage, the version it made."""
-    row = owned(store.queue.get, job_id, who, "job")
+    return row_json(store, owned(store.queue.get, job_id, who, "job"))
+
+
+def row_json(store: Store, row: dict[str, Any]) -> dict[str, Any]:
+    """`job_json` of a job row already read (and checked to be the caller's)."""
     made = store.one("select number from memory_versions where id = ?", [row["version_id"]])
     kind, code = described(row.get("last_error") or "")
     return {

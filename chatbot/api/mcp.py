@@ -8,10 +8,11 @@ the caller the HTTP endpoint found for the request's token; every tool and resou
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Annotated, Any, TypeVar
 
@@ -65,6 +66,15 @@ class Acting:
             CALLER.reset(token)
 
 
+@contextlib.contextmanager
+def as_tool_error() -> Iterator[None]:
+    """A KeemError raised inside becomes the tool's error result: its code and its message."""
+    try:
+        yield
+    except KeemError as exc:
+        raise ToolError(f"{exc.code or exc.kind}: {exc}") from exc
+
+
 def refusals(fn: F) -> F:
     """A KeemError (an unknown sentence, a memory not written yet, a study's rule) becomes the tool's error result:
     its code and its message, which says what to do; not a crash."""
@@ -73,19 +83,15 @@ def refusals(fn: F) -> F:
 
         @functools.wraps(fn)
         async def waited(*args: Any, **kwargs: Any) -> Any:
-            try:
+            with as_tool_error():
                 return await fn(*args, **kwargs)
-            except KeemError as exc:
-                raise ToolError(f"{exc.code or exc.kind}: {exc}") from exc
 
         return waited  # type: ignore[return-value]
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
-        try:
+        with as_tool_error():
             return fn(*args, **kwargs)
-        except KeemError as exc:
-            raise ToolError(f"{exc.code or exc.kind}: {exc}") from exc
 
     return run  # type: ignore[return-value]
 
