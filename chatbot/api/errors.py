@@ -101,7 +101,7 @@ async def on_keem_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def on_invalid(request: Request, exc: Exception) -> JSONResponse:
     """A body or a parameter (query, path) FastAPI could not read as the route takes it: 422 `bad_body` (the code
-    API clients know) with where and what, never the values sent; a parameter's message names the request, not its
+    API clients know) with where and what, never the values sent; a parameter's message names the parameter, not a
     body ("query.wait: Input should be less than or equal to 30")."""
     assert isinstance(exc, RequestValidationError)
     parts, places = [], set()
@@ -112,7 +112,7 @@ async def on_invalid(request: Request, exc: Exception) -> JSONResponse:
         parts.append(f"{where}: {e.get('msg', 'invalid')}")
     detail = "; ".join(parts) or "invalid JSON"
     if places and places <= {"query", "path"}:
-        return error_response(bad_body(detail, "the request's parameters"))
+        return error_response(bad_body(detail, "a parameter of the request"))
     return error_response(bad_body(detail))
 
 
