@@ -90,3 +90,35 @@ def test_a_write_that_waits_past_the_deadline_fails_saying_what_holds_the_lock(
         assert [t["text"] for t in store.turns.of_session(session)] == ["이제 써요"]
     finally:
         store.close()
+
+
+CLOSER = """
+import sys, threading, time
+from memory.store import Store
+errors = set()
+for n in range(20):
+    store = Store(f"{sys.argv[1]}/k{n}.db")
+    def read():
+        try:
+            while True:
+                store.rows("select * from sqlite_master")
+        except Exception as exc:
+            errors.add(type(exc).__name__)
+    reader = threading.Thread(target=read)
+    reader.start()
+    time.sleep(0.01)
+    store.close()
+    reader.join()
+print(sorted(errors))
+"""
+
+
+def test_closing_the_store_while_another_thread_reads_ends_that_thread_with_an_error_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """The app's shutdown closes the store while an update it did not wait for may still be writing its stage: the
+    close waits for the statement in flight (SQLite closed beneath one crashed the whole process, SIGSEGV)."""
+    proc = python(CLOSER, tmp_path)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, f"the process died with {proc.returncode}"
+    assert out.strip() == "['ProgrammingError']"

@@ -296,13 +296,16 @@ class Connection:
         return self.checkpoint()
 
     def close(self) -> None:
-        """Empty the WAL into the file (a clean shutdown leaves no erased text in it), then close."""
+        """Empty the WAL into the file (a clean shutdown leaves no erased text in it), then close. Under the lock: a
+        thread still reading or writing (an update a shutdown did not wait for) finishes its statement first and
+        gets an error at its next one; SQLite closed beneath a running statement crashes the process."""
         if self.pg is not None:
             self.pg.close()
             return
         with contextlib.suppress(sqlite3.Error):
             self.checkpoint(attempts=3)
-        self.db.conn.close()
+        with self.lock:
+            self.db.conn.close()
 
     @contextlib.contextmanager
     def write(self) -> Iterator[None]:
