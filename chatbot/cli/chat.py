@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import sys
+import time
 from typing import Any
 
 from chatbot.cli.options import EMBEDDER, MODELS, RERANKER, RETRIEVAL, STORE, STUDY, UPDATES, add_command, settings_from
@@ -205,11 +206,18 @@ def run_chat(settings: Settings, args: argparse.Namespace) -> int:
             footer_links=[],
             run_history=False,
             quiet=False,
+            prevent_thread_lock=True,  # the loop below waits, so that the shutdown is `app.close()` (see there)
             **launch_options(app),  # the HTTP API under /v1, on the same address and port
         )
+        while app.is_running:
+            time.sleep(0.1)
     except KeyboardInterrupt:
         pass
     finally:
+        # the worker first: it ends the live sessions (reason 'shutdown'; their updates run at the next start); then
+        # the app's close ends the pages' event streams and the server. (Gradio's own wait closed only the server,
+        # which held each open page's stream up to 5 s; and a close before the worker's stop ran the tabs' unload,
+        # which ended their sessions as closed tabs and started their updates in a stopping process.)
         ended = backend.worker.stop() if backend.worker is not None else []
         if ended:
             print(
