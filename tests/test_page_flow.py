@@ -4,6 +4,8 @@ memory editing in place (chatbot/web/notices.py, replies.py, used.py, ending.py,
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from memory.store import Sentence
 from models.base import GenerationOptions, Message
 from models.errors import GenerationError, describe, described
 from models.fake import ScriptedChatModel
-from tests.helpers import answer, drain, login, make_bot, refused, say, wait_job
+from tests.helpers import answer, drain, login, make_bot, refused, run_async, say, wait_job
 
 
 class Breaking(ScriptedChatModel):
@@ -360,3 +362,48 @@ def test_a_retried_failure_that_fails_again_and_a_later_failure_are_both_answere
         assert [m["role"] for m in state.session.history] == ["user", "assistant", "user", "assistant"]
     finally:
         ui.worker.stop()
+
+
+class SlowLook(Flow):
+    """The page's handlers on a loaded machine: the first look at the tab's update is computed, then slow to come
+    back (its thread is not scheduled) until released."""
+
+    def __init__(self, ui: ChatUI):
+        super().__init__(ui)
+        self.computed, self.release, self.looks = threading.Event(), threading.Event(), 0
+
+    def poll(self, state: UserState | None, job: dict[str, Any] | None = None) -> Any:
+        view = super().poll(state, job)
+        self.looks += 1
+        if self.looks == 1:
+            self.computed.set()
+            self.release.wait(10)
+        return view
+
+
+def test_a_watch_taken_over_while_it_looked_sends_nothing_older_than_the_new_watchs_last_frame(flow: Any) -> None:
+    """On ZeroGPU two watches follow one update (after 대화 끝내기, and after the catch-up that runs it): the second
+    takes over and shows 완료; the first, whose look found the update waiting and came back later, must not send
+    that older line after it (seen once on a loaded machine: the page said 대기 with the update done)."""
+    ui, _ = flow
+    tab = ui.entry.login("userA").state
+    say(ui, "나 고양이 키워", tab)
+    ui.chat.end_session(tab)  # the worker is not started: the update waits
+    job_id = tab.job_id
+    slow = SlowLook(ui)
+
+    async def race() -> tuple[list[Any], Any]:
+        first = slow.watch(tab)
+        late = asyncio.ensure_future(anext(first))
+        await asyncio.to_thread(slow.computed.wait, 10)  # the first watch's look: the update is waiting
+        await asyncio.to_thread(ui.bot.run_update, job_id)  # the catch-up runs it
+        views = [view async for view in slow.watch(tab)]  # and its watch takes over
+        slow.release.set()
+        try:
+            return views, await late
+        except StopAsyncIteration:
+            return views, None
+
+    views, late = run_async(race())
+    assert "완료" in views[-1].progress and tab.job_id is None
+    assert late is None  # the first watch ended without a frame

@@ -15,6 +15,7 @@ from chatbot.web.chat import ChatUI
 from chatbot.web.editing import Editing
 from chatbot.web.ending import Ending
 from chatbot.web.past import Past
+from chatbot.web.render import stage_text
 from chatbot.web.replies import Replies
 from chatbot.web.state import UserState
 from chatbot.web.view import PANEL, Page, PageView
@@ -67,6 +68,11 @@ class Flow:
             view = await asyncio.to_thread(self.poll, state, job)
             gone = view.state is None
             done = gone or state.job_id is None
+            # taken over while it read: a frame of the job still running may be older than the new watch's (on
+            # ZeroGPU the catch-up's watch showed 완료, then the first watch's 대기 arrived after it and stayed);
+            # one that found it finished is the last word and goes, as the new watch then finds nothing to follow
+            if state.watcher != me and not (gone or job is None or stage_text(job)[1]):
+                return
             now = (view.progress, view.steps)
             if done or now != shown:
                 yield view
