@@ -54,21 +54,24 @@ WITH_PG = $$(command -v pg_virtualenv >/dev/null && echo "pg_virtualenv -o fsync
 run: $(STAMP)
 	HF_HUB_DISABLE_TELEMETRY=1 GRADIO_ANALYTICS_ENABLED=False $(PY) app.py
 
-# Tests run in pytest-xdist workers, one per core up to 4, a test file per worker at a time (its fixtures with it), the
-# files of slow tests first (tests/conftest.py):
-# the browser and app-process tests mostly wait, so two workers on CI's two cores take about two thirds of the time.
-XDIST := -n auto --maxprocesses 4 --dist loadfile
+# Tests run in pytest-xdist workers, one more than the cores up to 4, a test file per worker at a time (its fixtures
+# with it), the files of slow tests first (tests/conftest.py): the browser and app-process tests wait for a good part
+# of their time, which a third worker fills on CI's two cores (7:19 against 8:09 for two, measured back to back).
+# Every process of a test run does its math on one thread (OMP_NUM_THREADS): the workers are the parallelism, and two
+# threads of torch on two busy cores spin more than they compute (the demo model's test: 17 s of CPU, not 24).
+XDIST := -n $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n + 1 < 4 ? n + 1 : 4 ))) --dist loadfile
+TEST_ENV := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False OMP_NUM_THREADS=1
 
 test: $(STAMP) system lint
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(WITH_PG) $(PY) -m pytest $(XDIST)
+	$(TEST_ENV) $(WITH_PG) $(PY) -m pytest $(XDIST)
 
 # tests/ without the slow ones: no browser, no real model, no app process
 test-fast: $(STAMP) postgres
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(WITH_PG) $(PY) -m pytest $(XDIST) -m "not slow"
+	$(TEST_ENV) $(WITH_PG) $(PY) -m pytest $(XDIST) -m "not slow"
 
 # tests/e2e only: the app in chromium and in its own process
 test-e2e: $(STAMP) system
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False $(PY) -m pytest $(XDIST) tests/e2e
+	$(TEST_ENV) $(PY) -m pytest $(XDIST) tests/e2e
 
 # Rewrite docs/screenshot*.png, which README.md and docs/*.md show (tests never write them): the app against a loopback model, in chromium.
 screenshots: $(STAMP) browser
