@@ -20,7 +20,7 @@ def test_two_scripted_demo_sessions_make_two_nonempty_versions(
     monkeypatch.setenv("KEEM_UPDATE_MAX_TOKENS", "48")
     s1, s2 = tmp_path / "s1.txt", tmp_path / "s2.txt"
     # a turn costs seconds on CPU (the Korean prompt is thousands of SmolLM tokens): two, then one
-    s1.write_text("나 지난주에 테니스 치다가 손목을 다쳤어. 속상해.\n그래도 다음 달에 제주도 여행 가.\n", encoding="utf-8")
+    s1.write_text("나 지난주에 테니스 치다가 손목을 다쳤어. 속상해.\n그래도 다음 달에 제주도 여행 가.\n", "utf-8")
     s2.write_text("손목은 다 나았는데 제주도 여행은 취소했어, 회사 일이 바빠서.\n", encoding="utf-8")
     for number, script in ((1, s1), (2, s2)):
         assert main(["session", "--user", "minsu", "--model", "demo", "--script", str(script)]) == 0
