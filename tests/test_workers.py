@@ -126,7 +126,7 @@ def test_a_hung_worker_keeps_its_job_until_the_lease_runs_out_and_its_late_commi
     store = open_store(db)
     job_id = ended_session(store, "jiwoo", SAID)
     lease = {"KEEM_JOB_LEASE_S": "6"}
-    with FakeOpenAIServer(reply=model_reply, latency_s=0.8) as server:
+    with FakeOpenAIServer(reply=model_reply, latency_s=0.4) as server:
         hung = start_worker(db, server.url, tmp_path / "w1.log", **lease)
         other = start_worker(db, server.url, tmp_path / "w2.log", **lease)
         logs = {hung.pid: tmp_path / "w1.log", other.pid: tmp_path / "w2.log"}
