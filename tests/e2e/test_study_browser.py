@@ -61,8 +61,6 @@ def sign_in(new_page: Any, url: str, name: str) -> Any:
     page.goto(url)
     page.locator("#start-button").wait_for(timeout=15_000)
     page.wait_for_function("() => !document.querySelector('#start-button').disabled", timeout=15_000)
-    # the page's load event names the login: a start clicked before it answers would have its line overwritten
-    page.locator("#login-who").get_by_text("로그인했습니다").wait_for(timeout=15_000)
     return page
 
 
