@@ -3,6 +3,7 @@ and `keem eval updater`. The tiny random Llama writes garbage: the tests check s
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,12 @@ from tests.conftest import build_tiny_llama
 from training.data import prepare, read_rows, split_episodes, update_call
 from training.state import checkpoints
 
-pytest.importorskip("peft")
-# peft asks transformers 5 a deprecated question when it wraps a model; not ours to fix.
-pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
+pytestmark = [
+    # looked up, not imported: importing peft costs seconds of CPU, which every pytest-xdist worker paid at collection
+    pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft is missing: pip install -e '.[test]'"),
+    # peft asks transformers 5 a deprecated question when it wraps a model; not ours to fix.
+    pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"),
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "evaluation" / "fixtures"
