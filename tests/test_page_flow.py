@@ -407,3 +407,27 @@ def test_a_watch_taken_over_while_it_looked_sends_nothing_older_than_the_new_wat
     views, late = run_async(race())
     assert "완료" in views[-1].progress and tab.job_id is None
     assert late is None  # the first watch ended without a frame
+
+
+def test_a_tab_that_logs_in_while_its_users_update_is_under_way_follows_it_to_the_new_memory(flow: Any) -> None:
+    """A restart's update, or another tab's: the login follows the newest one, and the watch chained after it shows
+    its progress and then the version it made, with no click (the memory tab showed the old version until one)."""
+    ui, watching = flow
+    first = ui.entry.login("userA").state
+    say(ui, "나 고양이 키워", first)
+    ui.chat.end_session(first)  # the worker is not started: the update waits
+    second = ui.entry.login("userA").state  # another tab (or the page after a restart)
+    assert second.job_id == first.job_id is not None
+
+    async def follow() -> list[Any]:
+        views = []
+        async for view in watching.watch(second):
+            views.append(view)
+            if len(views) == 1:
+                await asyncio.to_thread(ui.bot.run_update, second.job_id)
+        return views
+
+    views = run_async(follow())
+    assert "대기" in views[0].progress and "완료" in views[-1].progress and second.job_id is None
+    assert "고양이" in str(views[-1].memory)  # the new version, shown
+    assert ui.entry.login("userB").state.job_id is None  # nobody else's update is followed

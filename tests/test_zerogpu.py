@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from chatbot.deploy import zerogpu
+from chatbot.web.app import build_app
 from chatbot.web.backend import Backend
 from chatbot.web.catch_up import CatchUp
 from chatbot.web.chat import ChatUI
@@ -241,3 +242,30 @@ def test_an_updates_gpu_time_counts_the_model_calls_its_strategy_makes(
             assert made[1] == 6 + cues
     finally:
         worker.stop()
+
+
+def test_on_zerogpu_one_watch_follows_each_event_that_gives_a_tab_an_update(tmp_path: Path, spaces: Any) -> None:
+    """After 대화 끝내기 (or a retry) a watch follows the update and sees what the catch-up chained beside it does; a
+    second watch after the catch-up raced the first, whose 대기, sent late on a loaded machine, stayed on the page
+    after the second one's 완료. A login's watch follows what was under way; 새 대화 has none: its catch-up's does."""
+    ui, _, worker = zero_ui(tmp_path, spaces)
+    try:
+        deps = build_app(ui.bot, worker).config["dependencies"]
+    finally:
+        worker.stop()
+    by_id = {d["id"]: d for d in deps}
+
+    def after(dep: dict[str, Any]) -> dict[str, Any] | None:
+        return by_id.get(dep.get("trigger_after"))
+
+    def chain(dep: dict[str, Any]) -> list[str]:  # the api names of the events it runs after, nearest first
+        names, up = [], after(dep)
+        while up is not None:
+            names.append(str(up.get("api_name")))
+            up = after(up)
+        return names
+
+    watched = [chain(d) for d in deps if str(d.get("api_name")).startswith("watch")]
+    for starter in ("end_session", "retry_failed", "new_session", "login"):
+        assert sum(starter in c for c in watched) == 1, (starter, watched)
+    assert ["end_session"] in watched and ["retry_failed"] in watched and ["login"] in watched  # the catch-up beside

@@ -132,9 +132,16 @@ def build_app(
         # logging in; a trial's events come after the chat page's: they chain onto its end and logout
         opened = part.wire(page) if part is not None else [chat_events(page, ui)]
         wire_openings(page, Opening(ui.ctx, ui.chat), [*opened, chained[1]])  # the bot asks first (issue 23)
+        for event in opened:  # an update already under way at the login (Entry.login)
+            flow.watch_after(page, event)
         if ui.zero is not None:  # ZeroGPU: a user's memory updates run in their own events (chatbot/web/catch_up.py)
-            for caught_up in wire_catch_up(page, CatchUp(ui.ctx), [*opened, *chained]):
-                flow.watch_after(page, caught_up)
+            sources = [*opened, *chained]
+            for source, caught_up in zip(sources, wire_catch_up(page, CatchUp(ui.ctx), sources), strict=True):
+                # one watch a tab: after 대화 끝내기 (or a retry) the watch chained to it sees what the catch-up
+                # does; a second one after the catch-up raced it, and the first one's 대기, sent late, could stay
+                # on the page after the second one's 완료 (seen on a loaded machine)
+                if not flow.watches(source):
+                    flow.watch_after(page, caught_up)
     return app
 
 

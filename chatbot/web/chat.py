@@ -143,6 +143,11 @@ class Entry:
         )
         if self.ctx.browser_identity and not who.hf_user:  # a signed-in account leaves this browser's own key
             view.key = who.browser_key
+        # an update of this user still under way (a restart's, another tab's or process's): the tab follows the
+        # newest (Flow.watch, chained after the login), and its memory tab shows the version it makes
+        waiting = self.bot.store.queue.jobs(session.user_id, statuses=("pending", "running"))
+        if waiting:
+            state.follow(waiting[-1]["id"])
         return view
 
     @for_user(signed_out)

@@ -35,6 +35,7 @@ class Flow:
         self.ending = Ending(ui.ctx, ui.chat)
         self.past = Past(ui.ctx)
         self.editing = Editing(ui.memory)
+        self.watched: set[int] = set()  # the events a watch is chained after
 
     def poll(self, state: UserState | None, job: dict[str, Any] | None = None) -> PageView:
         """One look at the tab's memory update: its progress, and the memory tab once it is done (MemoryTab.poll,
@@ -83,9 +84,14 @@ class Flow:
 
     def watch_after(self, page: Page, event: Any) -> Any:
         """Follow the update an event gave the tab (대화 끝내기, 실패한 갱신 다시 시도, a ZeroGPU catch-up)."""
+        self.watched.add(id(event))
         return page.on(
             None, self.watch, [page["state"]], FOLLOWED, after=event, concurrency_limit=None, show_progress="hidden"
         )
+
+    def watches(self, event: Any) -> bool:
+        """Whether a watch follows `event` already (watch_after)."""
+        return id(event) in self.watched
 
     def answer_after(self, page: Page, event: Any) -> None:
         """Stream the replies an event asked for (a message sent, 다시 생성, 다시 보내기): one respond per tab at a
