@@ -56,7 +56,7 @@ run: $(STAMP)
 
 # Tests run in pytest-xdist workers, one more than the cores up to 4, a test file per worker at a time (its fixtures
 # with it), the files of slow tests first (tests/conftest.py): the browser and app-process tests wait for a good part
-# of their time, which a third worker fills on CI's two cores (7:19 against 8:09 for two, measured back to back).
+# of their time, which a third worker fills on CI's two cores (7:19 against 8:09 for two, on the quiet machine).
 # Every process of a test run does its math on one thread (OMP_NUM_THREADS): the workers are the parallelism, and two
 # threads of torch on two busy cores spin more than they compute (the demo model's test: 17 s of CPU, not 24).
 XDIST := -n $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n + 1 < 4 ? n + 1 : 4 ))) --dist loadfile
