@@ -83,7 +83,8 @@ class Flow:
             await asyncio.sleep(WATCH_S)
 
     def watch_after(self, page: Page, event: Any) -> Any:
-        """Follow the update an event gave the tab (대화 끝내기, 실패한 갱신 다시 시도, a ZeroGPU catch-up)."""
+        """Follow the update an event gave the tab (대화 끝내기, 실패한 갱신 다시 시도, a login while one runs, a
+        ZeroGPU catch-up)."""
         self.watched.add(id(event))
         return page.on(
             None, self.watch, [page["state"]], FOLLOWED, after=event, concurrency_limit=None, show_progress="hidden"
