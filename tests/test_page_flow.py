@@ -382,9 +382,9 @@ class SlowLook(Flow):
 
 
 def test_a_watch_taken_over_while_it_looked_sends_nothing_older_than_the_new_watchs_last_frame(flow: Any) -> None:
-    """On ZeroGPU two watches follow one update (after 대화 끝내기, and after the catch-up that runs it): the second
-    takes over and shows 완료; the first, whose look found the update waiting and came back later, must not send
-    that older line after it (seen once on a loaded machine: the page said 대기 with the update done)."""
+    """Two watches of one tab follow one update (a retry while one follows; on ZeroGPU before one watch a tab): the
+    second takes over and shows 완료; the first, whose look found the update waiting and came back later, must not
+    send that older line after it (seen on a loaded machine: the page said 대기 with the update done)."""
     ui, _ = flow
     tab = ui.entry.login("userA").state
     say(ui, "나 고양이 키워", tab)
@@ -396,7 +396,7 @@ def test_a_watch_taken_over_while_it_looked_sends_nothing_older_than_the_new_wat
         first = slow.watch(tab)
         late = asyncio.ensure_future(anext(first))
         await asyncio.to_thread(slow.computed.wait, 10)  # the first watch's look: the update is waiting
-        await asyncio.to_thread(ui.bot.run_update, job_id)  # the catch-up runs it
+        await asyncio.to_thread(ui.bot.run_update, job_id)  # the update runs
         views = [view async for view in slow.watch(tab)]  # and its watch takes over
         slow.release.set()
         try:

@@ -69,9 +69,9 @@ class Flow:
             view = await asyncio.to_thread(self.poll, state, job)
             gone = view.state is None
             done = gone or state.job_id is None
-            # taken over while it read: a frame of the job still running may be older than the new watch's (on
-            # ZeroGPU the catch-up's watch showed 완료, then the first watch's 대기 arrived after it and stayed);
-            # one that found it finished is the last word and goes, as the new watch then finds nothing to follow
+            # taken over while it read (a retry, a second 대화 끝내기 of the tab): a frame of the job still running
+            # may be older than the new watch's last (its 완료, then this one's 대기 after it, and 대기 stayed); one
+            # that found the job finished is the last word and goes, as the new watch then finds nothing to follow
             if state.watcher != me and not (gone or job is None or stage_text(job)[1]):
                 return
             now = (view.progress, view.steps)
