@@ -332,7 +332,14 @@ def wire(app: gr.Blocks, page: Page, ui: ChatUI, flow: Flow) -> list[Any]:
     # own line (a trial's "come back on ...") overwritten by this one's "press 대화 시작"
     if "hf_note" in p:  # a visitor signed in with Hugging Face sees that name, locked, in the name box
         p.on([app.load], hf_login.on_load, None, ["name", "hf_note"], show_progress="hidden", queue=False)
-    p.on([app.load], login.on_load, None, ["name", "who", "signout", "signed_as"], show_progress="hidden", queue=False)
+    p.on(
+        [app.load],
+        login.on_load,
+        None,
+        ["name", "who", "signout", "signed_as", "memory"],
+        show_progress="hidden",
+        queue=False,
+    )
     p.events["signed_out"] = p.on([p["logout"].click], ui.entry.logout, [state], SIGNED_OUT)
     signed_as = [p["signed_as"]]  # a login signs this browser out (a shared lab PC)
     p.events["signed_out"].then(None, signed_as, None, js=login.LOGOUT_JS, **p.options)

@@ -34,11 +34,17 @@ LOGOUT_JS = """(who) => {
 
 
 def on_load(request: gr.Request | None = None) -> PageView:
-    """Page load: with a login the name box is gone and the login box says who is signed in; else it stays."""
+    """Page load: with a login the name box is gone and the login box says who is signed in; else it stays.
+
+    It also gives the memory list's State its first value in the browser (None, as on the server). Gradio's page
+    knows a State's value only from the outputs it receives (None for a State) and fires the State's change the
+    first time one arrives; left to the login, that drew the whole list twice, and a tap on a row between the two
+    draws (왜?, 고치기) reached an event the second draw had removed and was lost."""
     username = getattr(request, "username", None) if request is not None else None
     if not username:
-        return PageView(who="", signout=gr.update(visible=False), signed_as="")
+        return PageView(who="", signout=gr.update(visible=False), signed_as="", memory=None)
     return PageView(
+        memory=None,
         name=gr.update(value=username, visible=False),
         who=f"**{md(username)}** 님으로 로그인했습니다. **대화 시작**을 눌러 주세요. 본인이 아니면 **로그아웃**을 "
         "누르세요.",

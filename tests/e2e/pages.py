@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any
 
 
-def enter(page: Any, url: str, name: str) -> None:
-    """Open the app and start chatting as `name`."""
-    page.goto(url)
+def enter(page: Any, url: str, name: str, *, opened: bool = False) -> None:
+    """Open the app (unless it is `opened` already) and start chatting as `name`."""
+    if not opened:
+        page.goto(url)
     page.locator("#name-input textarea, #name-input input").first.fill(name)
     page.locator("#start-button").click()
     page.locator("#message-input textarea").wait_for(state="visible", timeout=15_000)
@@ -116,3 +118,36 @@ def shown_once(page: Any, sentences: list[str]) -> None:
     changes = page.locator("#changelog").inner_text() + page.locator("#history").inner_text()
     for sentence in sentences:
         assert text.count(sentence) - changes.count(sentence) == 1, (sentence, text)
+
+
+def list_draws(page: Any, url: str) -> list[int]:
+    """Each time from now on that the page asks the server to draw the memory tab's list (the render that follows
+    the list's State): one entry a request, filled as Playwright delivers the page's events."""
+    import httpx
+
+    config = httpx.get(url + "config", timeout=30).json()
+    states = {c["id"] for c in config["components"] if c["type"] == "state"}
+    render = {
+        d["id"]
+        for d in config["dependencies"]
+        if d["targets"] and all(t[0] in states and t[1] == "change" for t in d["targets"])
+    }
+    draws: list[int] = []
+
+    def seen(request: Any) -> None:
+        if "/queue/join" in request.url and request.method == "POST":
+            if json.loads(request.post_data or "{}").get("fn_index") in render:
+                draws.append(len(draws) + 1)
+
+    page.on("request", seen)
+    return draws
+
+
+def wait_until(page: Any, check: Any, what: str, timeout_s: float = 15) -> Any:
+    """Poll `check` while Playwright delivers the page's events (a plain sleep would hold them back)."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
+        page.wait_for_timeout(100)
+    return value

@@ -15,7 +15,16 @@ from models.embedders import NgramEmbedder
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
 from tests.e2e.helpers import serve_bot
-from tests.e2e.pages import edit_sentence, enter, last_bot_says, open_tab, open_why, shown_memory
+from tests.e2e.pages import (
+    edit_sentence,
+    enter,
+    last_bot_says,
+    list_draws,
+    open_tab,
+    open_why,
+    shown_memory,
+    wait_until,
+)
 from tests.provenance_world import PEANUT, PIANO, SESSION1, SESSION2, SMOKE, session, world
 
 pytestmark = needs_chromium
@@ -86,9 +95,17 @@ def test_why_names_the_feeling_a_rewritten_sentence_holds_now(new_page: Any, tmp
     url, app, worker = serve_bot(bot)
     try:
         page = new_page(viewport={"width": 390, "height": 844})
-        enter(page, url, "민수")
+        draws = list_draws(page, url)
+        page.goto(url)
+        # the page load draws the list once (of nobody), so that the login draws it once more, not twice: a tap
+        # between two draws reached an event the second one had removed, and 왜? opened nothing (seen under load)
+        page.wait_for_function("() => document.querySelector('#start-button') !== null")
+        wait_until(page, lambda: draws, "the page load's draw of the memory list")
+        enter(page, url, "민수", opened=True)
         open_tab(page, "기억")
         assert "감정: 불안" in open_why(page, anxious)
+        page.wait_for_timeout(500)
+        assert len(draws) == 2, draws  # the page load's and the login's
         relieved = "사용자는 시험을 잘 봐서 안도했다."
         edit_sentence(page, anxious, relieved)
         shown_memory(page, "현재 기억 v2")
