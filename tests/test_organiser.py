@@ -63,11 +63,13 @@ def test_processes_of_one_store_check_one_guess_a_second_per_login_in_all(store_
     processes = [(Limiter(1.0), Store(store_url)) for _ in range(4)]
     start = threading.Barrier(16)
     let_through: list[float] = []
-    deadline = time.monotonic() + 2.5
+    # until three guesses got through (about 2 s), or 15 s on a machine so loaded that 16 threads on one SQLite
+    # file let through only one in 2.5 s: the rate is the spacing asserted below, not a count in a fixed window
+    deadline = time.monotonic() + 15
 
     def flood(limiter: Limiter, store: Store) -> None:
         start.wait()
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and len(let_through) < 3:
             if may_guess(limiter, store, "P001"):
                 let_through.append(time.monotonic())
 
@@ -76,7 +78,7 @@ def test_processes_of_one_store_check_one_guess_a_second_per_login_in_all(store_
         t.start()
     for t in threads:
         t.join()
-    assert 2 <= len(let_through) <= 3
+    assert len(let_through) >= 3
     assert all(b - a >= 0.9 for a, b in itertools.pairwise(sorted(let_through)))  # stamped after, by busy threads
     limiter, store = processes[1]
     assert may_guess(limiter, store, "organiser")
