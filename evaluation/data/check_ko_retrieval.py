@@ -18,6 +18,8 @@ from typing import Any
 
 from kiwipiepy import Kiwi
 
+from memory.korean import kiwi as shared_kiwi
+
 DEFAULT_PATH = Path(__file__).with_name("ko_retrieval.json")
 CONTENT_TAGS = ("NN", "VV", "VA", "XR", "SL")
 MIN_USERS, MIN_MEMORY, MIN_QUERIES, MIN_QUERIES_PER_USER = 10, 90, 75, 7
@@ -72,7 +74,7 @@ def validate_shape(data: dict[str, Any]) -> list[str]:
 def main(path: Path) -> int:
     data = json.loads(path.read_text(encoding="utf-8"))
     errors = validate_shape(data)
-    kiwi = Kiwi()
+    kiwi = shared_kiwi()
     total = no_shared = 0
     for user in data["users"]:
         text_of = {m["id"]: m["text"] for m in user["memory"]}
