@@ -5,6 +5,7 @@ to try again), not SQLite's bare "database is locked"."""
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
@@ -122,3 +123,42 @@ def test_closing_the_store_while_another_thread_reads_ends_that_thread_with_an_e
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, f"the process died with {proc.returncode}"
     assert out.strip() == "['ProgrammingError']"
+
+
+STALLED = """
+import os, signal, sys
+from memory.store import Store, postgres
+from models.errors import StorageError
+postgres.STALLED_WRITER_S = 1  # this process's write transactions: cut off after 1 s stalled (10 s in the app)
+store = Store(sys.argv[1])
+user = store.users.get_or_create("stalled")
+try:
+    with store.write():
+        store.sessions.start(user, "keem", "test")
+        print("holding", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)  # alive, connected, inside its write transaction: a hung process
+except StorageError as exc:
+    print(exc, flush=True)
+    sys.exit(3)
+"""
+
+
+def test_a_postgres_writer_stalled_inside_its_transaction_is_cut_off_and_the_others_write(pg_url: str) -> None:
+    """A process stopped while it holds the database's write lock (SIGSTOP; a worker renewing its lease was): the
+    server ends its session after STALLED_WRITER_S, the other processes' writes go through well before they would
+    give up (WRITE_WAIT_S, 30 s), and the stalled one's transaction is rolled back, with an error when it wakes."""
+    from memory.store import postgres
+
+    store = Store(pg_url)
+    holder = python(STALLED, pg_url)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        t0 = time.monotonic()
+        store.sessions.start(store.users.get_or_create("민수"), "keem", "test")  # a write: waits, then goes on
+        assert time.monotonic() - t0 < postgres.WRITE_WAIT_S / 2
+    finally:
+        holder.send_signal(signal.SIGCONT)
+        out, _ = holder.communicate(timeout=60)
+    assert holder.returncode == 3, out
+    assert store.rows("select * from sessions where user_id = ?", [store.users.get_or_create("stalled")]) == []
+    store.close()

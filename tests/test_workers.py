@@ -140,7 +140,10 @@ def test_a_hung_worker_keeps_its_job_until_the_lease_runs_out_and_its_late_commi
             hung.send_signal(signal.SIGSTOP)  # alive but stuck: only its lease tells
             time.sleep(0.3)
             until = store.queue.get(job_id)["lease_until"]  # it renews no more
-            taken_at = wait_for(lambda: not running_in(store, job_id, hung.pid) and time.time(), 60, "the takeover")
+            try:
+                taken_at = wait_for(lambda: not running_in(store, job_id, hung.pid) and time.time(), 60, "the takeover")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{store.queue.get(job_id)}\n{said(logs)}") from None
             assert taken_at >= until  # never while the lease lasted
             done = wait_for(lambda: (j := store.queue.get(job_id))["status"] == "done" and j, 60, "the other's commit")
             assert versions(store, "jiwoo") == [done["version_id"]]
@@ -155,6 +158,11 @@ def test_a_hung_worker_keeps_its_job_until_the_lease_runs_out_and_its_late_commi
         finally:
             stop(hung)
             stop(other)
+
+
+def said(logs: dict[int, Path]) -> str:
+    """The workers' logs, for a failure's message."""
+    return "".join(f"\n--- worker {pid}\n{path.read_text()[-3000:]}" for pid, path in logs.items())
 
 
 def everything_in(db: str) -> Any:

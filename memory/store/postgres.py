@@ -32,6 +32,12 @@ WRITE_LOCK = 0x6B65656D_5752  # "keem" "WR"
 MIGRATE_LOCK = 0x6B65656D_4D47  # "keem" "MG"
 CONNECT_TIMEOUT_S = 5
 WRITE_WAIT_S = 30  # the longest a write waits for the other writers (SQLite's busy timeout is the same)
+# A writer that stops inside its transaction this long (a process paused by SIGSTOP or a debugger, a frozen VM: alive,
+# so its connection stays open) is cut off by the server, which rolls it back and frees the write lock for everyone
+# else, well before their WRITE_WAIT_S: a worker stopped while renewing its job's lease held every writer of the
+# database (app processes, the worker that was to take its job over) until it woke. A write transaction is a few
+# statements with Python between them: milliseconds.
+STALLED_WRITER_S = 10
 LOCK_TIMEOUT_S = 5  # the longest an erasure's VACUUM FULL waits for a table's readers before plain VACUUM
 FIX = (
     "start the server or fix the host, port, user, password or database name in --db (KEEM_DB); "
@@ -146,10 +152,33 @@ class Postgres:
         if getattr(self.local, "conn", None) is not None:
             yield
             return
+        try:
+            with self._write() as conn:
+                self.local.conn = conn
+                try:
+                    yield
+                finally:
+                    self.local.conn = None
+        except self.psycopg.errors.IdleInTransactionSessionTimeout:
+            raise StorageError(
+                f"this process stopped for over {STALLED_WRITER_S} s inside a write to {self.label} (paused, or "
+                "starved of CPU), so the server ended its connection and undid the write: nothing of it was stored; "
+                "try again",
+                code="storage_postgres",
+                path=self.label,
+            ) from None
+        self.commits += 1
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Any]:
+        """A connection in a transaction that holds the write lock (`write`)."""
         with self._conn() as conn, conn.transaction():
-            # as SQLite's busy timeout: a writer that holds the lock longer (a hung process; a dead one's connection
-            # is closed by the server, which frees the lock) makes this one fail with the fix, not wait forever
-            conn.execute(f"set local lock_timeout = '{WRITE_WAIT_S}s'")
+            # as SQLite's busy timeout: a writer that holds the lock longer makes this one fail with the fix, not
+            # wait forever; one that stalls (STALLED_WRITER_S) or dies loses its connection, which frees the lock
+            conn.execute(  # one round trip (no parameters: both statements in one query)
+                f"set local lock_timeout = '{WRITE_WAIT_S}s'; "
+                f"set local idle_in_transaction_session_timeout = '{STALLED_WRITER_S}s'"
+            )
             try:
                 conn.execute("select pg_advisory_xact_lock(%s)", [WRITE_LOCK])
             except self.psycopg.errors.LockNotAvailable:
@@ -160,12 +189,7 @@ class Postgres:
                     path=self.label,
                 ) from None
             conn.execute("set local lock_timeout = 0")
-            self.local.conn = conn
-            try:
-                yield
-            finally:
-                self.local.conn = None
-        self.commits += 1
+            yield conn
 
     def in_transaction(self) -> bool:
         return getattr(self.local, "conn", None) is not None
