@@ -3,6 +3,7 @@ later-session utterances must find the memory sentence they need, mostly without
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -52,9 +53,21 @@ def _ranks(engine: MemoryEngine, users: dict) -> list[tuple[bool, int]]:
 
 
 @pytest.fixture(scope="module")
-def ranked(world):
+def ranks(world):
+    """Each method's ranks, made once for the module's tests (each query's embedding costs e5 tens of ms)."""
     engines, users = world
-    return engines["dense"].embedder.name, _ranks(engines["dense"], users)
+
+    @functools.cache
+    def of(method: str) -> list[tuple[bool, int]]:
+        return _ranks(engines[method], users)
+
+    return of
+
+
+@pytest.fixture(scope="module")
+def ranked(world, ranks):
+    engines, _ = world
+    return engines["dense"].embedder.name, ranks("dense")
 
 
 # Measured through MemoryEngine.search (benchmarks/ko_retrieval.py has every candidate):
@@ -85,9 +98,9 @@ def test_the_right_sentence_often_beats_its_same_topic_distractors(ranked):
 
 
 @pytest.mark.parametrize("method", ["dense", "hybrid"])
-def test_each_method_keeps_recall_at_3_on_all_utterances(world, method):
-    engines, users = world
-    results = _ranks(engines[method], users)
+def test_each_method_keeps_recall_at_3_on_all_utterances(world, ranks, method):
+    engines, _ = world
+    results = ranks(method)
     recall_at_3 = sum(rank <= 3 for _, rank in results) / len(results)
     assert recall_at_3 >= RECALL_AT_3[engines[method].embedder.name], f"{method}: R@3 fell to {recall_at_3:.3f}"
 
