@@ -18,8 +18,14 @@ PROMPT_DIR = Path(__file__).parent / "prompts"
 
 @functools.lru_cache(maxsize=1)
 def _env() -> Environment:
+    # auto_reload off: the prompt files ship with the package and do not change under a running process, and with it
+    # on every render stat()ed its file (a chat turn renders a few: 1% of an app process's CPU under load.py)
     return Environment(
-        loader=FileSystemLoader(PROMPT_DIR), undefined=StrictUndefined, keep_trailing_newline=False, autoescape=False
+        loader=FileSystemLoader(PROMPT_DIR),
+        undefined=StrictUndefined,
+        keep_trailing_newline=False,
+        autoescape=False,
+        auto_reload=False,
     )
 
 
