@@ -127,9 +127,7 @@ def serve(
 
 def launch(app: gr.Blocks, **options: Any) -> str:
     """Serve `app` from this process on a free 127.0.0.1 port as the app's own launch does (chatbot/cli/chat.py:
-    queue_options, launch_options); returns its URL. `_frontend=False` skips only Gradio's check that the page
-    answers a HEAD within 3 s, which a loaded 2-core machine misses (it then refuses to launch); the tests load
-    the page themselves."""
+    queue_options, launch_options); returns its URL."""
     port = free_port()
     app.queue(**queue_options()).launch(
         server_name="127.0.0.1",
@@ -138,7 +136,6 @@ def launch(app: gr.Blocks, **options: Any) -> str:
         quiet=True,
         footer_links=[],
         run_history=False,
-        _frontend=False,
         **{**launch_options(app), **options},
     )
     # `app.close()` waits for uvicorn's graceful shutdown, which waits for every open page's event stream, and

@@ -159,6 +159,6 @@ def test_a_postgres_writer_stalled_inside_its_transaction_is_cut_off_and_the_oth
     finally:
         holder.send_signal(signal.SIGCONT)
         out, _ = holder.communicate(timeout=60)
-    assert holder.returncode == 3, out
+    assert holder.returncode == 3 and "undid the write" in out, out
     assert store.rows("select * from sessions where user_id = ?", [store.users.get_or_create("stalled")]) == []
     store.close()

@@ -12,6 +12,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import fastapi
 import gradio as gr
 import httpx
 import pytest
@@ -44,6 +45,7 @@ from tests.helpers import (
     call,
     dep_index,
     drain,
+    launch,
     login,
     make_bot,
     say,
@@ -521,6 +523,35 @@ def test_the_app_takes_no_uploads(tmp_path: Path) -> None:
         assert not [p for p in Path(get_upload_folder()).rglob("*") if p.name in ("big.bin", "tiny.txt")]
         assert app.max_file_size == 1024  # Gradio's other multipart routes are capped as well
         assert httpx.get(url).status_code == 200  # the page itself still serves
+    finally:
+        app.close()
+        worker.stop()
+
+
+def test_an_app_whose_page_is_slow_to_answer_its_first_look_still_launches(tmp_path: Path) -> None:
+    """Gradio's launch looks at the page it has just started (HEAD /, a 3-s timeout) and, when that look timed out
+    on a loaded machine, raised "a shareable link must be created": an app process exited 8 s after it had begun
+    serving (seen in CI, under `keem serve` and alone). The look is off (launch_options); the app serves."""
+    import asyncio
+
+    from chatbot.web.app import launch_options
+
+    looked: list[str] = []
+
+    async def slow_first_look(request: fastapi.Request) -> None:
+        if request.method == "HEAD" and not looked:
+            looked.append(request.url.path)
+            await asyncio.sleep(3.3)
+
+    bot = make_bot(tmp_path / "keem.db")
+    worker = Worker(bot, poll_s=0.05).start()
+    app = build_app(bot, worker)
+    served = launch_options(app)["app_kwargs"]
+    served["dependencies"].append(fastapi.Depends(slow_first_look))
+    try:
+        url = launch(app, app_kwargs=served)
+        assert httpx.get(url + "config", timeout=30).status_code == 200
+        assert httpx.head(url, timeout=30).status_code == 200  # the page itself, slow only the first time
     finally:
         app.close()
         worker.stop()

@@ -89,6 +89,11 @@ def launch_options(app: gr.Blocks | None = None) -> dict[str, Any]:
         # Gradio's own words its Korean lacks, for every browser (the page is Korean whatever its language)
         "i18n": gr.I18n(ko=GRADIO_WORDS, en=GRADIO_WORDS),
         "enable_monitoring": False,  # Gradio's traffic page: not for visitors (and its table costs: QUIET_QUEUE)
+        # Gradio's launch asks the page it just started for a HEAD / with a 3-s timeout and, if that times out, takes
+        # localhost for unreachable (a notebook's case) and raises "a shareable link must be created": on a loaded
+        # machine a healthy app process exited 8 s after it had started serving (under supervisord: restarted,
+        # refusing connections meanwhile). The server is up once launch returns; nothing here needs a share link.
+        "_frontend": False,
     }
 
 

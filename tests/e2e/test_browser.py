@@ -204,7 +204,7 @@ def test_a_message_sent_while_a_reply_is_coming_is_answered_and_a_draft_survives
             assert not any("잘 들었어요" in t for t in bot_texts(page))  # the first reply is still coming
             box.fill("두 번째: 결과는 다음 주에 나와")
             box.press("Enter")
-            page.locator("#pending-note").get_by_text("답변을 기다리는 메시지 1개").wait_for(timeout=5_000)
+            page.locator("#pending-note").get_by_text("답변을 기다리는 메시지 1개").wait_for(timeout=15_000)
             assert box.input_value() == ""  # accepted, so the box cleared
             assert "두 번째" in page.get_by_test_id("user").last.inner_text()  # shown at once, waiting
             box.fill("아직 쓰는 중인 초안")  # typed while the replies stream
@@ -277,7 +277,7 @@ def test_a_conversation_left_by_closing_the_tab_is_ended_and_listed_at_once(new_
             page.wait_for_timeout(300)
             box.fill("바다가 보이는 집이야")  # sent while the first reply is still coming: it waits, stored
             box.press("Enter")
-            page.locator("#pending-note").get_by_text("답변을 기다리는 메시지 1개").wait_for(timeout=5_000)
+            page.locator("#pending-note").get_by_text("답변을 기다리는 메시지 1개").wait_for(timeout=15_000)
             [open_session] = bot.store.sessions.all_open()
             page.close()  # the tab is closed with a reply coming and a message waiting; nothing ended
             for _ in range(200):
