@@ -16,7 +16,7 @@ from memory.store.queue import LEASE_S
 from memory.text import to_date
 from memory.updaters import UpdateInput, Updater, UpdateResult
 from memory.updaters.steps import MAX_REFLECTED
-from models.errors import MemoryChangedError, describe
+from models.errors import JobTakenError, MemoryChangedError, describe
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 8  # 7 waits of 30 s doubling to 1,920 s: 63.5 minutes in all (RETRY_MAX_S caps longer runs)
@@ -138,8 +138,10 @@ class JobRunner:
         if job is None:
             return None
 
+        owner = job["owner"]  # every write of this run checks the job is still this process's (a takeover)
+
         def stage(name: str) -> None:
-            self.store.queue.set_stage(job["id"], name, self.lease_s)
+            self.store.queue.set_stage(job["id"], name, self.lease_s, owner)
             if on_stage:
                 on_stage(name)
 
@@ -147,7 +149,7 @@ class JobRunner:
             for attempt in range(RECOMPUTES + 1):
                 inp, base = self.start(job)
                 if not any(t["role"] == "user" for t in inp.dialogue):
-                    self.store.queue.finish_without_version(job["id"], "skipped")
+                    self.store.queue.finish_without_version(job["id"], "skipped", owner)
                     return None
                 done = (compute or self.compute)(job["strategy"], inp, stage)
                 result, cues, details = done.result, done.cues, done.details
@@ -176,6 +178,7 @@ class JobRunner:
                         details={**details, "recomputed": attempt} if attempt else details,
                         job_id=job["id"],
                         records=result.records,
+                        owner=owner,
                     )
                     break
                 except MemoryChangedError as exc:  # another update committed since `base`: compute on top of it
@@ -183,13 +186,19 @@ class JobRunner:
                         raise
                     log.info("update job %s: %s; computing it again", job["id"], exc)
                     stage("recompute")
+        except JobTakenError as exc:  # this process froze past its lease: the job's new owner carries it on
+            log.warning("%s", exc)
+            return None
         except Exception as exc:
             retry = job["attempts"] < self.max_attempts
-            self.store.queue.fail(
+            if not self.store.queue.fail(
                 job["id"],
                 describe(exc)[:500],
                 retry_in_s=retry_delay(job["attempts"]) if retry else None,
-            )
+                owner=owner,
+            ):  # taken over meanwhile (or its user forgotten): the failure is this copy's, the job stays as it is
+                log.warning("update job %s failed after it stopped being this process's: %s", job["id"], exc)
+                return None
             if on_stage:
                 on_stage("failed")
             log.warning(

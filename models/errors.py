@@ -171,6 +171,15 @@ class MemoryChangedError(KeemError):
     kind = "memory_changed"
 
 
+class JobTakenError(KeemError):
+    """An update job this process ran is no longer its own: its lease ran out and another worker took the job over
+    (or finished it, or its user was forgotten). This copy stops and writes nothing: no stage, no failure, no
+    version; the job's owner carries on. Nothing to fix: a worker that freezes longer than KEEM_JOB_LEASE_S loses
+    its jobs by design."""
+
+    kind = "job_taken"
+
+
 class StorageError(KeemError):
     """The database cannot be opened or written: a folder or another kind of file, read-only, a full disk."""
 

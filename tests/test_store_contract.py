@@ -22,7 +22,7 @@ from memory.store.connection import Connection, describe
 from memory.store.migrations import schema
 from memory.store.postgres import redact, translate
 from memory.store.queue import process_owner
-from models.errors import MemoryChangedError, MigrationError, StorageError, UserForgottenError
+from models.errors import JobTakenError, MemoryChangedError, MigrationError, StorageError, UserForgottenError
 
 
 def _count(store: Store, table: str, where: str = "", params: tuple = ()) -> int:
@@ -196,6 +196,28 @@ def test_one_job_goes_to_one_claimer_and_an_expired_lease_is_taken_over(store_ur
     taken = first.queue.claim(owner=process_owner())
     assert taken["id"] == job and taken["owner"] == process_owner() and taken["attempts"] == 2
     assert taken["takeovers"] == 1 and taken["taken_from"] == f"other-host:{won[0]} (its lease ran out)"
+    hung, was = stores[won[0]], f"other-host:{won[0]}"  # it wakes: every write it tries for the job is refused
+    with pytest.raises(JobTakenError, match=f"update job {job} is no longer this process's"):
+        hung.queue.set_stage(job, "update", owner=was)
+    with pytest.raises(JobTakenError):
+        hung.queue.finish_without_version(job, "skipped", owner=was)
+    assert hung.queue.fail(job, "GenerationError: late", retry_in_s=30, owner=was) is False
+    with pytest.raises(JobTakenError):
+        hung.versions.commit(
+            uid,
+            [Sentence("늦은 복사본")],
+            base=None,
+            strategy="keem",
+            status="ok",
+            author="updater",
+            job_id=job,
+            owner=was,
+        )
+    now = first.queue.get(job)
+    assert (now["status"], now["owner"], now["stage"]) == ("running", process_owner(), "queued")
+    assert now["last_error"] is None
+    assert first.versions.of_user(uid) == []
+    first.queue.set_stage(job, "update")  # its owner carries on
     committed = first.versions.commit(
         uid, [Sentence("학생")], base=None, strategy="keem", status="ok", author="updater", job_id=job
     )

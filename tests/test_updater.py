@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import date
 
 import pytest
 
 from memory.dates import anchor
 from memory.engine import MemoryEngine
-from memory.jobs import JobRunner
+from memory.jobs import Computed, JobRunner
 from memory.store import Sentence
 from memory.text import (
     elapsed_text,
@@ -18,7 +20,7 @@ from memory.text import (
     parse_verdict,
     parse_yes_no,
 )
-from memory.updaters import make_updater
+from memory.updaters import UpdateInput, make_updater
 from memory.updaters.guard import guard
 from memory.updaters.steps import Steps
 from models.embedders import NgramEmbedder
@@ -227,6 +229,32 @@ def test_job_left_running_by_a_crash_is_resumed(store):
     assert runner.resume() == 1
     version = runner.run()
     assert version.number == 1 and version.texts and store.queue.get(job)["status"] == "done"
+
+
+@pytest.mark.parametrize("then", ["stage", "fails", "commits"])
+def test_a_copy_frozen_past_its_lease_wakes_to_a_taken_job_and_writes_nothing(store, then):
+    """A worker frozen (SIGSTOP, a debugger) past its lease wakes after another worker took its job over. Whatever
+    it does next (a stage, a failure, its commit), it writes nothing: the job stays the new owner's, running, with
+    no error and no version; the old copy's run ends with None, not an exception."""
+    engine = MemoryEngine(store, NgramEmbedder())
+    _uid, _sid, job = _session(store)
+    model = StageModel(**{k: list(v) for k, v in GOOD.answers.items()})
+    runner = JobRunner(engine, lambda s: make_updater(s, model, engine.embedder), lease_s=0.05)
+
+    def frozen(strategy: str, inp: UpdateInput, stage: Callable[[str], None]) -> Computed:
+        done = runner.compute(strategy, inp, lambda name: None)
+        time.sleep(0.1)  # the lease runs out while it is frozen
+        assert store.queue.claim(job, owner="other-host:7")["takeovers"] == 1
+        if then == "stage":
+            stage("cues")
+        elif then == "fails":
+            raise GenerationError("server went away")
+        return done
+
+    assert runner.run(job, compute=frozen) is None
+    now = store.queue.get(job)
+    assert (now["status"], now["owner"], now["stage"], now["last_error"]) == ("running", "other-host:7", "queued", None)
+    assert store.versions.of_user(_uid) == []
 
 
 def test_accumulate_strategy_appends_the_summary():

@@ -56,6 +56,7 @@ STATUS_OF_KIND = {
     "storage": 503,
     "migration": 503,
     "update": 409,
+    "job_taken": 409,
 }
 
 

@@ -176,6 +176,7 @@ MESSAGES = {
     "generation": "모델이 답을 끝까지 만들지 못했습니다. 잠시 뒤 다시 시도해 주세요.",
     "not_supported": "오류: {message}",
     "update": "기억을 바꿀 수 없습니다: {message}",
+    "job_taken": "이 기억 갱신은 다른 작업자가 이어받았습니다. 잠시 뒤 기억 탭을 확인해 주세요.",
     "storage": "오류: {message}",
     "migration": "오류: {message}",
 }

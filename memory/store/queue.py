@@ -8,12 +8,13 @@ import time
 from typing import Any
 
 from memory.store.connection import Connection, now_iso, placeholders
-from models.errors import InputError
+from models.errors import InputError, JobTakenError
 
 JOB_STATUSES = ("pending", "running", "done", "failed")
 # what `retry` takes: failed for good, or waiting in the backoff after a failed attempt (Queue.fail sets the stage)
 RETRYABLE = "status = 'failed' or (status = 'pending' and stage = 'failed')"
 LEASE_S = 900.0  # a running job's lease; every stage renews it. A job whose lease ran out is free to take again.
+OWNED = "id = ? and status = 'running' and owner = ?"  # a job's runner writes only while the job is its own
 
 
 def process_owner() -> str:
@@ -37,6 +38,17 @@ def owner_is_dead(owner: str | None) -> bool:
 def taken_from(owner: str | None, why: str) -> str:
     """What a job records of the worker it was taken from: 'host:pid (why)'."""
     return f"{owner or 'an unknown worker'} ({why})"
+
+
+def job_taken(conn: Connection, job_id: int) -> JobTakenError:
+    """The error for a job that is no longer the caller's to write, saying where it went."""
+    row = conn.one("select status, owner from update_jobs where id = ?", [job_id])
+    if row is None:
+        return JobTakenError(f"update job {job_id} is gone: its user was forgotten meanwhile; this copy writes nothing")
+    return JobTakenError(
+        f"update job {job_id} is no longer this process's (now {row['status']}, owner {row['owner'] or 'none'}): "
+        "its lease ran out and another worker took it over; this copy stops and writes nothing"
+    )
 
 
 class Queue:
@@ -108,35 +120,44 @@ class Queue:
             )
         return self.get(row["id"])
 
-    def set_stage(self, job_id: int, stage: str, lease_s: float = LEASE_S) -> None:
-        """Record the stage a running job reached, and renew its lease."""
+    def set_stage(self, job_id: int, stage: str, lease_s: float = LEASE_S, owner: str | None = None) -> None:
+        """Record the stage a running job reached, and renew its lease: only while `owner` (this process by default)
+        holds it. A job taken over, finished or gone meanwhile raises JobTakenError and is left as it is."""
         with self.conn.write():
-            self.conn.execute(
-                "update update_jobs set stage = ?, updated_at = ?, lease_until = ? where id = ?",
-                [stage, now_iso(), time.time() + lease_s, job_id],
-            )
+            if not self.conn.execute(
+                f"update update_jobs set stage = ?, updated_at = ?, lease_until = ? where {OWNED}",
+                [stage, now_iso(), time.time() + lease_s, job_id, owner or process_owner()],
+            ):
+                raise job_taken(self.conn, job_id)
 
-    def finish_without_version(self, job_id: int, stage: str) -> None:
+    def finish_without_version(self, job_id: int, stage: str, owner: str | None = None) -> None:
+        """Mark a running job of `owner`'s done with no version (nothing to update); JobTakenError if not its."""
         with self.conn.write():
-            self.conn.execute(
-                "update update_jobs set status = 'done', stage = ?, owner = null, updated_at = ? where id = ?",
-                [stage, now_iso(), job_id],
-            )
+            if not self.conn.execute(
+                f"update update_jobs set status = 'done', stage = ?, owner = null, updated_at = ? where {OWNED}",
+                [stage, now_iso(), job_id, owner or process_owner()],
+            ):
+                raise job_taken(self.conn, job_id)
 
-    def fail(self, job_id: int, error: str, *, retry_in_s: float | None) -> None:
+    def fail(self, job_id: int, error: str, *, retry_in_s: float | None, owner: str | None = None) -> bool:
         """Record a failed attempt: pending again after `retry_in_s`, or (None) failed until an operator or the next
-        start retries it. Either way the error stays on the job."""
+        start retries it. Either way the error stays on the job. Only a job `owner` (this process by default) still
+        runs: False, and nothing written, when it was taken over or finished meanwhile (its failure is this copy's,
+        not the job's)."""
         with self.conn.write():
-            self.conn.execute(
-                "update update_jobs set status = ?, stage = 'failed', last_error = ?, owner = null, "
-                "lease_until = null, next_attempt_at = ?, updated_at = ? where id = ?",
-                [
-                    "failed" if retry_in_s is None else "pending",
-                    error,
-                    None if retry_in_s is None else time.time() + retry_in_s,
-                    now_iso(),
-                    job_id,
-                ],
+            return bool(
+                self.conn.execute(
+                    "update update_jobs set status = ?, stage = 'failed', last_error = ?, owner = null, "
+                    f"lease_until = null, next_attempt_at = ?, updated_at = ? where {OWNED}",
+                    [
+                        "failed" if retry_in_s is None else "pending",
+                        error,
+                        None if retry_in_s is None else time.time() + retry_in_s,
+                        now_iso(),
+                        job_id,
+                        owner or process_owner(),
+                    ],
+                )
             )
 
     def retry(self, job_ids: list[int] | None = None, user_id: int | None = None, *, backoff: bool = True) -> list[int]:

@@ -11,6 +11,7 @@ import numpy as np
 from memory.store.connection import Connection, now_iso
 from memory.store.emotions import EmotionRecord, Emotions, follow
 from memory.store.notes import Note, dumps, loads, note
+from memory.store.queue import OWNED, job_taken
 from memory.store.rebase import USER_AUTHORS, rebase_update, rebase_user_change
 from memory.store.sentences import Sentence, Version
 from models.errors import InputError, MemoryChangedError, UpdateError
@@ -116,8 +117,13 @@ class Versions:
         details: dict[str, Any] | None = None,
         job_id: int | None = None,
         records: list[EmotionRecord] | None = None,
+        owner: str | None = None,
     ) -> Version:
         """Write a new version with all its sentences in one transaction (and finish its job, if any).
+
+        `job_id` and `owner`: the update job this version finishes, and the process running it (memory/store/
+        queue.py). A job that has its version already returns that version (a job run twice commits once); a job
+        `owner` no longer runs (taken over when its lease ran out) raises JobTakenError and writes nothing.
 
         `base` is the number of the version the writer started from (None: the user had none). It is compared with
         the user's latest version in the same transaction; when they differ the change is rebased onto the latest
@@ -144,6 +150,9 @@ class Versions:
                     )
                     if existing is not None:
                         return existing
+                owned = f"select id from update_jobs where {OWNED}"
+                if owner is not None and self.conn.one(owned, [job_id, owner]) is None:  # taken over meanwhile
+                    raise job_taken(self.conn, job_id)
             last = self.conn.one("select max(number) as n from memory_versions where user_id = ?", [user_id])
             latest = (last or {}).get("n")
             if records is None:
