@@ -190,28 +190,35 @@ class JobRunner:
             log.warning("%s", exc)
             return None
         except Exception as exc:
-            retry = job["attempts"] < self.max_attempts
-            if not self.store.queue.fail(
-                job["id"],
-                describe(exc)[:500],
-                retry_in_s=retry_delay(job["attempts"]) if retry else None,
-                owner=owner,
-            ):  # taken over meanwhile (or its user forgotten): the failure is this copy's, the job stays as it is
-                log.warning("update job %s failed after it stopped being this process's: %s", job["id"], exc)
-                return None
-            if on_stage:
-                on_stage("failed")
-            log.warning(
-                "update job %s failed (attempt %s, %s): %s",
-                job["id"],
-                job["attempts"],
-                "will retry" if retry else "giving up",
-                exc,
-            )
-            raise
+            if self.record_failure(job, exc):
+                if on_stage:
+                    on_stage("failed")
+                raise
+            return None  # taken over meanwhile (or its user forgotten): the failure is this copy's, not the job's
         if on_stage:
             on_stage(version.status)
         return version
+
+    def record_failure(self, job: dict[str, Any], exc: Exception) -> bool:
+        """Record a failed attempt on the job (pending again after a backoff, failed for good after `max_attempts`);
+        False, and nothing recorded, when the job stopped being this process's meanwhile."""
+        retry = job["attempts"] < self.max_attempts
+        if not self.store.queue.fail(
+            job["id"],
+            describe(exc)[:500],
+            retry_in_s=retry_delay(job["attempts"]) if retry else None,
+            owner=job["owner"],
+        ):
+            log.warning("update job %s failed after it stopped being this process's: %s", job["id"], exc)
+            return False
+        log.warning(
+            "update job %s failed (attempt %s, %s): %s",
+            job["id"],
+            job["attempts"],
+            "will retry" if retry else "giving up",
+            exc,
+        )
+        return True
 
     def resume(self) -> int:
         """At a start: jobs a dead process left running, and jobs that failed for good, go back to pending (a job

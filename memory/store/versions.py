@@ -101,6 +101,18 @@ class Versions:
         rows = self.conn.rows("select * from memory_versions where user_id = ? order by number", [user_id])
         return [v for v in (self._version(r) for r in rows) if v is not None]
 
+    def _job_version(self, job_id: int, owner: str | None) -> Version | None:
+        """The version a job committed already (None: none yet), inside a commit's transaction; JobTakenError when
+        `owner` no longer runs the job (taken over while this copy computed: its new owner commits)."""
+        done = self.conn.one("select version_id from update_jobs where id = ? and version_id is not null", [job_id])
+        if done is not None:
+            existing = self._version(self.conn.one("select * from memory_versions where id = ?", [done["version_id"]]))
+            if existing is not None:
+                return existing
+        if owner is not None and self.conn.one(f"select id from update_jobs where {OWNED}", [job_id, owner]) is None:
+            raise job_taken(self.conn, job_id)
+        return None
+
     def commit(
         self,
         user_id: int,
@@ -140,19 +152,8 @@ class Versions:
             raise UpdateError("refusing to commit an empty memory or an empty sentence; the previous version stays")
         details = {**(details or {}), "base": base}
         with self.conn.write():
-            if job_id is not None:  # one version per session update: a job run twice commits once
-                done = self.conn.one(
-                    "select version_id from update_jobs where id = ? and version_id is not null", [job_id]
-                )
-                if done is not None:
-                    existing = self._version(
-                        self.conn.one("select * from memory_versions where id = ?", [done["version_id"]])
-                    )
-                    if existing is not None:
-                        return existing
-                owned = f"select id from update_jobs where {OWNED}"
-                if owner is not None and self.conn.one(owned, [job_id, owner]) is None:  # taken over meanwhile
-                    raise job_taken(self.conn, job_id)
+            if job_id is not None and (existing := self._job_version(job_id, owner)) is not None:
+                return existing  # one version per session update: a job run twice commits once
             last = self.conn.one("select max(number) as n from memory_versions where user_id = ?", [user_id])
             latest = (last or {}).get("n")
             if records is None:
