@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,30 @@ def test_stop_keeps_what_was_shown_stored_as_stopped_and_regenerate_replaces_the
     assert roles(ui, state, replaced=True) == [("user", None), ("assistant", "replaced"), ("assistant", None)]
     assert [m["role"] for m in state.session.history] == ["user", "assistant"]
     assert roles(ui, state) == [("user", None), ("assistant", None)]  # what the session's update reads
+
+
+def test_a_tab_closed_between_two_replies_leaves_no_message_unanswered(flow: Any) -> None:
+    """Gradio ends a closed tab's stream at its next frame. When that is the frame between two replies, after the
+    next message was taken, the message waits again and the closing (Entry.on_state_deleted) answers it before the
+    conversation ends. Before, it ended with that message unanswered (the browser test, under load, 2 runs in 4)."""
+    ui, _ = flow
+    state = login(ui, "민수")
+    ui.chat.send("나 부산으로 이사했어", state)
+    replying = ui.chat.respond(state)
+    next(replying)  # the first reply streams
+    ui.chat.send("바다가 보이는 집이야", state)  # and the second message waits
+    while not (state.current is None and state.session.history[-1]["content"] == "바다가 보이는 집이야"):
+        next(replying)  # up to the first reply's last frame: the second message is taken, its reply not begun
+    replying.close()  # the tab closed
+    ui.entry.on_state_deleted(state)
+    for _ in range(100):
+        if state.session.ended:
+            break
+        time.sleep(0.05)
+    turns = ui.bot.store.turns.of_session(state.session.session_id)
+    said = {t["id"]: t["text"] for t in turns if t["role"] == "user"}
+    answered = [said[t["reply_to"]] for t in turns if t["role"] == "assistant"]
+    assert state.session.ended and answered == ["나 부산으로 이사했어", "바다가 보이는 집이야"], turns
 
 
 def test_a_new_conversation_has_nothing_to_answer_again(flow: Any) -> None:

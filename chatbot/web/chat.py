@@ -209,7 +209,12 @@ class Conversation:
             while True:
                 taken = state.next_reply()  # checked and taken together: a message queued after this is another's
                 if last is not None:  # the previous reply's last frame, and whether another streams now
-                    yield last | actions(state)
+                    try:
+                        yield last | actions(state)
+                    except GeneratorExit:  # the tab closed (Gradio ended this stream) with the message just taken
+                        if taken is not None:  # not begun: it waits again, for the closed tab's end (Entry._close)
+                            state.give_back(taken[1])
+                        raise
                 if taken is None:
                     break
                 session, retry = taken

@@ -150,6 +150,16 @@ class UserState:
         while nothing streamed, or asked again with 다시 생성); the chained `respond` answers it."""
         self.awaiting = True
 
+    def give_back(self, retry: Failure | None) -> None:
+        """Undo a `next_reply` whose reply never began (the tab closed: Gradio ended its stream in between): the
+        message awaits its reply again (`retry`: the failed one goes back to the front of those to answer again),
+        for the next answering turn; a closed tab's is chatbot/web/chat.py Entry._close."""
+        with self.lock:
+            if retry is None:
+                self.awaiting = True
+            else:
+                self.retrying.insert(0, retry)
+
     def next_reply(self, retries: bool = True) -> tuple[ChatSession, Failure | None] | None:
         """What the tab's answering turn answers next, checked and taken in one step under `lock` (a message stored
         after it is the next call's): the message awaiting its reply, else (`retries`) the oldest failed one to

@@ -265,7 +265,15 @@ def test_a_conversation_left_by_closing_the_tab_is_ended_and_listed_at_once(new_
     from models.openai_backend import OpenAIChatModel
     from tests.fake_openai import FakeOpenAIServer
 
-    with FakeOpenAIServer(echo, latency_s=1.5) as server:  # every answer starts 1.5 s after it was asked
+    held = threading.Event()
+
+    def held_until_closed(body: dict) -> str:
+        """Every answer waits until the tab is closed: the first reply is surely still coming when the second
+        message is sent and when the tab closes (a 1.5-s latency was not sure on a loaded machine)."""
+        held.wait(30)
+        return echo(body)
+
+    with FakeOpenAIServer(held_until_closed) as server:
         model = OpenAIChatModel("fake-slow", base_url=server.url, api_key="test")
         url, app, bot, worker = serve(tmp_path / "k.db", model=model)  # type: ignore[arg-type]
         try:
@@ -274,12 +282,14 @@ def test_a_conversation_left_by_closing_the_tab_is_ended_and_listed_at_once(new_
             box = page.locator("#message-input textarea")
             box.fill("나 지난주에 부산으로 이사했어")
             box.press("Enter")
-            page.wait_for_timeout(300)
+            # the first is sent when its answer emptied the box (a fixed 300 ms could see it fill the second's text)
+            page.wait_for_function("() => document.querySelector('#message-input textarea').value === ''")
             box.fill("바다가 보이는 집이야")  # sent while the first reply is still coming: it waits, stored
             box.press("Enter")
             page.locator("#pending-note").get_by_text("답변을 기다리는 메시지 1개").wait_for(timeout=15_000)
             [open_session] = bot.store.sessions.all_open()
             page.close()  # the tab is closed with a reply coming and a message waiting; nothing ended
+            held.set()
             for _ in range(200):
                 if not bot.store.sessions.all_open():
                     break
@@ -297,5 +307,6 @@ def test_a_conversation_left_by_closing_the_tab_is_ended_and_listed_at_once(new_
             back.locator("#past-transcript").get_by_text("«바다가 보이»").wait_for(timeout=10_000)
             assert bot.store.queue.jobs(open_session["user_id"])  # its memory update was queued when it ended
         finally:
+            held.set()
             app.close()
             worker.stop()
