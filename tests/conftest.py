@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+# Gradio's file cache, one per test process (and the app processes it starts): a forget removes every organiser
+# export in the cache (chatbot/exports.py), and a shared /tmp/gradio let another worker's forget remove the folder
+# under an export being made (the organiser's export test, once under load)
+os.environ["GRADIO_TEMP_DIR"] = tempfile.mkdtemp(prefix=f"keem-gradio-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-")
 
 from memory.engine import MemoryEngine
 from memory.store import Store
@@ -283,3 +289,7 @@ def _organiser_guesses_start_fresh() -> None:
     web = sys.modules.get("chatbot.trials.web")
     if web is not None:
         web.ORGANISER_GUESSES.reset()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ["GRADIO_TEMP_DIR"], ignore_errors=True)  # this process's Gradio cache, with its files
