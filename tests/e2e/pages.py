@@ -112,12 +112,19 @@ def open_why(page: Any, text: str) -> str:
 
 def shown_once(page: Any, sentences: list[str]) -> None:
     """Each sentence is on the memory tab's visible text exactly once outside what changed (the changelog of the
-    latest version and the history name the sentences they changed)."""
+    latest version and the history name the sentences they changed), once the list is drawn: its draw is an event
+    of its own, which a loaded machine answers after the tab opened (read at once, CI saw the changelog alone)."""
     tab = page.get_by_role("tabpanel").filter(has=page.locator("#memory"))
-    text = tab.inner_text()
-    changes = page.locator("#changelog").inner_text() + page.locator("#history").inner_text()
-    for sentence in sentences:
-        assert text.count(sentence) - changes.count(sentence) == 1, (sentence, text)
+
+    def extra() -> tuple[dict[str, int], str]:
+        text = tab.inner_text()
+        changes = page.locator("#changelog").inner_text() + page.locator("#history").inner_text()
+        return {s: text.count(s) - changes.count(s) for s in sentences}, text
+
+    try:
+        wait_until(page, lambda: set(extra()[0].values()) == {1}, "each sentence once in the memory list")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {extra()}") from None
 
 
 def list_draws(page: Any, url: str) -> list[int]:
