@@ -127,7 +127,8 @@ class Worker:
 
     def stop(self, *, end_open: bool = True, timeout: float = 5.0, grace_s: float = 0.0) -> list[int]:
         """End every live session (reason 'shutdown'; its job runs at the next start) and stop the thread; the
-        jobs already running get `grace_s` to finish (a job cut short is taken over: see `take_over`)."""
+        jobs already running get `grace_s` to finish. A job still running then goes back to pending (Queue.release),
+        for the next worker to take at once, here or on another machine; its copy here writes nothing more."""
         self._stop.set()  # first, so the jobs the shutdown enqueues wait for the next start
         job_ids = []
         if end_open:
@@ -147,6 +148,17 @@ class Worker:
             with self._lock:
                 running = [f for _, f in self._running.values()]
             wait(running, timeout=grace_s)
+        with self._lock:
+            unfinished = [job_id for job_id, (_, f) in self._running.items() if not f.done()]
+        released = []
+        for job_id in unfinished:
+            try:
+                if self.store.queue.release(job_id):
+                    released.append(job_id)
+            except Exception as exc:  # the store is out of reach: the job's lease frees it later
+                log.warning("could not release update job %s at shutdown: %s", job_id, exc)
+        if released:
+            log.info("update job(s) %s not finished at shutdown: pending again, for the next worker", released)
         self.backup(force=True)
         self.store.checkpoint()  # a clean shutdown leaves the WAL empty: no erased text waits in it
         return job_ids

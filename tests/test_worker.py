@@ -110,3 +110,48 @@ def test_beside_other_app_processes_a_start_ends_only_the_sessions_silent_past_t
     assert [j["session_id"] for j in store.queue.jobs()] == [live]
     other = store.sessions.start(user_id, "keem", "scripted")
     assert Worker(bot, run_jobs=False, idle_timeout_s=3600).end_abandoned("restart") == [other]  # alone: every one
+
+
+class HeldUpdates(SlowUpdates):
+    """Each update call waits until `go` is set: a model call under way when its worker stops."""
+
+    def __init__(self):
+        super().__init__()
+        self.go, self.called = threading.Event(), threading.Event()
+
+    def stream(self, messages, options=None):
+        self.called.set()
+        self.go.wait(30)
+        return (yield from super().stream(messages, options))
+
+
+def test_a_job_running_when_its_worker_stops_is_pending_again_for_the_next_worker_at_once(store):
+    """A worker stopped in the middle of an update (a deploy, its grace spent) releases the job: pending again,
+    counted as taken from it, so the next worker takes it at once, here or on another machine (where no dead pid
+    tells), not when its lease runs out. The copy still running writes nothing more: no stage, no version. Before,
+    the job stayed 'running' under a live owner for the lease's 15 minutes (an app restarted in one process)."""
+    model = HeldUpdates()
+    bot = Chatbot(
+        Settings(db=store.path),
+        chat_model=ScriptedChatModel(responder=lambda m: "응"),
+        update_model=model,
+        embedder=NgramEmbedder(),
+        store=store,
+    )
+    worker = Worker(bot)
+    session = bot.start("민수")
+    list(session.send("나 요가를 시작했어"))
+    job = worker.end(session)
+    assert worker.dispatch() == 1 and model.called.wait(10)  # its update is in its first model call
+    worker.stop()
+    left = store.queue.get(job)
+    assert (left["status"], left["owner"], left["takeovers"]) == ("pending", None, 1)
+    assert left["taken_from"].endswith("(its worker stopped before it ended)")
+    model.go.set()
+    worker.pool.shutdown(wait=True)  # the stopped worker's copy ends: it found the job no longer its own
+    assert store.queue.get(job)["status"] == "pending" and store.versions.of_user(session.user_id) == []
+    again = Worker(bot)
+    assert again.run_pending() == 1
+    done = store.queue.get(job)
+    assert (done["status"], done["attempts"]) == ("done", 2) and len(store.versions.of_user(session.user_id)) == 1
+    again.stop()

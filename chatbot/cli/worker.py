@@ -39,7 +39,7 @@ def add_worker_parser(subs: Any) -> argparse.ArgumentParser:
         type=float,
         default=30.0,
         help="at SIGTERM, how long running jobs may take to finish before the process exits (default 30; a job "
-        "cut short is taken over by another worker)",
+        "cut short goes back to the queue at once, for the next worker here or on another machine)",
     )
     return p
 

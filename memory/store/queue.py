@@ -160,6 +160,21 @@ class Queue:
                 )
             )
 
+    def release(self, job_id: int, owner: str | None = None) -> bool:
+        """A running job of `owner`'s (this process by default) back to pending now, its worker stopping before the
+        job ended: the next worker takes it at once, not when its lease runs out (on another machine no dead pid
+        tells). Counted as a takeover from `owner`. The copy still running writes nothing more for it (OWNED). False
+        when the job was not `owner`'s running job."""
+        owner = owner or process_owner()
+        with self.conn.write():
+            return bool(
+                self.conn.execute(
+                    "update update_jobs set status = 'pending', stage = 'queued', owner = null, lease_until = null, "
+                    f"takeovers = takeovers + 1, taken_from = ?, updated_at = ? where {OWNED}",
+                    [taken_from(owner, "its worker stopped before it ended"), now_iso(), job_id, owner],
+                )
+            )
+
     def retry(self, job_ids: list[int] | None = None, user_id: int | None = None, *, backoff: bool = True) -> list[int]:
         """Failed jobs (these, or this user's, or all) back to pending now, with a fresh count of attempts: the ones
         failed for good and (`backoff`) the ones waiting in their backoff after a failed attempt."""
