@@ -173,9 +173,9 @@ class MemoryChangedError(KeemError):
 
 class JobTakenError(KeemError):
     """An update job this process ran is no longer its own: its lease ran out and another worker took the job over
-    (or finished it, or its user was forgotten). This copy stops and writes nothing: no stage, no failure, no
-    version; the job's owner carries on. Nothing to fix: a worker that freezes longer than KEEM_JOB_LEASE_S loses
-    its jobs by design."""
+    (or finished it), its worker stopped and gave it back to the queue, or its user was forgotten. This copy stops
+    and writes nothing: no stage, no failure, no version; the job's owner carries on. Nothing to fix: a worker that
+    freezes longer than KEEM_JOB_LEASE_S loses its jobs by design."""
 
     kind = "job_taken"
 

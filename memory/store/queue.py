@@ -47,7 +47,7 @@ def job_taken(conn: Connection, job_id: int) -> JobTakenError:
         return JobTakenError(f"update job {job_id} is gone: its user was forgotten meanwhile; this copy writes nothing")
     return JobTakenError(
         f"update job {job_id} is no longer this process's (now {row['status']}, owner {row['owner'] or 'none'}): "
-        "its lease ran out and another worker took it over; this copy stops and writes nothing"
+        "taken over when its lease ran out, or given back when its worker stopped; this copy writes nothing more"
     )
 
 
