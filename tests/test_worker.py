@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -44,15 +45,20 @@ class SlowUpdates(ScriptedChatModel):
         return (yield from super().stream(messages, options or __import__("models").GenerationOptions()))
 
 
-def test_updates_of_several_users_run_at_once_and_one_users_in_order(store):
-    model = SlowUpdates()
-    bot = Chatbot(
-        Settings(db=store.path, update_workers=3),
+def updating(store: Store, model: ScriptedChatModel, **settings: Any) -> Chatbot:
+    """A bot whose memory updates go to `model`, on the test's store."""
+    return Chatbot(
+        Settings(db=store.path, **settings),
         chat_model=ScriptedChatModel(responder=lambda m: "응"),
         update_model=model,
         embedder=NgramEmbedder(),
         store=store,
     )
+
+
+def test_updates_of_several_users_run_at_once_and_one_users_in_order(store):
+    model = SlowUpdates()
+    bot = updating(store, model, update_workers=3)
     worker = Worker(bot)
     assert pool_size(bot) == 3
     jobs = []
@@ -75,13 +81,7 @@ def test_a_model_in_this_process_gets_one_update_at_a_time(store):
     """Three users' updates waiting at once, as above, but no KEEM_UPDATE_WORKERS and a model in this process:
     no two model calls ever overlap (the test above shows the same jobs overlapping with a pool of 3)."""
     model = SlowUpdates()
-    bot = Chatbot(
-        Settings(db=store.path),
-        chat_model=ScriptedChatModel(responder=lambda m: "응"),
-        update_model=model,
-        embedder=NgramEmbedder(),
-        store=store,
-    )
+    bot = updating(store, model)
     worker = Worker(bot)
     jobs = []
     for name in ("민수", "지우", "서연"):
@@ -131,13 +131,7 @@ def test_a_job_running_when_its_worker_stops_is_pending_again_for_the_next_worke
     tells), not when its lease runs out. The copy still running writes nothing more: no stage, no version. Before,
     the job stayed 'running' under a live owner for the lease's 15 minutes (an app restarted in one process)."""
     model = HeldUpdates()
-    bot = Chatbot(
-        Settings(db=store.path),
-        chat_model=ScriptedChatModel(responder=lambda m: "응"),
-        update_model=model,
-        embedder=NgramEmbedder(),
-        store=store,
-    )
+    bot = updating(store, model)
     worker = Worker(bot)
     session = bot.start("민수")
     list(session.send("나 요가를 시작했어"))
