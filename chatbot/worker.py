@@ -354,7 +354,8 @@ class Worker:
         tick. A hint only: a notification missed while reconnecting is caught by the tick's forget-counter check."""
         while not self._stop.is_set():
             try:
-                for _channel, _user in self.store.listen([FORGET_CHANNEL], timeout=1.0):
+                listening = self.store.listen([FORGET_CHANNEL], timeout=1.0, running=lambda: not self._stop.is_set())
+                for _channel, _user in listening:
                     self._wake.set()
                     if self._stop.is_set():
                         return

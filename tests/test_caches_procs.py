@@ -63,6 +63,17 @@ def test_another_process_s_commit_and_forget_are_what_this_process_serves_next(t
     assert open_store(db).rows("select id from turns") == []
 
 
+def listeners(pg_url: str) -> int:
+    """Sessions of the database whose last statement was a LISTEN: the workers waiting for a forget's NOTIFY."""
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        found = conn.execute(
+            "select count(*) from pg_stat_activity where datname = current_database() and query ilike 'listen %'"
+        ).fetchone()
+        return int(found[0]) if found else 0
+
+
 def test_on_postgres_a_forget_in_another_process_leaves_this_one_s_memory_at_once(tmp_path: Path, pg_url: str) -> None:
     """Without any read here, and with a tick far away, the forget's NOTIFY wakes this process's worker, which
     drops the user's cached index and live session: the forgotten text leaves every process within moments."""
@@ -75,10 +86,14 @@ def test_on_postgres_a_forget_in_another_process_leaves_this_one_s_memory_at_onc
     bot.engine.commit(user_id, [Sentence("서울에 산다.")], base=None, strategy="import", status="ok", author="import")
     bot.engine.search(user_id, "서울", k=5)
     session = bot.open_session(user_id, "minsu", "keem")
+    before = listeners(pg_url)
     worker = Worker(bot, poll_s=60.0, run_jobs=False).start()  # its next tick is a minute away
     try:
         worker.track(session)
-        time.sleep(1.5)  # the first tick is done and the listener is listening
+        # the listener listens (a fixed 1.5-s wait was too short on a loaded machine)
+        deadline = time.monotonic() + 15.0
+        while listeners(pg_url) <= before and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert user_id in bot.engine.index.cached_users()
         keem(pg_url, "memory", "forget", "--user", "minsu", "--yes")
         deadline = time.monotonic() + 5.0

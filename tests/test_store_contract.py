@@ -397,17 +397,22 @@ def test_a_study_rule_holds_across_concurrent_writers(store_url):
         s.close()
 
 
+def ping_until_heard(store: Store, heard: list[str]) -> None:
+    """Notify "ping" until the listener heard one: its LISTEN is in place (Postgres; SQLite hears nothing)."""
+    deadline = time.monotonic() + 10
+    while store.dialect == "postgres" and not heard and time.monotonic() < deadline:
+        with store.write():
+            store.notify("keem_test", "ping")
+        time.sleep(0.1)
+
+
 def test_a_notification_reaches_another_process_only_when_its_write_commits(store_url):
     """The cache-eviction hint: NOTIFY on Postgres (sent at commit, never for a rollback); nothing on SQLite."""
     store, other = Store(store_url), Store(store_url)
     heard: list[str] = []
     listener = threading.Thread(target=lambda: heard.extend(p for _, p in other.listen(["keem_test"], timeout=1.0)))
     listener.start()
-    deadline = time.monotonic() + 10
-    while store.dialect == "postgres" and not heard and time.monotonic() < deadline:
-        with store.write():  # until the listener's LISTEN is in place
-            store.notify("keem_test", "ping")
-        time.sleep(0.1)
+    ping_until_heard(store, heard)
     with pytest.raises(RuntimeError), store.write():
         store.notify("keem_test", "rolled back")
         raise RuntimeError
@@ -418,6 +423,31 @@ def test_a_notification_reaches_another_process_only_when_its_write_commits(stor
         ({"ping", "user:7"} if store.dialect == "postgres" else set()),
         False,
     )
+    store.close()
+    other.close()
+
+
+def test_a_listener_that_keeps_running_hears_every_notification_across_its_timeouts(store_url):
+    """The worker listens until it stops, waking every `timeout` to check: one connection throughout, so a forget
+    notified between two timeouts is never missed (listening anew after each timeout lost what came meanwhile)."""
+    store, other = Store(store_url), Store(store_url)
+    heard: list[str] = []
+    stop = threading.Event()
+    listener = threading.Thread(
+        target=lambda: heard.extend(p for _, p in other.listen(["keem_test"], 0.05, running=lambda: not stop.is_set()))
+    )
+    listener.start()
+    ping_until_heard(store, heard)
+    sent = [f"user:{i}" for i in range(40)]
+    for payload in sent:  # across some 20 of the listener's timeouts
+        with store.write():
+            store.notify("keem_test", payload)
+        time.sleep(0.05)
+    time.sleep(0.3)
+    stop.set()
+    listener.join(5)
+    assert not listener.is_alive()  # it ends once told, within a timeout
+    assert [p for p in heard if p != "ping"] == (sent if store.dialect == "postgres" else [])
     store.close()
     other.close()
 

@@ -471,14 +471,19 @@ class Connection:
         if self.pg is not None:
             self.pg.notify(channel, payload)
 
-    def listen(self, channels: Sequence[str], timeout: float | None = None) -> Iterator[tuple[str, str]]:
+    def listen(
+        self, channels: Sequence[str], timeout: float | None = None, running: Callable[[], bool] | None = None
+    ) -> Iterator[tuple[str, str]]:
         """(channel, payload) of each `notify` on these channels from any process, until `timeout` seconds pass
-        with none (None: forever). On SQLite nothing ever arrives: it waits `timeout` and ends, so one loop serves
-        both engines (`while running: for channel, payload in store.listen(["keem_users"], 1.0): ...`)."""
+        with none (None: forever), or with `running` until it says False (asked every `timeout` seconds; one
+        connection listens throughout). On SQLite nothing ever arrives: it waits the same way and ends, so one
+        loop serves both engines (`for channel, payload in store.listen(["keem_users"], 1.0, running): ...`)."""
         if self.pg is not None:
-            yield from self.pg.listen(channels, timeout)
+            yield from self.pg.listen(channels, timeout, running)
             return
         time.sleep(timeout if timeout is not None else 0)
+        while running is not None and running():
+            time.sleep(timeout if timeout is not None else 1.0)
 
     def tables_with(self, column: str) -> list[str]:
         """The tables that have a column of this name (the erasure's count of a user's rows in every table)."""

@@ -14,7 +14,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -237,9 +237,13 @@ class Postgres:
         with self._conn() as conn:
             conn.execute("select pg_notify(%s, %s)", [channel, payload])
 
-    def listen(self, channels: Sequence[str], timeout: float | None) -> Iterator[tuple[str, str]]:
+    def listen(
+        self, channels: Sequence[str], timeout: float | None, running: Callable[[], bool] | None = None
+    ) -> Iterator[tuple[str, str]]:
         """(channel, payload) of every NOTIFY on `channels`, on a connection of its own, until `timeout` seconds
-        pass with none (None: forever). Stop early by leaving the loop; the connection closes with it."""
+        pass with none (None: forever); with `running`, until it says False, asked every `timeout` seconds, on the
+        same connection (one listening anew each second missed what came while it reconnected). Stop early by
+        leaving the loop; the connection closes with it."""
         from psycopg import sql
 
         try:
@@ -254,7 +258,7 @@ class Postgres:
                 for note in conn.notifies(timeout=timeout, stop_after=1):
                     got = True
                     yield note.channel, note.payload
-                if not got:
+                if not got and (running is None or not running()):
                     return
 
     # -- erasure ------------------------------------------------------------------------------------
