@@ -120,22 +120,29 @@ class Queue:
             )
         return self.get(row["id"])
 
+    def _update_owned(self, sets: str, params: list[Any], job_id: int, owner: str | None) -> bool:
+        """One update of a job while `owner` (this process by default) runs it (OWNED), inside the caller's
+        `write()`; False, and nothing changed, when it does not (taken over, given back, finished or gone)."""
+        return bool(
+            self.conn.execute(
+                f"update update_jobs set {sets} where {OWNED}", [*params, job_id, owner or process_owner()]
+            )
+        )
+
     def set_stage(self, job_id: int, stage: str, lease_s: float = LEASE_S, owner: str | None = None) -> None:
         """Record the stage a running job reached, and renew its lease: only while `owner` (this process by default)
         holds it. A job taken over, finished or gone meanwhile raises JobTakenError and is left as it is."""
         with self.conn.write():
-            if not self.conn.execute(
-                f"update update_jobs set stage = ?, updated_at = ?, lease_until = ? where {OWNED}",
-                [stage, now_iso(), time.time() + lease_s, job_id, owner or process_owner()],
+            if not self._update_owned(
+                "stage = ?, updated_at = ?, lease_until = ?", [stage, now_iso(), time.time() + lease_s], job_id, owner
             ):
                 raise job_taken(self.conn, job_id)
 
     def finish_without_version(self, job_id: int, stage: str, owner: str | None = None) -> None:
         """Mark a running job of `owner`'s done with no version (nothing to update); JobTakenError if not its."""
         with self.conn.write():
-            if not self.conn.execute(
-                f"update update_jobs set status = 'done', stage = ?, owner = null, updated_at = ? where {OWNED}",
-                [stage, now_iso(), job_id, owner or process_owner()],
+            if not self._update_owned(
+                "status = 'done', stage = ?, owner = null, updated_at = ?", [stage, now_iso()], job_id, owner
             ):
                 raise job_taken(self.conn, job_id)
 
@@ -145,19 +152,17 @@ class Queue:
         runs: False, and nothing written, when it was taken over or finished meanwhile (its failure is this copy's,
         not the job's)."""
         with self.conn.write():
-            return bool(
-                self.conn.execute(
-                    "update update_jobs set status = ?, stage = 'failed', last_error = ?, owner = null, "
-                    f"lease_until = null, next_attempt_at = ?, updated_at = ? where {OWNED}",
-                    [
-                        "failed" if retry_in_s is None else "pending",
-                        error,
-                        None if retry_in_s is None else time.time() + retry_in_s,
-                        now_iso(),
-                        job_id,
-                        owner or process_owner(),
-                    ],
-                )
+            return self._update_owned(
+                "status = ?, stage = 'failed', last_error = ?, owner = null, lease_until = null, "
+                "next_attempt_at = ?, updated_at = ?",
+                [
+                    "failed" if retry_in_s is None else "pending",
+                    error,
+                    None if retry_in_s is None else time.time() + retry_in_s,
+                    now_iso(),
+                ],
+                job_id,
+                owner,
             )
 
     def release(self, job_id: int, owner: str | None = None) -> bool:
@@ -167,12 +172,12 @@ class Queue:
         when the job was not `owner`'s running job."""
         owner = owner or process_owner()
         with self.conn.write():
-            return bool(
-                self.conn.execute(
-                    "update update_jobs set status = 'pending', stage = 'queued', owner = null, lease_until = null, "
-                    f"takeovers = takeovers + 1, taken_from = ?, updated_at = ? where {OWNED}",
-                    [taken_from(owner, "its worker stopped before it ended"), now_iso(), job_id, owner],
-                )
+            return self._update_owned(
+                "status = 'pending', stage = 'queued', owner = null, lease_until = null, takeovers = takeovers + 1, "
+                "taken_from = ?, updated_at = ?",
+                [taken_from(owner, "its worker stopped before it ended"), now_iso()],
+                job_id,
+                owner,
             )
 
     def retry(self, job_ids: list[int] | None = None, user_id: int | None = None, *, backoff: bool = True) -> list[int]:
