@@ -17,7 +17,7 @@ from memory.store import Sentence
 from models.embedders import NgramEmbedder
 from models.errors import UserForgottenError
 from models.fake import ScriptedChatModel
-from tests.procs import ROOT, env_for
+from tests.procs import ROOT, env_for, wait_for
 
 pytestmark = pytest.mark.slow  # two real `keem` processes
 
@@ -91,9 +91,7 @@ def test_on_postgres_a_forget_in_another_process_leaves_this_one_s_memory_at_onc
     try:
         worker.track(session)
         # the listener listens (a fixed 1.5-s wait was too short on a loaded machine)
-        deadline = time.monotonic() + 15.0
-        while listeners(pg_url) <= before and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: listeners(pg_url) > before, 15, "the worker's LISTEN", every=0.05)
         assert user_id in bot.engine.index.cached_users()
         keem(pg_url, "memory", "forget", "--user", "minsu", "--yes")
         deadline = time.monotonic() + 5.0
