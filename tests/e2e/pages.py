@@ -158,3 +158,26 @@ def wait_until(page: Any, check: Any, what: str, timeout_s: float = 15) -> Any:
             raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
         page.wait_for_timeout(100)
     return value
+
+
+def open_past(page: Any, shows: str, label: str | None = None, timeout_s: float = 20) -> str:
+    """Open 지난 대화, pick a conversation (the newest, or the first whose label holds `label`) and return its
+    transcript once it shows `shows`. A listing that lands after the pick (the tab's select answered late) clears
+    it, so the pick is made again, as a person would; a failure says what the page showed."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    open_tab(page, "지난 대화")
+    transcript = page.locator("#past-transcript")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        page.locator("#past-pick input").click()
+        options = page.get_by_role("option")
+        (options.filter(has_text=label) if label else options).first.click()
+        try:
+            transcript.get_by_text(shows).first.wait_for(timeout=4_000)
+            return str(transcript.inner_text())
+        except PlaywrightTimeout:
+            continue
+    page.locator("#past-pick input").click()
+    labels = page.get_by_role("option").all_inner_texts()
+    raise AssertionError(f"no transcript showing {shows!r}: {transcript.inner_text()!r}, options {labels}")

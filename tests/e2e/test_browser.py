@@ -13,7 +13,7 @@ from chatbot.web.app import build_app
 from models.base import GenerationOptions, Message
 from models.fake import ScriptedChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import edit_sentence, enter, last_bot_says, open_tab, shown_memory
+from tests.e2e.pages import edit_sentence, enter, last_bot_says, open_past, open_tab, shown_memory
 from tests.helpers import answer, gated, launch, make_bot, serve
 
 pytestmark = needs_chromium
@@ -301,10 +301,7 @@ def test_a_conversation_left_by_closing_the_tab_is_ended_and_listed_at_once(new_
             assert "바다가 보이는 집이야" in answered, turns  # the waiting message got its reply before the end
             back = new_page(viewport={"width": 390, "height": 844})
             enter(back, url, "민수")
-            open_tab(back, "지난 대화")
-            back.locator("#past-pick input").click()
-            back.get_by_role("option").first.click()
-            back.locator("#past-transcript").get_by_text("«바다가 보이»").wait_for(timeout=10_000)
+            open_past(back, "«바다가 보이»")
             assert bot.store.queue.jobs(open_session["user_id"])  # its memory update was queued when it ended
         finally:
             held.set()

@@ -12,7 +12,16 @@ from typing import Any
 
 from models.openai_backend import OpenAIChatModel
 from tests.e2e.conftest import needs_chromium
-from tests.e2e.pages import enter, last_bot_says, memory_row, memory_sentences, open_tab, shown_memory, shown_once
+from tests.e2e.pages import (
+    enter,
+    last_bot_says,
+    memory_row,
+    memory_sentences,
+    open_past,
+    open_tab,
+    shown_memory,
+    shown_once,
+)
 from tests.fake_openai import FakeOpenAIServer
 from tests.helpers import answer, serve
 
@@ -84,12 +93,8 @@ def test_a_failed_reply_is_retried_then_the_end_card_past_conversations_and_edit
             assert not stop.is_visible() and not redo.is_visible()  # an ended conversation: neither
             card.get_by_text("기억을 새로 썼어요").wait_for(timeout=30_000)
 
-            open_tab(page, "지난 대화")
-            page.locator("#past-pick input").click()
-            page.get_by_role("option").filter(has_text="부산").click()
-            transcript = page.locator("#past-transcript")
-            transcript.get_by_text("멈춘 답변").wait_for(timeout=10_000)  # the stopped reply, as stored
-            assert "나 나 지난주에 부산으로 이사했어" in transcript.inner_text()  # the speaker, then what was said
+            transcript = open_past(page, "멈춘 답변", label="부산")  # the stopped reply, as stored
+            assert "나 나 지난주에 부산으로 이사했어" in transcript  # the speaker, then what was said
             page.set_viewport_size({"width": 390, "height": 844})  # on a phone: the picked text stops before the arrow
             gap = page.locator("#past-pick").evaluate(
                 "e => { const i = e.querySelector('input'), a = e.querySelector('.icon-wrap');"
