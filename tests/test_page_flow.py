@@ -160,6 +160,35 @@ def test_a_tab_closed_between_two_replies_leaves_no_message_unanswered(flow: Any
     assert state.session.ended and answered == ["나 부산으로 이사했어", "바다가 보이는 집이야"], turns
 
 
+def test_a_tab_closed_mid_reply_has_that_reply_finished_whole_not_stopped(flow: Any) -> None:
+    """Gradio ends a closed tab's stream at its next frame, which may come half-way through a reply. Nobody pressed
+    멈추기: the reply streams on to its end and is stored whole, the message waiting behind it is answered, and then
+    the conversation ends. Before, the reply was stored cut, as stopped (the browser test, 1 run in 3 at times)."""
+    ui, _ = flow
+    state = login(ui, "민수")
+    ui.chat.send("나 부산으로 이사했어", state)
+    replying = ui.chat.respond(state)
+    while not (state.current is not None and state.current.reply):
+        next(replying)  # the first reply's first piece is on screen
+    ui.chat.send("바다가 보이는 집이야", state)  # and the second message waits
+    replying.close()  # the tab closed
+    ui.entry.on_state_deleted(state)
+    for _ in range(100):
+        if state.session.ended:
+            break
+        time.sleep(0.05)
+    turns = ui.bot.store.turns.of_session(state.session.session_id)
+    said = {t["id"]: t["text"] for t in turns if t["role"] == "user"}
+    replies = [(said[t["reply_to"]], t["text"], t["mark"]) for t in turns if t["role"] == "assistant"]
+    assert state.session.ended and [(s, m) for s, _, m in replies] == [
+        ("나 부산으로 이사했어", None),
+        ("바다가 보이는 집이야", None),
+    ], turns
+    whole = answer([{"role": "user", "content": "나 부산으로 이사했어"}])
+    assert replies[0][1] == whole.strip(), turns  # every piece, not what one frame showed
+    assert not state.answering and state.left is None
+
+
 def test_a_new_conversation_has_nothing_to_answer_again(flow: Any) -> None:
     ui, fl = flow
     state = login(ui, "민수")

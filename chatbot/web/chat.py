@@ -70,22 +70,17 @@ class Entry:
     def _close(self, state: UserState, worker: Worker) -> None:
         """Answer what a closed tab left waiting (a message sent, or typed while a reply streamed), then end its
         session: on return the user finds every message answered in 지난 대화. The tab's own reply loop, if it still
-        runs, is waited for (at most CLOSE_WAIT_S) and answers the queue itself; this one answers what is left by
-        the same protocol (the tab's one answering turn: `claim`, `finish`). A reply that fails leaves its message
-        stored, unanswered, as 대화 끝내기 would."""
+        runs (or the reply it left half-way, streaming on), is waited for (at most CLOSE_WAIT_S) and answers the
+        queue itself; this one answers what is left by the same protocol (the tab's one answering turn: `claim`,
+        `finish`)."""
         session, deadline = state.session, time.monotonic() + CLOSE_WAIT_S
         took = state.claim()
         while not took and time.monotonic() < deadline:
             time.sleep(0.1)
             took = state.claim()
         try:
-            # a closed tab's failed messages keep their notices, unanswered, as 대화 끝내기 leaves them
-            while took and state.next_reply(retries=False) is not None:
-                worker.touch(session)
-                for _piece in session.reply():
-                    pass
-        except Exception:  # the model failed, or the user was forgotten meanwhile: what is stored stays
-            log.warning("answering a closed tab's waiting messages failed", exc_info=True)
+            if took:
+                answer_unseen(state, worker)
         finally:
             if took:
                 state.finish()
@@ -221,9 +216,21 @@ class Conversation:
                 last = yield from self._answer(state, session, retry)
                 answered = True
         finally:
-            state.finish()
+            if (left := state.take_left()) is None:
+                state.finish()
+            else:  # Gradio closes a stream on its event loop, which must not wait for a model: a thread of its own
+                threading.Thread(target=self._finish_left, args=(state, left), name="keem-left-reply").start()
         if not answered:  # e.g. the message was refused: nothing to show
             yield PageView()
+
+    def _finish_left(self, state: UserState, left: Generator[str, None, Any]) -> None:
+        """The tab's answering turn after Gradio ended its stream half-way through a reply: that reply streams on to
+        its end and the messages waiting are answered, each stored whole, before the turn ends (then a closed tab's
+        Entry._close ends the conversation). Not a thread a process exit abandons: what streamed would be lost."""
+        try:
+            answer_unseen(state, self.ctx.worker, left)
+        finally:
+            state.finish()
 
     def _answer(
         self, state: UserState, session: ChatSession, retry: Failure | None = None
@@ -238,19 +245,24 @@ class Conversation:
         nth = sum(m["role"] == "user" for m in session.history[:at])
         turn = session.replying_to if retry is None else retry.turn
         current = state.begin_reply(session, at, str(session.history[at]["content"]))  # "…" until the first piece
-        stopped = failed = False
+        stopped = failed = left = False
         replying = session.reply(at=at, to=turn)
         try:
             # 멈추기: what was shown (and the last piece) is kept, stored as a stopped reply
             stopped = yield from stream_frames(self.ctx, state, current, replying, with_actions=True)
             replying.close()
+        except GeneratorExit:  # Gradio ended the stream (the tab closed): nobody pressed 멈추기, so the reply goes on
+            state.leave(replying)
+            left = True
+            raise
         except UserForgottenError:  # forgotten while it streamed: nothing of it is stored; the wiring tells the tab
             raise
         except Exception as exc:  # what streamed so far is already saved by the session; the chat shows a notice
             failed = True
             state.reply_failed(failure(exc, session, nth, turn, session.stored_reply))
         finally:
-            replying.close()
+            if not left:
+                replying.close()
             worker.touch(session)
             state.end_reply()
         if not failed:  # answered: the notices of messages before it offer no retry any more
@@ -314,6 +326,27 @@ def refused(exc: KeemError) -> str:
     if isinstance(exc, InputError):
         return korean_error(exc) if exc.code else str(exc)
     return f"메시지를 저장하지 못했습니다. 입력한 내용은 그대로 있습니다. {korean_error(exc)}"
+
+
+def answer_unseen(state: UserState, worker: Worker, left: Generator[str, None, Any] | None = None) -> None:
+    """Holding the tab's answering turn with no stream to show it on (the tab closed): the reply `left` half-way
+    streams to its end, then every message waiting is answered in order, each stored whole. A failed one (and a
+    reply that fails) stays stored unanswered with its notice, as 대화 끝내기 leaves them."""
+    session = state.session
+    try:
+        if left is not None:
+            for _piece in left:
+                pass
+        while state.next_reply(retries=False) is not None:
+            worker.touch(session)
+            for _piece in session.reply():
+                pass
+    except Exception:  # the model failed, or the user was forgotten meanwhile: what is stored stays
+        log.warning("answering a closed tab's waiting messages failed", exc_info=True)
+    finally:
+        if left is not None:
+            left.close()
+        worker.touch(session)
 
 
 def stream_frames(

@@ -4,7 +4,7 @@ protocol through which other parts of the page (chatbot/trials/web.py) log a vis
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -77,6 +77,8 @@ class UserState:
     failures: list[Failure] = field(default_factory=list)
     retrying: list[Failure] = field(default_factory=list)
     stopping: bool = False  # the user pressed stop: the reply streaming now ends after its next piece
+    # a reply whose stream Gradio ended half-way (the tab closed, not 멈추기): it streams on to its end (`leave`)
+    left: Generator[str, None, Any] | None = field(default=None, repr=False, compare=False)
     seen: list[str] = field(default_factory=list)  # stages the ended session's update was seen in (ending.py)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     # what the memory tab's changelog showed (chatbot/web/why.py): its version and its dropped sentences' ids
@@ -130,6 +132,16 @@ class UserState:
                 return False
             self.stopping = True
             return True
+
+    def leave(self, replying: Generator[str, None, Any]) -> None:
+        """Gradio ended the tab's stream while a reply streamed (the tab closed; 멈추기 ends a reply otherwise): the
+        reply is not stopped but left for the answering turn to stream to its end (`take_left`), stored whole."""
+        self.left = replying
+
+    def take_left(self) -> Generator[str, None, Any] | None:
+        """The reply `leave` left half-way, once (None: none)."""
+        left, self.left = self.left, None
+        return left
 
     def claim_opening(self, due: Callable[[ChatSession], R | None]) -> tuple[ChatSession, R] | None:
         """`claim` for the opening question of a fresh session (nothing said, not ended, nothing streaming) when
