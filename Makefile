@@ -29,12 +29,12 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
-# The tests use Debian's packages (apt, as root), installed here in one apt-get for whatever is missing: chromium and
-# fonts-nanum (browser tests; Playwright never downloads a browser), haproxy and supervisor (`keem serve` and its
-# test), postgresql (the store's contract tests run on SQLite and on Postgres: each `make test` runs pytest inside
-# `pg_virtualenv`, a throwaway cluster with fsync off that sets PGHOST/PGPORT/PGUSER/PGPASSWORD and is dropped
-# afterwards; without it the Postgres half skips, and fails on CI).
-APT_NEEDS = $(strip $(if $(wildcard /usr/bin/chromium),,chromium) \
+# The tests use Debian's packages (apt, as root), installed here in one apt-get for whatever is missing:
+# chromium-headless-shell and fonts-nanum (browser tests; Playwright never downloads a browser), haproxy and supervisor
+# (`keem serve` and its test), postgresql (the store's contract tests run on SQLite and on Postgres: each `make test`
+# runs pytest inside `pg_virtualenv`, a throwaway cluster with fsync off that sets PGHOST/PGPORT/PGUSER/PGPASSWORD and
+# is dropped afterwards; without it the Postgres half skips, and fails on CI).
+APT_NEEDS = $(strip $(if $(wildcard /usr/bin/chromium-headless-shell),,chromium-headless-shell) \
 	$(if $(shell fc-list 2>/dev/null | grep -i nanum),,fonts-nanum) \
 	$(if $(wildcard /usr/sbin/haproxy),,haproxy) $(if $(shell command -v supervisord),,supervisor) \
 	$(if $(shell command -v pg_virtualenv),,postgresql))

@@ -21,7 +21,10 @@ import pytest
 from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
+# Debian's chromium-headless-shell: the same Blink and V8 as chromium without the desktop browser around them (old
+# headless mode, what Playwright itself runs headless). A page load costs it about two thirds of chromium's CPU, and
+# the browser tests are a third of the suite's CPU (docs/contributing.md).
+CHROMIUM = "/usr/bin/chromium-headless-shell"
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -33,7 +36,7 @@ ARGS = [
 ]
 needs_chromium = pytest.mark.skipif(
     not os.path.exists(CHROMIUM) and not os.environ.get("CI"),  # CI must run them
-    reason=f"{CHROMIUM} is missing: apt-get install -y chromium fonts-nanum (make browser)",
+    reason=f"{CHROMIUM} is missing: apt-get install -y chromium-headless-shell fonts-nanum (make browser)",
 )
 
 
