@@ -41,6 +41,13 @@ the logs, CPU); login times are the page's only (the prober still logs in on the
 requests go to the `api` backend, which hashes the Authorization header: the rows say how many callers each app
 process answered (`X-Keem-Process`) and how many were answered by more than one. `--front page,api` runs a row of
 each.
+
+The users start together, so the first session's turns come from all of them at once; later sessions are spread by
+the update waits between them. Each row gives the reply p95 of each session apart. `--pg URL` puts each row's store
+in a throwaway schema of that Postgres database instead of a new SQLite file:
+
+    pg_virtualenv bash -c 'python benchmarks/load.py --front api --processes 1,2 --users 40 \
+        --pg "postgresql://$PGUSER:$PGPASSWORD@$PGHOST:$PGPORT/postgres"'
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.store_writes import PostgresSchema  # noqa: E402
 from models.fake import section, stage_of  # noqa: E402
 from tests.fake_openai import FakeOpenAIServer  # noqa: E402
 from tests.procs import free_block  # noqa: E402
@@ -134,7 +142,7 @@ def rows(store: Any, sql: str, params: list[Any] | None = None) -> list[tuple[An
 class App:
     """`python app.py` on a free port with an openai: model at the loopback server; its log goes to a file."""
 
-    def __init__(self, db: Path, log: Path, model_url: str, workers: int, embedder: str):
+    def __init__(self, db: str, log: Path, model_url: str, workers: int, embedder: str):
         self.port = free_block(1)
         self.url = f"http://127.0.0.1:{self.port}/"
         env = {
@@ -247,7 +255,7 @@ class Cluster(App):
     """`keem serve --processes N --workers M` on a free port: N app processes, M update workers and HAProxy under
     supervisord; `url` is HAProxy's."""
 
-    def __init__(self, db: Path, log: Path, model_url: str, workers: int, embedder: str, processes: int, updaters: int):
+    def __init__(self, db: str, log: Path, model_url: str, workers: int, embedder: str, processes: int, updaters: int):
         # HAProxy's port and the next `processes` (the apps'), below the ephemeral range: the users' connections
         # took one of them between a check and keem serve's bind
         self.port, self.processes = free_block(processes + 1), processes
@@ -482,13 +490,13 @@ API_POLL_S = 0.5  # the API's shortest job poll: 120 requests a minute per user 
 API_TRIES = 5
 
 
-def api_tokens(db: Path, count: int) -> list[str]:
+def api_tokens(db: str, count: int) -> list[str]:
     """A bearer token for each of `count` users, made in the store before the app starts, as `keem token create
     --user NAME` makes one against the same database."""
     from chatbot.bot import Chatbot
     from memory.backup import open_store
 
-    store = open_store(str(db))
+    store = open_store(db)
     try:
         return [store.tokens.create(store.users.get_or_create(Chatbot.user_key(user_name(i))))[1] for i in range(count)]
     finally:
@@ -633,11 +641,11 @@ class Prober(threading.Thread):
 
 
 # -- one run ----------------------------------------------------------------------------------------
-def check_database(db: Path, users: list[User]) -> dict[str, int]:
+def check_database(db: str, users: list[User]) -> dict[str, int]:
     """Turns sent vs stored, replies, jobs and memories, read from the app's store after it stopped."""
     from memory.backup import open_store
 
-    conn = open_store(str(db))
+    conn = open_store(db)
     try:
         stored: dict[str, Counter[str]] = {}
         replies = Counter[str]()
@@ -688,7 +696,20 @@ def run(
     """One row: a fresh store and a fresh app (`python app.py`), or with `processes` a fresh `keem serve` cluster;
     the users on the page, or with `args.front` "api" through the HTTP API (their tokens made before the app starts)."""
     tag = (f"w{workers}" if processes is None else f"p{processes}w{workers}") + ("-api" if args.front == "api" else "")
-    db, log = tmp / f"keem-{tag}.db", tmp / f"app-{tag}.log"
+    log = tmp / f"app-{tag}.log"
+    schema = PostgresSchema(args.pg) if args.pg else None  # a fresh store: a schema of its own, or a new file
+    db = schema.url if schema is not None else str(tmp / f"keem-{tag}.db")
+    try:
+        return measure(db, log, workers, args, server, processes)
+    finally:
+        if schema is not None:
+            schema.close()
+
+
+def measure(
+    db: str, log: Path, workers: int, args: argparse.Namespace, server: FakeOpenAIServer, processes: int | None
+) -> dict[str, Any]:
+    """`run`'s row on the store `db`."""
     tokens = api_tokens(db, args.users) if args.front == "api" else []
     app = (
         App(db, log, server.url, workers, args.embedder)
@@ -765,6 +786,12 @@ def run(
         "probe_slow": [[round(a, 1), round(t, 2)] for a, t in zip(prober.at, prober.times) if t > 1.0],
         "reply_p50_s": pct(replies, 50),
         "reply_p95_s": pct(replies, 95),
+        # the first session's turns come from every user at once (they start together); later ones are spread by
+        # the update waits between sessions
+        "reply_p95_by_session_s": [
+            pct([x for u in users for x in u.reply_s[s * args.turns : (s + 1) * args.turns]], 95)
+            for s in range(args.sessions)
+        ],
         "end_session_p95_s": pct(ends, 95),
         "update_wait_p50_s": pct(updates, 50),
         "update_wait_p95_s": pct(updates, 95),
@@ -831,6 +858,8 @@ def run_processes(args: argparse.Namespace, sizes: list[int]) -> int:
             f"{1000 * r['app_cpu_s'] / max(1, r['turns_sent']):>11.0f} {r['polls']:>6} "
             f"{len(r['client_failures']) + r['log_problem_count']:>8}"
         )
+        by_session = " / ".join(f"{x:.2f}" for x in r["reply_p95_by_session_s"])
+        print(f"  reply p95 by session: {by_session} s (the first: all {r['users']} users at once)")
         if r["front"] == "api":
             spread = ", ".join(f"{p} {k}" for p, k in r["api_callers_per_process"].items())
             print(
@@ -891,6 +920,12 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=3, help="sessions per user")
     parser.add_argument("--turns", type=int, default=3, help="turns per session")
     parser.add_argument("--latency", type=float, default=0.3, help="model server latency per call, seconds")
+    parser.add_argument(
+        "--pg",
+        metavar="URL",
+        help="the store in this Postgres database (postgresql://...), a throwaway schema of its own per row, "
+        "instead of a new SQLite file per row",
+    )
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 4], help="KEEM_UPDATE_WORKERS settings to run")
     parser.add_argument(
         "--processes",
@@ -975,6 +1010,7 @@ def main() -> int:
     for r in results:
         notes = [
             f"replies stored {r['replies_stored']}",
+            "reply p95 by session " + " / ".join(f"{x:.2f}" for x in r["reply_p95_by_session_s"]) + " s",
             f"jobs done {r['jobs_done']} (not done {r['jobs_not_done']})",
             f"own marker sentences in final memories {r['own_sentences_in_memory']}",
             f"end session p95 {r['end_session_p95_s'] * 1000:.0f} ms",

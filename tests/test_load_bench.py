@@ -52,3 +52,18 @@ def test_api_callers_send_stream_end_and_follow_the_update_and_lose_nothing(tmp_
             assert said == caller.sent  # each message stored once, in order
             assert caller.frames > 0 and caller.retries == []
             assert caller.polls == 1 if job_wait else caller.polls >= 1  # waited: one request for the update
+
+
+def test_with_pg_the_tokens_are_made_and_the_counts_read_in_postgres(pg_url: str) -> None:
+    """`--pg`: the callers' tokens are made, and what was stored read back, in the Postgres store the app runs on."""
+    load = load_bench()
+    tokens = load.api_tokens(pg_url, 2)
+    from memory.backup import open_store
+
+    store = open_store(pg_url)
+    try:
+        found = [store.tokens.verify(t) for t in tokens]
+        assert all(t is not None and t.user_id is not None for t in found) and len(found) == 2
+    finally:
+        store.close()
+    assert load.check_database(pg_url, [])["turns_stored"] == 0
