@@ -230,9 +230,11 @@ def test_memory_as_of_a_day_is_the_version_of_then_with_its_times_read_as_then(s
     bot.store.versions.commit(uid, [Sentence(exam, "added")], base=None, strategy="keem", status="ok", author="updater")
     done = "사용자는 2026년 12월 8일에 시험을 봤다."
     bot.store.versions.commit(uid, [Sentence(done, "added")], base=1, strategy="keem", status="ok", author="updater")
-    bot.store.db.execute(
-        "update memory_versions set created_at = ? where user_id = ? and number = 1", ["2026-11-30T03:00:00+00:00", uid]
-    )
+    with bot.store.write():  # the store's lock and its own transaction: the app's worker writes meanwhile
+        bot.store.execute(
+            "update memory_versions set created_at = ? where user_id = ? and number = 1",
+            ["2026-11-30T03:00:00+00:00", uid],
+        )
     with client(base, token_for(bot, "그때")) as c:
         then = c.get("/memory", params={"as_of": "2026-12-01"})
         assert then.status_code == 200 and then.headers["ETag"] == '"1"' and then.json()["read_on"] == "2026-12-01"

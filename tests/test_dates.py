@@ -138,7 +138,8 @@ def _two_versions(path: Path) -> None:
     store.versions.commit(uid, v1, base=None, strategy="keem", status="ok", author="updater")
     v2 = [Sentence("사용자는 2026년 12월 8일에 시험을 봤다.", "added"), Sentence("사용자는 부산에 산다.", "added")]
     store.versions.commit(uid, v2, base=1, strategy="keem", status="ok", author="updater")
-    store.db.execute("update memory_versions set created_at = ? where number = 1", ["2026-11-30T03:00:00+00:00"])
+    with store.write():
+        store.execute("update memory_versions set created_at = ? where number = 1", ["2026-11-30T03:00:00+00:00"])
     store.close()
 
 

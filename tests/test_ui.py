@@ -591,7 +591,8 @@ def test_a_failed_update_is_retried_after_a_backoff_until_it_succeeds(tmp_path: 
     assert worker.run_pending() == 1 and bot.store.queue.get(job_id)["status"] == "pending"
     assert worker.run_pending() == 0  # still backing off
     assert bot.store.queue.get(job_id)["next_attempt_at"] - time.time() > worker_module.RETRY_BASE_S - 5
-    bot.store.db.execute("update update_jobs set next_attempt_at = 0 where id = ?", [job_id])  # its time came
+    with bot.store.write():  # its time came
+        bot.store.execute("update update_jobs set next_attempt_at = 0 where id = ?", [job_id])
     assert worker.run_pending() == 1 and bot.store.queue.get(job_id)["status"] == "done"
 
 
@@ -610,7 +611,8 @@ def test_a_failed_update_from_an_earlier_session_shows_its_error_and_a_retry_mak
     say(ui, "어제 부산으로 이사했어", state)
     ui.chat.end_session(state)
     for _ in range(20):  # every retry fails until the job is given up (the backoff skipped)
-        bot.store.db.execute("update update_jobs set next_attempt_at = 0")
+        with bot.store.write():  # under the store's lock: the app's worker thread writes meanwhile
+            bot.store.execute("update update_jobs set next_attempt_at = 0")
         worker.run_pending()
         if bot.store.queue.jobs(state.user_id, ("failed",)):
             break
