@@ -16,16 +16,18 @@ import openai
 import pytest
 
 from chatbot.api.auth import Auth, Limiter
+from chatbot.api.chat import stream
 from chatbot.bot import Chatbot
 from chatbot.cli.main import main
 from chatbot.study import give_consent, study_from_dict
 from chatbot.web.app import build_app
 from chatbot.web.backend import AppContext, Backend
+from chatbot.web.frames import Frames
 from chatbot.web.memory_tab import panel
 from chatbot.web.past import Past
 from chatbot.worker import Worker
 from memory.store import Sentence, Store
-from models.errors import AccessError
+from models.errors import AccessError, GenerationError
 from models.fake import ScriptedChatModel
 from tests.api_world import ODD_QUERIES, RATE, client, code, end_and_wait, run_example, serve_api, token_for
 from tests.erasure_world import leftovers
@@ -464,6 +466,43 @@ def test_a_client_that_leaves_a_stream_leaves_a_stopped_reply_and_the_user_free_
     finally:
         worker.stop()
         app.close()
+
+
+def streamed(pieces: Iterator[str], chunks: Frames) -> tuple[list[str], list[str]]:
+    """The contents of `stream`'s chunks for a reply whose first piece came at once, and its other events."""
+    contents, others = [], []
+    for event in stream("첫", pieces, lambda: None, "id", 0, "keem", lambda: {}, chunks):
+        body = event.removeprefix("data: ").strip()
+        parsed = json.loads(body) if body.startswith("{") else body
+        if isinstance(parsed, dict) and parsed.get("choices") and "content" in parsed["choices"][0]["delta"]:
+            contents.append(parsed["choices"][0]["delta"]["content"])
+        else:
+            others.append(body)
+    return contents, others
+
+
+def test_a_fast_models_pieces_go_out_together_a_slow_ones_each_at_once_and_nothing_is_lost_on_a_failure() -> None:
+    """A model (or a loopback server) that sends its tokens at once: the pieces that came since the last chunk go in
+    the next one, so 40 callers at once are not 40 x 50 chunks; one that sends a piece every 80 ms: each at once.
+    A failure half-way sends what came before its error event."""
+    pieces = [f"{i} " for i in range(50)]
+    contents, others = streamed(iter(pieces), Frames(per_s=200, min_s=0.05))
+    assert contents[:2] == ["", "첫"] and "".join(contents[2:]) == "".join(pieces) and len(contents) <= 4
+    assert json.loads(others[0])["choices"][0]["finish_reason"] == "stop" and others[-1] == "[DONE]"
+
+    def slow() -> Iterator[str]:
+        for piece in ["가 ", "나 ", "다 "]:
+            time.sleep(0.08)
+            yield piece
+
+    assert streamed(slow(), Frames(per_s=200, min_s=0.05))[0] == ["", "첫", "가 ", "나 ", "다 "]
+
+    def failing() -> Iterator[str]:
+        yield from ["하나 ", "둘 "]
+        raise GenerationError("the server went away", code="model_server_down")
+
+    contents, others = streamed(failing(), Frames(per_s=200, min_s=0.05))
+    assert "".join(contents) == "첫하나 둘 " and json.loads(others[0])["error"]["code"] == "model_server_down"
 
 
 class SlowOnce(Paced):

@@ -9,6 +9,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -20,6 +21,7 @@ from chatbot.api.errors import bad_body, error_body
 from chatbot.api.schemas import ChatRequest
 from chatbot.api.sessions import Attempt, body_digest
 from chatbot.session import ChatSession
+from chatbot.web.frames import Frames
 from models.errors import KeemError
 
 router = APIRouter(tags=["chat"])
@@ -88,7 +90,7 @@ def completions(
             finish()
         return answer(False, ident, created, model, reply.strip(), usage(session, text, reply), extension(session))
     return StreamingResponse(
-        closing(stream(first, pieces, finish, ident, created, model, lambda: extension(session))),
+        closing(stream(first, pieces, finish, ident, created, model, lambda: extension(session), api.chunks)),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -142,10 +144,13 @@ def stream(
     created: int,
     model: str,
     keem: Callable[[], dict[str, Any]],
+    chunks: Frames | None = None,
 ) -> Generator[str, None, None]:
-    """OpenAI's chunks as server-sent events: the role, the pieces, the finish, then `data: [DONE]`. A failure
-    after the first piece is an `error` event (what streamed is stored, marked failed). `finish` runs last, however
-    the stream ends."""
+    """OpenAI's chunks as server-sent events: the role, the pieces, the finish, then `data: [DONE]`. The first piece
+    goes at once; then, paced by `chunks` (the process's budget of chunks a second; None: a chunk a piece), the
+    pieces that came since the last chunk go together in the next one, and the last ones with the end. A failure
+    after the first piece is an `error` event after the pieces before it (what streamed is stored, marked failed).
+    `finish` runs last, however the stream ends."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
         body = {
@@ -162,12 +167,22 @@ def stream(
         yield chunk({"role": "assistant", "content": ""})
         if first:
             yield chunk({"content": first})
+        came: list[str] = []  # pieces not sent yet
         try:
-            for piece in pieces:
-                yield chunk({"content": piece})
+            with chunks.stream() if chunks is not None else nullcontext(lambda: True) as due:
+                due()  # the first piece's chunk went just now
+                for piece in pieces:
+                    came.append(piece)
+                    if due():
+                        yield chunk({"content": "".join(came)})
+                        came.clear()
         except KeemError as exc:
+            if came:
+                yield chunk({"content": "".join(came)})
             yield f"data: {json.dumps(error_body(exc), ensure_ascii=False)}\n\n"
         else:
+            if came:
+                yield chunk({"content": "".join(came)})
             yield chunk({}, "stop", keem=keem())
         yield "data: [DONE]\n\n"
     finally:

@@ -11,6 +11,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from chatbot.api.auth import Auth, Caller
 from chatbot.api.sessions import ApiSessions
 from chatbot.web.backend import AppContext
+from chatbot.web.frames import Frames
+
+# A streamed reply sends at most 20 chunks a second (each with the pieces that came since the last), and the replies
+# streaming at once in a process share 200 a second: chatbot/web/frames.py
+CHUNK_S = 0.05
+CHUNKS_PER_S = 200
 
 
 class Api:
@@ -20,6 +26,7 @@ class Api:
         self.ctx = ctx
         self.auth = Auth(ctx, rate_per_min)
         self.sessions = ApiSessions(ctx)
+        self.chunks = Frames(per_s=CHUNKS_PER_S, min_s=CHUNK_S)  # the streamed replies' chunks (chat.py `stream`)
 
 
 def api_of(request: Request) -> Api:

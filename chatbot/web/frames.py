@@ -4,7 +4,11 @@ alone shows up to 5 frames a second (text that grows five times a second reads a
 app CPU for the same reply); 32 at once (an `openai:` server, KEEM_REPLY_CONCURRENCY) show under 2 each.
 Without the budget, 20 users' replies on a loopback server made 76 frames a reply instead of 10, the app spent a
 whole core on them and a reply's p95 went from 11 s to 24 s (benchmarks/load.py). The last pieces always show: the
-reply's final frame carries them."""
+reply's final frame carries them.
+
+The HTTP API's streamed replies are paced the same way with a budget of their own (chatbot/api/context.py): a chunk
+costs far less than a page frame, but one per model token made 40 callers' replies at once wait on the chunks (an
+API turn 44 ms of app CPU, reply p95 1.30 s, against 29 ms and 0.65-0.69 s paced: docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -18,12 +22,12 @@ FRAMES_PER_S = 40  # frames a second for all the replies streaming in this proce
 
 
 class Frames:
-    def __init__(self, per_s: float = FRAMES_PER_S):
-        self.per_s, self.streaming, self.lock = per_s, 0, threading.Lock()
+    def __init__(self, per_s: float = FRAMES_PER_S, min_s: float = FRAME_S):
+        self.per_s, self.min_s, self.streaming, self.lock = per_s, min_s, 0, threading.Lock()
 
     def interval(self) -> float:
         """Seconds between two frames of one reply while `streaming` replies share the budget."""
-        return max(FRAME_S, self.streaming / self.per_s)
+        return max(self.min_s, self.streaming / self.per_s)
 
     @contextmanager
     def stream(self) -> Iterator[Callable[[], bool]]:
