@@ -8,7 +8,7 @@ reply's final frame carries them.
 
 The HTTP API's streamed replies are paced the same way with a budget of their own (chatbot/api/context.py): a chunk
 costs far less than a page frame, but one per model token made 40 callers' replies at once wait on the chunks (an
-API turn 44 ms of app CPU, reply p95 1.30 s, against 29 ms and 0.65-0.69 s paced: docs/benchmarks.md)."""
+API turn 34 ms of app CPU and a reply p95 of 1.24 s, against 24 ms and 0.84 s paced: docs/benchmarks.md)."""
 
 from __future__ import annotations
 
