@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from chatbot.web.messages import korean_stored_error
 from chatbot.web.render import stage_text
 from chatbot.web.state import UserState
 from chatbot.web.used import relevance, render_used
-from chatbot.web.view import KEEP
+from chatbot.web.view import KEEP, PageView
 from chatbot.worker import Worker
 from memory.engine import Hit
 from memory.store import Sentence
@@ -136,6 +136,22 @@ def test_stop_keeps_what_was_shown_stored_as_stopped_and_regenerate_replaces_the
     assert roles(ui, state) == [("user", None), ("assistant", None)]  # what the session's update reads
 
 
+def closed(
+    ui: ChatUI, state: UserState, replying: Generator[PageView, None, None]
+) -> list[tuple[str, str, str | None]]:
+    """Close the tab's stream as Gradio does when the tab closes, and its state (Entry.on_state_deleted); once the
+    conversation has ended (5 s at most), each stored reply: (the message it answers, its text, its mark)."""
+    replying.close()
+    ui.entry.on_state_deleted(state)
+    for _ in range(100):
+        if state.session.ended:
+            break
+        time.sleep(0.05)
+    turns = ui.bot.store.turns.of_session(state.session.session_id)
+    said = {t["id"]: t["text"] for t in turns if t["role"] == "user"}
+    return [(said[t["reply_to"]], t["text"], t["mark"]) for t in turns if t["role"] == "assistant"]
+
+
 def test_a_tab_closed_between_two_replies_leaves_no_message_unanswered(flow: Any) -> None:
     """Gradio ends a closed tab's stream at its next frame. When that is the frame between two replies, after the
     next message was taken, the message waits again and the closing (Entry.on_state_deleted) answers it before the
@@ -148,16 +164,8 @@ def test_a_tab_closed_between_two_replies_leaves_no_message_unanswered(flow: Any
     ui.chat.send("바다가 보이는 집이야", state)  # and the second message waits
     while not (state.current is None and state.session.history[-1]["content"] == "바다가 보이는 집이야"):
         next(replying)  # up to the first reply's last frame: the second message is taken, its reply not begun
-    replying.close()  # the tab closed
-    ui.entry.on_state_deleted(state)
-    for _ in range(100):
-        if state.session.ended:
-            break
-        time.sleep(0.05)
-    turns = ui.bot.store.turns.of_session(state.session.session_id)
-    said = {t["id"]: t["text"] for t in turns if t["role"] == "user"}
-    answered = [said[t["reply_to"]] for t in turns if t["role"] == "assistant"]
-    assert state.session.ended and answered == ["나 부산으로 이사했어", "바다가 보이는 집이야"], turns
+    replies = closed(ui, state, replying)
+    assert state.session.ended and [said for said, _, _ in replies] == ["나 부산으로 이사했어", "바다가 보이는 집이야"]
 
 
 def test_a_tab_closed_mid_reply_has_that_reply_finished_whole_not_stopped(flow: Any) -> None:
@@ -171,21 +179,13 @@ def test_a_tab_closed_mid_reply_has_that_reply_finished_whole_not_stopped(flow: 
     while not (state.current is not None and state.current.reply):
         next(replying)  # the first reply's first piece is on screen
     ui.chat.send("바다가 보이는 집이야", state)  # and the second message waits
-    replying.close()  # the tab closed
-    ui.entry.on_state_deleted(state)
-    for _ in range(100):
-        if state.session.ended:
-            break
-        time.sleep(0.05)
-    turns = ui.bot.store.turns.of_session(state.session.session_id)
-    said = {t["id"]: t["text"] for t in turns if t["role"] == "user"}
-    replies = [(said[t["reply_to"]], t["text"], t["mark"]) for t in turns if t["role"] == "assistant"]
+    replies = closed(ui, state, replying)
     assert state.session.ended and [(s, m) for s, _, m in replies] == [
         ("나 부산으로 이사했어", None),
         ("바다가 보이는 집이야", None),
-    ], turns
+    ], replies
     whole = answer([{"role": "user", "content": "나 부산으로 이사했어"}])
-    assert replies[0][1] == whole.strip(), turns  # every piece, not what one frame showed
+    assert replies[0][1] == whole.strip(), replies  # every piece, not what one frame showed
     assert not state.answering and state.left is None
 
 
