@@ -9,7 +9,6 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
-from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -58,7 +57,7 @@ def completions(
         if earlier is not None and (stored := api.sessions.stored_reply(earlier)) is not None:
             keem = {"session_id": earlier.session_id, "memory": [], "replayed": True}
             lock.release()  # answered before: no model call, nothing stored
-            return answer(body.stream, ident, created, model, stored, None, keem)
+            return answer(body.stream, ident, created, model, stored, None, keem, api.chunks)
         attempt: Attempt | None = earlier
         if earlier is not None:  # stored, its answer missing or cut: answer it again
             session = api.sessions.again(who.user_id, who.name, earlier)
@@ -88,7 +87,8 @@ def completions(
         finally:
             pieces.close()
             finish()
-        return answer(False, ident, created, model, reply.strip(), usage(session, text, reply), extension(session))
+        counts = usage(session, text, reply)
+        return answer(False, ident, created, model, reply.strip(), counts, extension(session), api.chunks)
     return StreamingResponse(
         closing(stream(first, pieces, finish, ident, created, model, lambda: extension(session), api.chunks)),
         media_type="text/event-stream",
@@ -104,11 +104,12 @@ def answer(
     reply: str,
     counts: dict[str, int] | None,
     keem: dict[str, Any],
+    chunks: Frames,
 ) -> JSONResponse | StreamingResponse:
     """A whole reply as a chat.completion, or as the stream of one (a stored reply given again)."""
     if streamed:
         return StreamingResponse(
-            closing(stream(reply, iter(()), lambda: None, ident, created, model, lambda: keem)),
+            closing(stream(reply, iter(()), lambda: None, ident, created, model, lambda: keem, chunks)),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -144,13 +145,13 @@ def stream(
     created: int,
     model: str,
     keem: Callable[[], dict[str, Any]],
-    chunks: Frames | None = None,
+    chunks: Frames,
 ) -> Generator[str, None, None]:
     """OpenAI's chunks as server-sent events: the role, the pieces, the finish, then `data: [DONE]`. The first piece
-    goes at once; then, paced by `chunks` (the process's budget of chunks a second; None: a chunk a piece), the
-    pieces that came since the last chunk go together in the next one, and the last ones with the end. A failure
-    after the first piece is an `error` event after the pieces before it (what streamed is stored, marked failed).
-    `finish` runs last, however the stream ends."""
+    goes at once; then, paced by `chunks` (the process's budget of chunks a second), the pieces that came since the
+    last chunk go together in the next one, and the last ones with the end. A failure after the first piece is an
+    `error` event after the pieces before it (what streamed is stored, marked failed). `finish` runs last, however
+    the stream ends."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
         body = {
@@ -169,7 +170,7 @@ def stream(
             yield chunk({"content": first})
         came: list[str] = []  # pieces not sent yet
         try:
-            with chunks.stream() if chunks is not None else nullcontext(lambda: True) as due:
+            with chunks.stream() as due:
                 due()  # the first piece's chunk went just now
                 for piece in pieces:
                     came.append(piece)
