@@ -112,12 +112,12 @@ def test_replies_streaming_at_once_share_a_budget_of_frames() -> None:
 
 
 def test_a_reply_streams_in_frames_not_one_per_token_and_the_last_frame_is_whole(tmp_path: Path) -> None:
-    reply = "네 " * 80  # 80 words: 80 or more pieces, about 0.4 s
+    reply = "네 " * 160  # 80 pieces 5 ms apart: about 0.4 s, two FRAME_S (80 words were 40 pieces, one FRAME_S)
     bot = make_bot(tmp_path / "k.db", PacedModel(responder=lambda m: reply if "당신은" in m[0]["content"] else "통과"))
     ui = ChatUI(bot, Worker(bot))
     state = login(ui, "민수")
     _, frames = say(ui, "안녕", state)
-    assert 3 <= len(frames) < 20, len(frames)  # it streams, at most a frame per FRAME_S (else about 40)
+    assert 3 <= len(frames) < 20, len(frames)  # it streams, at most a frame per FRAME_S (else about 80)
     # the stored reply is stripped: a frame that streamed the trailing space is not longer than the final one
     shown = [f.chat[-1]["content"].rstrip() for f in frames]
     assert all(a.startswith("네") and len(a) <= len(b) for a, b in itertools.pairwise(shown))
